@@ -1,0 +1,320 @@
+package keel
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/completer"
+	"github.com/keelq/keel/internal/digest"
+	"github.com/keelq/keel/internal/heartbeat"
+	"github.com/keelq/keel/internal/leader"
+	"github.com/keelq/keel/internal/rescuer"
+)
+
+// Client enqueues and inspects tasks and, when it has handlers, runs
+// workers (Start, Stop). It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	drv   driver.Driver
+	types map[string]options // known types and their defaults
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	queues   map[string]*queueWorker
+	running  map[int64]*execution
+	inflight sync.WaitGroup
+	// workCtx parents every handler context; cancelWork ends them all.
+	workCtx    context.Context
+	cancelWork context.CancelCauseFunc
+
+	completer *completer.Completer
+	heartbeat *heartbeat.Heartbeat
+	elector   *leader.Elector
+	rescuer   *rescuer.Rescuer
+}
+
+// NewClient validates cfg and returns a client. It does not start workers.
+func NewClient(cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}, running: map[int64]*execution{}}
+	for _, t := range cfg.Types {
+		c.types[t] = options{}
+	}
+	for t, h := range cfg.Handlers.m {
+		c.types[t] = h.defaults
+	}
+	return c, nil
+}
+
+// Driver returns the client's storage driver.
+func (c *Client) Driver() driver.Driver { return c.drv }
+
+// Node returns this process's node name.
+func (c *Client) Node() string { return c.cfg.Node }
+
+// Job is one task for EnqueueMany.
+type Job struct {
+	Type    string
+	Payload any
+	Options []Option
+}
+
+// Enqueue durably stores a task of taskType. payload is encoded as JSON
+// ([]byte and json.RawMessage must already be JSON). When an idempotency
+// key (UniqueBy, IdempotencyKey) matches a task that holds it, that task is
+// returned with Duplicate set and nothing is inserted. Bad input returns an
+// error wrapping ErrInvalid, ErrUnknownType or ErrPayloadTooLarge and
+// writes nothing.
+func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
+	infos, err := c.EnqueueMany(ctx, []Job{{Type: taskType, Payload: payload, Options: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return infos[0], nil
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction: the task exists if
+// and only if tx commits. For SQLite, begin tx on the driver's DB().
+func (c *Client) EnqueueTx(ctx context.Context, tx *sql.Tx, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
+	infos, err := c.EnqueueManyTx(ctx, tx, []Job{{Type: taskType, Payload: payload, Options: opts}})
+	if err != nil {
+		return nil, err
+	}
+	return infos[0], nil
+}
+
+// EnqueueMany stores many tasks in one transaction: all of them or, on any
+// error, none.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]*TaskInfo, error) {
+	return c.enqueue(ctx, jobs, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
+		return c.drv.Insert(ctx, params)
+	})
+}
+
+// EnqueueManyTx is EnqueueMany inside the caller's transaction.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []Job) ([]*TaskInfo, error) {
+	if tx == nil {
+		return nil, invalid("nil transaction")
+	}
+	return c.enqueue(ctx, jobs, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
+		return c.drv.InsertTx(ctx, tx, params)
+	})
+}
+
+func (c *Client) enqueue(ctx context.Context, jobs []Job, insert func([]driver.InsertParams) ([]driver.InsertResult, error)) ([]*TaskInfo, error) {
+	if len(jobs) == 0 {
+		return nil, invalid("no tasks to enqueue")
+	}
+	now := c.cfg.Now()
+	params := make([]driver.InsertParams, len(jobs))
+	for i, j := range jobs {
+		p, err := c.prepare(j, now)
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("task %d: %w", i, err)
+			}
+			return nil, err
+		}
+		params[i] = p
+	}
+	results, err := insert(params)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	infos := make([]*TaskInfo, len(results))
+	for i, r := range results {
+		infos[i] = infoFromRow(r.Task)
+		infos[i].Duplicate = r.Duplicate
+		if !r.Duplicate {
+			c.wake(r.Task.Queue)
+		}
+	}
+	return infos, nil
+}
+
+// prepare validates one job and turns it into insert parameters.
+func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
+	if !validName(j.Type) {
+		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
+	}
+	defaults, known := c.types[j.Type]
+	if !known {
+		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)
+	}
+	o := defaults.merge(j.Options)
+	if err := o.validate(); err != nil {
+		return driver.InsertParams{}, err
+	}
+	raw, err := c.encodePayload(j.Payload)
+	if err != nil {
+		return driver.InsertParams{}, err
+	}
+	canon, err := digest.Canonical(raw)
+	if err != nil {
+		return driver.InsertParams{}, invalid("%v", err)
+	}
+	p := driver.InsertParams{
+		Queue:       DefaultQueue,
+		Type:        j.Type,
+		Payload:     canon,
+		MaxAttempts: c.cfg.MaxAttempts,
+		RunAt:       now,
+		Timeout:     c.cfg.Timeout,
+		Now:         now,
+		// The digest covers the type too, so one explicit key reused for
+		// another type is a conflict, not a duplicate.
+		PayloadDigest: digest.Sum(append([]byte(j.Type+"\x00"), canon...)),
+	}
+	if o.queue != nil {
+		p.Queue = *o.queue
+	}
+	if o.priority != nil {
+		p.Priority = *o.priority
+	}
+	if o.maxAttempts != nil {
+		p.MaxAttempts = *o.maxAttempts
+	}
+	if o.timeout != nil {
+		p.Timeout = *o.timeout
+	}
+	if o.runAt != nil {
+		p.RunAt = *o.runAt
+	}
+	if o.delay != nil {
+		p.RunAt = now.Add(*o.delay)
+	}
+	switch {
+	case o.uniqueBy != nil:
+		p.IdemKey = digest.UniqueKey(j.Type, *o.uniqueBy, canon)
+	case o.idemKey != nil:
+		p.IdemKey = digest.ExplicitKey(*o.idemKey)
+	}
+	if o.meta != nil {
+		if p.Meta, err = json.Marshal(o.meta); err != nil {
+			return driver.InsertParams{}, invalid("meta: %v", err)
+		}
+	}
+	return p, nil
+}
+
+func (c *Client) encodePayload(payload any) ([]byte, error) {
+	var raw []byte
+	switch v := payload.(type) {
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	case nil:
+		raw = []byte("null")
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, invalid("payload cannot be encoded as JSON: %v", err)
+		}
+		raw = b
+	}
+	if len(raw) > c.cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrPayloadTooLarge, len(raw), c.cfg.MaxPayloadBytes)
+	}
+	return raw, nil
+}
+
+// Get returns the task with id, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
+	row, err := c.drv.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return infoFromRow(row), nil
+}
+
+// Cancel stops a pending or running task for good (state cancelled; a
+// running handler in this process has its context cancelled, elsewhere its
+// completion is rejected). Finished tasks return ErrWrongState.
+func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
+	row, err := c.drv.Cancel(ctx, id, c.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if ex := c.running[id]; ex != nil {
+		ex.cancel(errCancelled)
+	}
+	c.mu.Unlock()
+	return infoFromRow(row), nil
+}
+
+// Retry sends a dead or cancelled task back to pending, runnable now, with
+// its attempts reset and its history kept. Other states return
+// ErrWrongState; if a newer task holds its idempotency key,
+// ErrIdempotencyConflict.
+func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
+	row, err := c.drv.Retry(ctx, id, c.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.wake(row.Queue)
+	return infoFromRow(row), nil
+}
+
+// ListParams filters List. Zero fields do not filter.
+type ListParams struct {
+	State    State
+	Type     string
+	Queue    string
+	BeforeID int64 // for paging: only ids below this
+	Limit    int   // default 100, at most 1000
+}
+
+// List returns tasks newest first.
+func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
+	if p.State != "" && !p.State.Valid() {
+		return nil, invalid("unknown state %q", p.State)
+	}
+	if p.Limit < 0 || p.Limit > 1000 {
+		return nil, invalid("limit must be in 0..1000, got %d", p.Limit)
+	}
+	rows, err := c.drv.List(ctx, driver.ListParams{State: p.State, Type: p.Type, Queue: p.Queue, BeforeID: p.BeforeID, Limit: p.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*TaskInfo, len(rows))
+	for i := range rows {
+		out[i] = infoFromRow(&rows[i])
+	}
+	return out, nil
+}
+
+// Counts returns how many tasks each queue holds in each state.
+func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error) {
+	rows, err := c.drv.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[State]int64{}
+	for _, r := range rows {
+		if out[r.Queue] == nil {
+			out[r.Queue] = map[State]int64{}
+		}
+		out[r.Queue][r.State] = r.Count
+	}
+	return out, nil
+}
+
+// backoff returns the retry delay for a task type after attempt.
+func (c *Client) backoff(taskType string, attempt int) time.Duration {
+	p := c.cfg.backoffPolicy()
+	if o, ok := c.types[taskType]; ok && o.backoff != nil {
+		p.Base, p.Max = o.backoff.Base, o.backoff.Max
+	}
+	return p.Delay(attempt)
+}

@@ -1,0 +1,50 @@
+package keel
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/keelq/keel/driver"
+)
+
+// CompleteTx marks the task whose handler ctx belongs to as succeeded inside
+// the caller's transaction, so the handler's own writes and the completion
+// commit together or not at all (effectively-once effects). result, when
+// not nil, is stored as the task's result.
+//
+// Call it from a handler with the handler's ctx, on a transaction of the
+// same database (for SQLite, begun on the driver's DB()), then commit and
+// return nil. If the task is no longer held by this worker (its lease was
+// taken over or it was cancelled) it returns ErrLeaseLost: roll back.
+func CompleteTx(ctx context.Context, tx *sql.Tx, result any) error {
+	ex, _ := ctx.Value(execKey{}).(*execution)
+	if ex == nil {
+		return ErrNotInHandler
+	}
+	if tx == nil {
+		return invalid("nil transaction")
+	}
+	var b []byte
+	if result != nil {
+		var err error
+		if b, err = json.Marshal(result); err != nil {
+			return invalid("result cannot be encoded as JSON: %v", err)
+		}
+	}
+	c := ex.c
+	ok, err := c.drv.FinishTx(ctx, tx, c.cfg.Node, c.cfg.Now(), driver.Transition{
+		ID: ex.row.ID, Attempt: ex.row.Attempt, State: driver.StateSucceeded, Result: b,
+	})
+	if err != nil {
+		return fmt.Errorf("complete task %d: %w", ex.row.ID, err)
+	}
+	if !ok {
+		return fmt.Errorf("complete task %d: %w", ex.row.ID, ErrLeaseLost)
+	}
+	c.mu.Lock()
+	ex.completedTx = true
+	c.mu.Unlock()
+	return nil
+}

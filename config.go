@@ -1,0 +1,186 @@
+package keel
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/backoff"
+)
+
+// DefaultQueue is the queue tasks go to unless Queue says otherwise.
+const DefaultQueue = "default"
+
+// QueueConfig configures one named queue a worker serves.
+type QueueConfig struct {
+	// MaxWorkers is how many of the queue's tasks run at once in this
+	// process. Default 10.
+	MaxWorkers int
+}
+
+// Config configures a Client. Only Driver is required; every other field's
+// comment ends with its default.
+type Config struct {
+	// Driver is the storage driver, for example from sqlite.Open. Required.
+	Driver driver.Driver
+	// Handlers maps task types to handlers. A client with handlers can Start
+	// workers. Default none (enqueue-only).
+	Handlers *Handlers
+	// Types declares task types this client may enqueue without handling
+	// them itself (another process runs them). Default none.
+	Types []string
+	// Queues are the queues Start works, each with its concurrency. Default
+	// {"default": {MaxWorkers: 10}}.
+	Queues map[string]QueueConfig
+	// Node names this process in leases and error histories. Default
+	// hostname-pid-random.
+	Node string
+	// Logger receives keel's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; tests inject their own. Default time.Now.
+	Now func() time.Time
+
+	// MaxAttempts is how often a task runs before it is dead-lettered.
+	// Default 4 (one run and three retries).
+	MaxAttempts int
+	// Timeout bounds one attempt. Default 60s.
+	Timeout time.Duration
+	// BackoffBase is the first retry delay, doubled on each further retry.
+	// Default 30s.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay. Default 1h.
+	BackoffMax time.Duration
+	// BackoffJitter spreads retry delays by ± this fraction; a negative value
+	// turns jitter off. Default 0.2.
+	BackoffJitter float64
+
+	// LeaseTTL is how long a claimed task stays ours without a heartbeat.
+	// Default 30s.
+	LeaseTTL time.Duration
+	// HeartbeatInterval is how often leases are renewed, in one batch per
+	// process. Default 10s; must be below LeaseTTL.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often idle workers look for tasks enqueued by
+	// other processes (same-process enqueues wake them at once). Default 1s.
+	PollInterval time.Duration
+	// RescueInterval is how often the leader looks for expired leases.
+	// Default 10s.
+	RescueInterval time.Duration
+	// ClaimBatch caps how many tasks one claim takes. Default 100.
+	ClaimBatch int
+	// TimeoutGrace is how long a handler may keep running after its context
+	// was cancelled (timeout, stop, lost lease) before keel gives up waiting
+	// and records the attempt. Default 5s.
+	TimeoutGrace time.Duration
+	// MaxPayloadBytes bounds a payload. Default 1 MiB.
+	MaxPayloadBytes int
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// validName reports whether s is a valid type or queue name: 1–128
+// characters of letters, digits and _ . : -, starting with a letter or digit.
+func validName(s string) bool { return namePattern.MatchString(s) }
+
+func (c Config) withDefaults() Config {
+	if c.Handlers == nil {
+		c.Handlers = NewHandlers()
+	}
+	if c.Queues == nil {
+		c.Queues = map[string]QueueConfig{DefaultQueue: {}}
+	}
+	queues := make(map[string]QueueConfig, len(c.Queues))
+	for name, q := range c.Queues {
+		if q.MaxWorkers == 0 {
+			q.MaxWorkers = 10
+		}
+		queues[name] = q
+	}
+	c.Queues = queues
+	if c.Node == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		rand.Read(b[:]) //nolint:errcheck // never fails
+		c.Node = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	setDefault(&c.MaxAttempts, 4)
+	setDefault(&c.Timeout, 60*time.Second)
+	setDefault(&c.BackoffBase, 30*time.Second)
+	setDefault(&c.BackoffMax, time.Hour)
+	setDefault(&c.BackoffJitter, 0.2)
+	setDefault(&c.LeaseTTL, 30*time.Second)
+	setDefault(&c.HeartbeatInterval, 10*time.Second)
+	setDefault(&c.PollInterval, time.Second)
+	setDefault(&c.RescueInterval, 10*time.Second)
+	setDefault(&c.ClaimBatch, 100)
+	setDefault(&c.TimeoutGrace, 5*time.Second)
+	setDefault(&c.MaxPayloadBytes, 1<<20)
+	return c
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func (c Config) validate() error {
+	if c.Driver == nil {
+		return invalid("Config.Driver is required")
+	}
+	for name, q := range c.Queues {
+		if !validName(name) {
+			return invalid("Config.Queues: invalid queue name %q", name)
+		}
+		if q.MaxWorkers < 0 {
+			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.MaxWorkers)
+		}
+	}
+	for _, t := range c.Types {
+		if !validName(t) {
+			return invalid("Config.Types: invalid type name %q", t)
+		}
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"Timeout", c.Timeout}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
+		{"LeaseTTL", c.LeaseTTL}, {"HeartbeatInterval", c.HeartbeatInterval},
+		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"TimeoutGrace", c.TimeoutGrace},
+	}
+	for _, p := range positive {
+		if p.d < 0 {
+			return invalid("Config.%s must be positive, got %v", p.name, p.d)
+		}
+	}
+	switch {
+	case c.MaxAttempts < 1:
+		return invalid("Config.MaxAttempts must be at least 1, got %d", c.MaxAttempts)
+	case c.BackoffJitter >= 1:
+		return invalid("Config.BackoffJitter must be below 1, got %v", c.BackoffJitter)
+	case c.HeartbeatInterval >= c.LeaseTTL:
+		return invalid("Config.HeartbeatInterval (%v) must be shorter than LeaseTTL (%v)", c.HeartbeatInterval, c.LeaseTTL)
+	case c.ClaimBatch < 1 || c.ClaimBatch > 1000:
+		return invalid("Config.ClaimBatch must be in 1..1000, got %d", c.ClaimBatch)
+	case c.MaxPayloadBytes < 1:
+		return invalid("Config.MaxPayloadBytes must be positive, got %d", c.MaxPayloadBytes)
+	}
+	return nil
+}
+
+func (c Config) backoffPolicy() backoff.Policy {
+	return backoff.Policy{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: max(c.BackoffJitter, 0)}
+}

@@ -1,0 +1,251 @@
+// Package driver defines the storage contract between keel's engine and a
+// database, and the row types both sides share.
+//
+// A driver is a list of queries: one method per operation, a params struct
+// per method, ctx first. Differences between databases stay inside the
+// driver; the engine never switches on a dialect. Every driver must pass the
+// conformance suite in driver/drivertest against a real database.
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// State is the lifecycle state of a task row.
+type State string
+
+// The task states. pending covers ready, scheduled (run_at in the future) and
+// retrying (attempt > 0) tasks.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateDead      State = "dead"
+	StateCancelled State = "cancelled"
+)
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	switch s {
+	case StatePending, StateRunning, StateSucceeded, StateDead, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// HoldsKey reports whether a task in state s holds its idempotency key:
+// pending, running and succeeded tasks do; dead and cancelled ones release it.
+func (s State) HoldsKey() bool {
+	return s == StatePending || s == StateRunning || s == StateSucceeded
+}
+
+// Errors a driver returns; the engine and users test them with errors.Is.
+var (
+	// ErrNotFound: no task with that id.
+	ErrNotFound = errors.New("keel: task not found")
+	// ErrIdempotencyConflict: the idempotency key is held by a task with a
+	// different payload.
+	ErrIdempotencyConflict = errors.New("keel: idempotency key already used with a different payload")
+	// ErrWrongState: the operation does not apply to the task's current state.
+	ErrWrongState = errors.New("keel: task is not in a state that allows this")
+)
+
+// Outcome names how an attempt ended; it is recorded in the error history.
+type Outcome string
+
+// Attempt outcomes other than success.
+const (
+	OutcomeError        Outcome = "error"
+	OutcomePanic        Outcome = "panic"
+	OutcomeTimeout      Outcome = "timeout"
+	OutcomePermanent    Outcome = "permanent"
+	OutcomeLeaseExpired Outcome = "lease_expired"
+)
+
+// AttemptError is one entry of a task's error history: one failed attempt.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	Node    string    `json:"node,omitempty"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Outcome Outcome   `json:"outcome"`
+	Error   string    `json:"error"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// MaxErrorHistory is how many attempt errors a task keeps (the most recent).
+const MaxErrorHistory = 20
+
+// TaskRow is one row of keel_tasks.
+type TaskRow struct {
+	ID             int64
+	Queue          string
+	Type           string
+	Priority       int
+	Payload        []byte // JSON
+	State          State
+	Attempt        int
+	MaxAttempts    int
+	RunAt          time.Time
+	Timeout        time.Duration
+	IdemKey        string
+	PayloadDigest  string
+	LeaseOwner     string
+	LeaseExpiresAt time.Time // zero unless running
+	CreatedAt      time.Time
+	StartedAt      time.Time // first start; zero until then
+	AttemptedAt    time.Time // start of the current or last attempt
+	FinishedAt     time.Time // zero until succeeded, dead or cancelled
+	UpdatedAt      time.Time
+	Errors         []AttemptError
+	Result         []byte // JSON or nil
+	Meta           []byte // JSON or nil
+}
+
+// InsertParams describes one task to insert. All fields are validated by the
+// engine before a driver sees them.
+type InsertParams struct {
+	Queue         string
+	Type          string
+	Priority      int
+	Payload       []byte // canonical JSON
+	MaxAttempts   int
+	RunAt         time.Time
+	Timeout       time.Duration
+	IdemKey       string // empty: no key
+	PayloadDigest string // SHA-256 over type and canonical payload
+	Meta          []byte
+	Now           time.Time
+}
+
+// InsertResult is the task an insert produced, or the existing task that
+// holds the same idempotency key (Duplicate). A key held by a task with a
+// different PayloadDigest fails the whole insert with
+// ErrIdempotencyConflict, writing nothing.
+type InsertResult struct {
+	Task      *TaskRow
+	Duplicate bool
+}
+
+// ClaimParams asks for up to Limit ready tasks of Queue, best first
+// (priority DESC, run_at ASC, id ASC), marking them running under Owner.
+type ClaimParams struct {
+	Queue          string
+	Limit          int
+	Owner          string
+	Now            time.Time
+	LeaseExpiresAt time.Time
+}
+
+// Transition moves one running task out of running. It applies only while
+// the task is still running under the owner with the same attempt (fencing).
+type Transition struct {
+	ID      int64
+	Attempt int
+	State   State         // succeeded, pending (retry, snooze, release) or dead
+	RunAt   time.Time     // next run for pending
+	Result  []byte        // stored for succeeded
+	Error   *AttemptError // appended to the history when set
+	// Refund gives the attempt back (snooze, release on shutdown).
+	Refund bool
+}
+
+// FinishParams finishes many running tasks held by Owner in one batch.
+type FinishParams struct {
+	Owner       string
+	Now         time.Time
+	Transitions []Transition
+}
+
+// HeartbeatParams extends the leases Owner holds on IDs.
+type HeartbeatParams struct {
+	Owner          string
+	IDs            []int64
+	Now            time.Time
+	LeaseExpiresAt time.Time
+}
+
+// RescueParams sends running tasks whose lease expired before Now back to
+// pending with Backoff (or to dead on their last attempt).
+type RescueParams struct {
+	Now     time.Time
+	Limit   int
+	Backoff func(taskType string, attempt int) time.Duration
+	Node    string
+}
+
+// ListParams filters a listing. Zero fields do not filter. Results are
+// ordered by id descending, starting below BeforeID when it is set.
+type ListParams struct {
+	State    State
+	Type     string
+	Queue    string
+	BeforeID int64
+	Limit    int
+}
+
+// QueueCount is the number of tasks of one queue in one state.
+type QueueCount struct {
+	Queue string
+	State State
+	Count int64
+}
+
+// LeadParams tries to take or keep the leadership Name for TTL.
+type LeadParams struct {
+	Name  string
+	Owner string
+	Now   time.Time
+	TTL   time.Duration
+}
+
+// Driver is the storage contract. Implementations must be safe for
+// concurrent use.
+type Driver interface {
+	// Migrate creates or upgrades the schema; it is safe to call often.
+	Migrate(ctx context.Context) error
+	// Insert inserts tasks in one transaction; a held idempotency key yields
+	// the existing task with Duplicate set.
+	Insert(ctx context.Context, params []InsertParams) ([]InsertResult, error)
+	// InsertTx is Insert inside the caller's transaction.
+	InsertTx(ctx context.Context, tx *sql.Tx, params []InsertParams) ([]InsertResult, error)
+	// Claim marks up to Limit ready tasks running and returns them.
+	Claim(ctx context.Context, params ClaimParams) ([]TaskRow, error)
+	// Finish applies transitions and returns the ids it applied; the others
+	// lost their lease.
+	Finish(ctx context.Context, params FinishParams) ([]int64, error)
+	// FinishTx applies one transition inside the caller's transaction and
+	// reports whether it applied.
+	FinishTx(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t Transition) (bool, error)
+	// Heartbeat extends leases and returns the ids still held.
+	Heartbeat(ctx context.Context, params HeartbeatParams) ([]int64, error)
+	// Rescue recovers tasks with expired leases and returns them as updated.
+	Rescue(ctx context.Context, params RescueParams) ([]TaskRow, error)
+	// Get loads one task or returns ErrNotFound.
+	Get(ctx context.Context, id int64) (*TaskRow, error)
+	// Cancel moves a pending or running task to cancelled (ErrWrongState
+	// otherwise) and returns it.
+	Cancel(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
+	// Retry moves a dead or cancelled task back to pending, runnable now with
+	// its attempts reset (ErrWrongState otherwise), and returns it.
+	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
+	// List returns tasks matching params.
+	List(ctx context.Context, params ListParams) ([]TaskRow, error)
+	// Counts returns task counts by queue and state.
+	Counts(ctx context.Context) ([]QueueCount, error)
+	// Lead takes or renews a leadership lease and reports whether Owner holds it.
+	Lead(ctx context.Context, params LeadParams) (bool, error)
+	// Resign gives up a leadership lease held by owner.
+	Resign(ctx context.Context, name, owner string) error
+	// Close releases the driver's connections.
+	Close() error
+}
+
+// DBer is implemented by drivers built on database/sql; DB returns the
+// handle a caller should begin transactions on for EnqueueTx and CompleteTx.
+type DBer interface {
+	DB() *sql.DB
+}

@@ -1,0 +1,516 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// All of the driver's SQL lives in this file.
+
+const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, run_at, timeout_ms,
+	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
+	finished_at, updated_at, errors, result, meta`
+
+const sqlInsert = `INSERT INTO keel_tasks (queue, type, priority, payload, state, max_attempts, run_at,
+	timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
+VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+RETURNING ` + taskColumns
+
+const sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks
+WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
+
+const sqlClaim = `UPDATE keel_tasks
+SET state = 'running', attempt = attempt + 1, lease_owner = ?1, lease_expires_at = ?2,
+	attempted_at = ?3, started_at = coalesce(started_at, ?3), updated_at = ?3
+WHERE id IN (
+	SELECT id FROM keel_tasks
+	WHERE state = 'pending' AND queue = ?4 AND run_at <= ?3
+	ORDER BY priority DESC, run_at, id
+	LIMIT ?5)
+RETURNING ` + taskColumns
+
+// sqlSucceedMany finishes a batch of successes in one statement; ?2 is a
+// JSON array of {"i": id, "a": attempt, "r": result}.
+const sqlSucceedMany = `UPDATE keel_tasks AS t
+SET state = 'succeeded', result = j.value -> '$.r', finished_at = ?1, updated_at = ?1,
+	lease_owner = NULL, lease_expires_at = NULL
+FROM json_each(?2) AS j
+WHERE t.id = j.value ->> '$.i' AND t.attempt = j.value ->> '$.a'
+	AND t.state = 'running' AND t.lease_owner = ?3
+RETURNING id`
+
+// appendError appends ?-bound JSON to errors, keeping the last 20 entries.
+const appendError = `CASE WHEN ?5 IS NULL THEN errors ELSE json_insert(
+	CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END,
+	'$[#]', json(?5)) END`
+
+const sqlTransition = `UPDATE keel_tasks
+SET state = ?1, run_at = coalesce(?2, run_at), result = coalesce(?3, result),
+	attempt = attempt - ?4, errors = ` + appendError + `,
+	finished_at = CASE WHEN ?1 IN ('succeeded', 'dead') THEN ?6 ELSE NULL END,
+	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?6
+WHERE id = ?7 AND attempt = ?8 AND state = 'running' AND lease_owner = ?9`
+
+const sqlHeartbeat = `UPDATE keel_tasks SET lease_expires_at = ?1, updated_at = ?2
+WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'running' AND lease_owner = ?4
+RETURNING id`
+
+const sqlExpired = `SELECT id, type, attempt, max_attempts, lease_owner, attempted_at FROM keel_tasks
+WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`
+
+const sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
+
+const sqlCancel = `UPDATE keel_tasks
+SET state = 'cancelled', finished_at = ?1, updated_at = ?1, lease_owner = NULL, lease_expires_at = NULL
+WHERE id = ?2 AND state IN ('pending', 'running')
+RETURNING ` + taskColumns
+
+const sqlKeyHeld = `SELECT count(*) FROM keel_tasks
+WHERE idem_key = ? AND id <> ? AND state IN ('pending', 'running', 'succeeded')`
+
+const sqlRetry = `UPDATE keel_tasks
+SET state = 'pending', attempt = 0, run_at = ?1, finished_at = NULL, updated_at = ?1
+WHERE id = ?2 AND state IN ('dead', 'cancelled')
+RETURNING ` + taskColumns
+
+const sqlCounts = `SELECT queue, state, count(*) FROM keel_tasks GROUP BY queue, state ORDER BY queue, state`
+
+const sqlLead = `INSERT INTO keel_leaders (name, owner, expires_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE keel_leaders.owner = excluded.owner OR keel_leaders.expires_at < ?4
+RETURNING owner`
+
+const sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
+
+// Insert implements driver.Driver.
+func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = insert(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InsertTx implements driver.Driver.
+func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	return insert(ctx, tx, params)
+}
+
+func insert(ctx context.Context, tx *sql.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out := make([]driver.InsertResult, 0, len(params))
+	stmt, err := tx.PrepareContext(ctx, sqlInsert)
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	defer stmt.Close()
+	for _, p := range params {
+		row, err := scanTask(stmt.QueryRowContext(ctx, p.Queue, p.Type, p.Priority, string(p.Payload),
+			p.MaxAttempts, micros(p.RunAt), p.Timeout.Milliseconds(), nullString(p.IdemKey),
+			p.PayloadDigest, micros(p.Now), micros(p.Now), nullBytes(p.Meta)))
+		if err == nil {
+			out = append(out, driver.InsertResult{Task: row})
+			continue
+		}
+		if !errors.Is(err, sql.ErrNoRows) || p.IdemKey == "" {
+			return nil, fmt.Errorf("insert task: %w", err)
+		}
+		// The key is held: the unique index decided, load the holder.
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlByKey, p.IdemKey))
+		if err != nil {
+			return nil, fmt.Errorf("load task holding idempotency key: %w", err)
+		}
+		if row.PayloadDigest != p.PayloadDigest {
+			return nil, fmt.Errorf("insert task: key held by task %d: %w", row.ID, driver.ErrIdempotencyConflict)
+		}
+		out = append(out, driver.InsertResult{Task: row, Duplicate: true})
+	}
+	return out, nil
+}
+
+// Claim implements driver.Driver.
+func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
+		if err != nil {
+			return fmt.Errorf("claim tasks: %w", err)
+		}
+		out, err = scanTasks(rows, out)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if a.Priority != b.Priority {
+			return a.Priority > b.Priority
+		}
+		if !a.RunAt.Equal(b.RunAt) {
+			return a.RunAt.Before(b.RunAt)
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+type successJSON struct {
+	ID      int64           `json:"i"`
+	Attempt int             `json:"a"`
+	Result  json.RawMessage `json:"r,omitempty"`
+}
+
+// Finish implements driver.Driver. Successes go in one statement; other
+// transitions one statement each, all in one group commit.
+func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
+	var ok []int64
+	var successes []successJSON
+	var others []driver.Transition
+	for _, t := range p.Transitions {
+		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund {
+			successes = append(successes, successJSON{ID: t.ID, Attempt: t.Attempt, Result: t.Result})
+		} else {
+			others = append(others, t)
+		}
+	}
+	var batch []byte
+	if len(successes) > 0 {
+		var err error
+		if batch, err = json.Marshal(successes); err != nil {
+			return nil, fmt.Errorf("finish tasks: %w", err)
+		}
+	}
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		ok = ok[:0]
+		if batch != nil {
+			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), string(batch), p.Owner)
+			if err != nil {
+				return fmt.Errorf("finish tasks: %w", err)
+			}
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return fmt.Errorf("finish tasks: %w", err)
+				}
+				ok = append(ok, id)
+			}
+			if err := rows.Close(); err != nil {
+				return fmt.Errorf("finish tasks: %w", err)
+			}
+		}
+		for _, t := range others {
+			applied, err := transition(ctx, tx, p.Owner, p.Now, t)
+			if err != nil {
+				return err
+			}
+			if applied {
+				ok = append(ok, t.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ok, nil
+}
+
+// FinishTx implements driver.Driver.
+func (d *Driver) FinishTx(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+	return transition(ctx, tx, owner, now, t)
+}
+
+func transition(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+	var errJSON any
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+		}
+		errJSON = string(b)
+	}
+	refund := 0
+	if t.Refund {
+		refund = 1
+	}
+	res, err := tx.ExecContext(ctx, sqlTransition, string(t.State), nullMicros(t.RunAt), nullBytes(t.Result),
+		refund, errJSON, micros(now), t.ID, t.Attempt, owner)
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Heartbeat implements driver.Driver.
+func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	ids, err := json.Marshal(p.IDs)
+	if err != nil {
+		return nil, err
+	}
+	var held []int64
+	err = d.write(ctx, func(tx *sql.Tx) error {
+		held = held[:0]
+		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt), micros(p.Now), string(ids), p.Owner)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+			held = append(held, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// Rescue implements driver.Driver.
+func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		type expired struct {
+			id                   int64
+			typ, owner           string
+			attempt, maxAttempts int
+			attemptedAt          sql.NullInt64
+		}
+		rows, err := tx.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
+		if err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		var list []expired
+		for rows.Next() {
+			var e expired
+			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.owner, &e.attemptedAt); err != nil {
+				rows.Close()
+				return fmt.Errorf("rescue: %w", err)
+			}
+			list = append(list, e)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		for _, e := range list {
+			t := driver.Transition{ID: e.id, Attempt: e.attempt, State: driver.StatePending,
+				RunAt: p.Now.Add(p.Backoff(e.typ, e.attempt)),
+				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: p.Now,
+					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
+			if e.attemptedAt.Valid {
+				t.Error.Start = fromMicros(e.attemptedAt.Int64)
+			}
+			if e.attempt >= e.maxAttempts {
+				t.State, t.RunAt = driver.StateDead, time.Time{}
+			}
+			applied, err := transition(ctx, tx, e.owner, p.Now, t)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				continue
+			}
+			row, err := scanTask(tx.QueryRowContext(ctx, sqlGet, e.id))
+			if err != nil {
+				return fmt.Errorf("rescue: %w", err)
+			}
+			out = append(out, *row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get implements driver.Driver.
+func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
+	row, err := scanTask(d.rdb.QueryRowContext(ctx, sqlGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// Cancel implements driver.Driver.
+func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	var row *driver.TaskRow
+	var opErr error
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id))
+		opErr = nil
+		if errors.Is(err, sql.ErrNoRows) {
+			opErr = missingOrWrongState(ctx, tx, id)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cancel task %d: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return row, opErr
+}
+
+// Retry implements driver.Driver.
+func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	var row *driver.TaskRow
+	var opErr error
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		opErr = nil
+		var key sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT idem_key FROM keel_tasks WHERE id = ?`, id).Scan(&key)
+		if errors.Is(err, sql.ErrNoRows) {
+			opErr = driver.ErrNotFound
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("retry task %d: %w", id, err)
+		}
+		if key.Valid {
+			var n int
+			if err := tx.QueryRowContext(ctx, sqlKeyHeld, key.String, id).Scan(&n); err != nil {
+				return fmt.Errorf("retry task %d: %w", id, err)
+			}
+			if n > 0 {
+				opErr = fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+				return nil
+			}
+		}
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlRetry, micros(now), id))
+		if errors.Is(err, sql.ErrNoRows) {
+			opErr = fmt.Errorf("retry task %d: %w", id, driver.ErrWrongState)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("retry task %d: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return row, opErr
+}
+
+func missingOrWrongState(ctx context.Context, tx *sql.Tx, id int64) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM keel_tasks WHERE id = ?`, id).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return driver.ErrNotFound
+	}
+	return fmt.Errorf("task %d: %w", id, driver.ErrWrongState)
+}
+
+// List implements driver.Driver.
+func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
+	var where []string
+	var args []any
+	if p.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(p.State))
+	}
+	if p.Type != "" {
+		where, args = append(where, "type = ?"), append(args, p.Type)
+	}
+	if p.Queue != "" {
+		where, args = append(where, "queue = ?"), append(args, p.Queue)
+	}
+	if p.BeforeID > 0 {
+		where, args = append(where, "id < ?"), append(args, p.BeforeID)
+	}
+	q := `SELECT ` + taskColumns + ` FROM keel_tasks`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, limit)
+	rows, err := d.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return scanTasks(rows, nil)
+}
+
+// Counts implements driver.Driver.
+func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
+	rows, err := d.rdb.QueryContext(ctx, sqlCounts)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.QueueCount
+	for rows.Next() {
+		var c driver.QueueCount
+		if err := rows.Scan(&c.Queue, &c.State, &c.Count); err != nil {
+			return nil, fmt.Errorf("count tasks: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Lead implements driver.Driver.
+func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
+	var leading bool
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		var owner string
+		err := tx.QueryRowContext(ctx, sqlLead, p.Name, p.Owner, micros(p.Now.Add(p.TTL)), micros(p.Now)).Scan(&owner)
+		leading = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("elect leader: %w", err)
+		}
+		return nil
+	})
+	return leading, err
+}
+
+// Resign implements driver.Driver.
+func (d *Driver) Resign(ctx context.Context, name, owner string) error {
+	return d.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, sqlResign, name, owner); err != nil {
+			return fmt.Errorf("resign leadership: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,78 @@
+package keel
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// Errors returned by keel. Test for them with errors.Is.
+var (
+	// ErrNotFound: no task with that id.
+	ErrNotFound = driver.ErrNotFound
+	// ErrIdempotencyConflict: the idempotency key is held by a task whose
+	// payload (or type) differs.
+	ErrIdempotencyConflict = driver.ErrIdempotencyConflict
+	// ErrWrongState: the task is not in a state the operation applies to,
+	// such as cancelling a succeeded task.
+	ErrWrongState = driver.ErrWrongState
+	// ErrInvalid wraps every rejected input: bad names, payloads, options and
+	// configuration. Nothing is written when it is returned.
+	ErrInvalid = errors.New("keel: invalid input")
+	// ErrUnknownType: the task type has no handler and is not declared in
+	// Config.Types.
+	ErrUnknownType = errors.New("keel: unknown task type")
+	// ErrPayloadTooLarge: the payload exceeds Config.MaxPayloadBytes.
+	ErrPayloadTooLarge = errors.New("keel: payload too large")
+	// ErrLeaseLost: the task is no longer held by this worker (its lease
+	// expired and another worker took it, or it was cancelled), so its
+	// completion was rejected.
+	ErrLeaseLost = errors.New("keel: task lease lost")
+	// ErrNotInHandler: a handler-only call (CompleteTx) was made outside a
+	// handler's context.
+	ErrNotInHandler = errors.New("keel: not called from a task handler")
+	// ErrNotWorker: Start on a client without handlers, or Start twice.
+	ErrNotWorker = errors.New("keel: client cannot start workers")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + errString(e.err) }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: the task is dead-lettered at
+// once, whatever attempts remain.
+func Permanent(err error) error { return &permanentError{err: err} }
+
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *retryAfterError) Error() string { return errString(e.err) }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter fails the attempt like err but retries after d instead of the
+// backoff delay (if attempts remain).
+func RetryAfter(err error, d time.Duration) error { return &retryAfterError{err: err, delay: d} }
+
+type snoozeError struct{ delay time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.delay) }
+
+// Snooze reschedules the task to run again after d without using an
+// attempt and without recording an error.
+func Snooze(d time.Duration) error { return &snoozeError{delay: d} }
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}

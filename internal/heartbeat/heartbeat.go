@@ -1,0 +1,95 @@
+// Package heartbeat extends the leases of every task a process runs with
+// one batched statement per interval, and reports tasks whose lease was
+// lost so their handlers can be cancelled.
+package heartbeat
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/service"
+)
+
+// Config wires a Heartbeat.
+type Config struct {
+	Driver   driver.Driver
+	Owner    string
+	Interval time.Duration
+	LeaseTTL time.Duration
+	Now      func() time.Time
+	Logger   *slog.Logger
+	// Running lists the ids this process holds.
+	Running func() []int64
+	// Lost is called with ids whose lease is no longer ours; all=true means
+	// renewals have failed for so long that every lease may be gone.
+	Lost func(ids []int64, all bool)
+}
+
+// Heartbeat is the lease-renewal service.
+type Heartbeat struct {
+	cfg  Config
+	loop *service.Loop
+}
+
+// New returns a Heartbeat.
+func New(cfg Config) *Heartbeat { return &Heartbeat{cfg: cfg} }
+
+// Start begins renewing.
+func (h *Heartbeat) Start(ctx context.Context) {
+	last := h.cfg.Now()
+	h.loop = service.Start(ctx, func(ctx context.Context) {
+		t := time.NewTicker(h.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if h.beat(ctx) {
+				last = h.cfg.Now()
+			} else if h.cfg.Now().Sub(last) > h.cfg.LeaseTTL-h.cfg.Interval {
+				// Renewal keeps failing: stop handlers before another
+				// process is allowed to take their tasks over.
+				h.cfg.Lost(nil, true)
+			}
+		}
+	})
+}
+
+// Stop stops renewing.
+func (h *Heartbeat) Stop() { h.loop.Stop() }
+
+func (h *Heartbeat) beat(ctx context.Context) bool {
+	ids := h.cfg.Running()
+	if len(ids) == 0 {
+		return true
+	}
+	now := h.cfg.Now()
+	held, err := h.cfg.Driver.Heartbeat(ctx, driver.HeartbeatParams{
+		Owner: h.cfg.Owner, IDs: ids, Now: now, LeaseExpiresAt: now.Add(h.cfg.LeaseTTL),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			h.cfg.Logger.Warn("keel: heartbeat failed", "error", err, "tasks", len(ids))
+		}
+		return false
+	}
+	if len(held) == len(ids) {
+		return true
+	}
+	have := make(map[int64]bool, len(held))
+	for _, id := range held {
+		have[id] = true
+	}
+	var lost []int64
+	for _, id := range ids {
+		if !have[id] {
+			lost = append(lost, id)
+		}
+	}
+	h.cfg.Lost(lost, false)
+	return true
+}

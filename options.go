@@ -1,0 +1,114 @@
+package keel
+
+import (
+	"time"
+
+	"github.com/keelq/keel/internal/backoff"
+)
+
+// Option sets one property of a task. Passed to Enqueue it applies to that
+// task; passed to Handle it becomes the default for the type.
+type Option func(*options)
+
+type options struct {
+	queue       *string
+	priority    *int
+	runAt       *time.Time
+	delay       *time.Duration
+	maxAttempts *int
+	timeout     *time.Duration
+	uniqueBy    *string
+	idemKey     *string
+	backoff     *backoff.Policy
+	meta        map[string]string
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Queue puts the task on the named queue. Default "default".
+func Queue(name string) Option { return func(o *options) { o.queue = ptr(name) } }
+
+// Priority orders ready tasks of a queue: larger runs first. Default 0.
+func Priority(p int) Option { return func(o *options) { o.priority = ptr(p) } }
+
+// RunAt schedules the task not to start before t. Default now.
+func RunAt(t time.Time) Option { return func(o *options) { o.runAt = ptr(t) } }
+
+// Delay schedules the task to start d from now. Default 0.
+func Delay(d time.Duration) Option { return func(o *options) { o.delay = ptr(d) } }
+
+// MaxAttempts bounds how often the task runs before it is dead-lettered.
+// Default Config.MaxAttempts (4: one run and three retries).
+func MaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = ptr(n) } }
+
+// Timeout bounds one attempt; an attempt that exceeds it is recorded as a
+// timeout and retried. Default Config.Timeout (60s).
+func Timeout(d time.Duration) Option { return func(o *options) { o.timeout = ptr(d) } }
+
+// UniqueBy dedupes by content: the idempotency key is SHA-256 over the type,
+// naturalKey and the canonical payload. Submitting the same content again
+// returns the existing task with Duplicate set; changed content is new work.
+// The key is held while the task is pending, running or succeeded.
+func UniqueBy(naturalKey string) Option { return func(o *options) { o.uniqueBy = ptr(naturalKey) } }
+
+// IdempotencyKey dedupes by the caller's own key. A replay with the same
+// payload returns the existing task with Duplicate set; the same key with a
+// different payload fails with ErrIdempotencyConflict. Dead and cancelled
+// tasks release their key.
+func IdempotencyKey(key string) Option { return func(o *options) { o.idemKey = ptr(key) } }
+
+// Backoff sets a type's retry delays: base × 2^(attempt-1), at most max,
+// with Config.BackoffJitter. Only meaningful on Handle. Default
+// Config.BackoffBase and Config.BackoffMax.
+func Backoff(base, max time.Duration) Option {
+	return func(o *options) { o.backoff = &backoff.Policy{Base: base, Max: max} }
+}
+
+// Meta attaches string tags (trace ids, tenants) stored with the task.
+func Meta(tags map[string]string) Option { return func(o *options) { o.meta = tags } }
+
+// merge applies override on top of o.
+func (o options) merge(opts []Option) options {
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// validate checks option values, naming the bad one.
+func (o options) validate() error {
+	switch {
+	case o.queue != nil && !validName(*o.queue):
+		return invalid("invalid queue name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", *o.queue)
+	case o.priority != nil && (*o.priority < -1_000_000 || *o.priority > 1_000_000):
+		return invalid("priority %d out of range [-1000000, 1000000]", *o.priority)
+	case o.delay != nil && *o.delay < 0:
+		return invalid("negative delay %v", *o.delay)
+	case o.maxAttempts != nil && *o.maxAttempts < 1:
+		return invalid("max attempts must be at least 1, got %d", *o.maxAttempts)
+	case o.maxAttempts != nil && *o.maxAttempts > 1000:
+		return invalid("max attempts must be at most 1000, got %d", *o.maxAttempts)
+	case o.timeout != nil && *o.timeout <= 0:
+		return invalid("timeout must be positive, got %v", *o.timeout)
+	case o.timeout != nil && *o.timeout < time.Millisecond:
+		return invalid("timeout must be at least 1ms, got %v", *o.timeout)
+	case o.uniqueBy != nil && (*o.uniqueBy == "" || len(*o.uniqueBy) > 1024):
+		return invalid("UniqueBy natural key must be 1-1024 bytes, got %d", len(*o.uniqueBy))
+	case o.idemKey != nil && (*o.idemKey == "" || len(*o.idemKey) > 255):
+		return invalid("idempotency key must be 1-255 bytes, got %d", len(*o.idemKey))
+	case o.uniqueBy != nil && o.idemKey != nil:
+		return invalid("UniqueBy and IdempotencyKey are exclusive")
+	case o.runAt != nil && o.delay != nil:
+		return invalid("RunAt and Delay are exclusive")
+	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
+		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
+	}
+	for k := range o.meta {
+		if k == "" || len(k) > 128 {
+			return invalid("meta keys must be 1-128 bytes")
+		}
+	}
+	return nil
+}

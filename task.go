@@ -1,0 +1,90 @@
+package keel
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// State is a task's lifecycle state.
+type State = driver.State
+
+// Task states: pending (ready, scheduled or waiting to retry), running,
+// and the terminal succeeded, dead (the dead letter, kept for requeue) and
+// cancelled.
+const (
+	StatePending   = driver.StatePending
+	StateRunning   = driver.StateRunning
+	StateSucceeded = driver.StateSucceeded
+	StateDead      = driver.StateDead
+	StateCancelled = driver.StateCancelled
+)
+
+// AttemptError is one failed attempt in a task's history.
+type AttemptError = driver.AttemptError
+
+// Task is what a handler receives: the decoded arguments and the task's
+// identity. Args holds the payload decoded into T.
+type Task[T any] struct {
+	ID          int64
+	Type        string
+	Queue       string
+	Priority    int
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	CreatedAt   time.Time
+	Args        T
+	Payload     json.RawMessage
+	result      json.RawMessage
+}
+
+// SetResult stores v (encoded as JSON) as the task's result when it
+// succeeds, for callers who query it later.
+func (t *Task[T]) SetResult(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("keel: encode result: %w", err)
+	}
+	t.result = b
+	return nil
+}
+
+// Result returns what SetResult stored, or nil.
+func (t *Task[T]) Result() json.RawMessage { return t.result }
+
+// TaskInfo is a task as stored: what Enqueue and Get return.
+type TaskInfo struct {
+	ID          int64
+	Queue       string
+	Type        string
+	Priority    int
+	State       State
+	Attempt     int // attempts started so far
+	MaxAttempts int
+	Payload     json.RawMessage
+	Result      json.RawMessage // set by the handler on success, or nil
+	Errors      []AttemptError  // one entry per failed attempt, the last 20
+	Timeout     time.Duration
+	RunAt       time.Time // earliest start of the next attempt
+	CreatedAt   time.Time // first arrival
+	StartedAt   time.Time // first start; zero until then
+	AttemptedAt time.Time // start of the latest attempt
+	FinishedAt  time.Time // zero until succeeded, dead or cancelled
+	UpdatedAt   time.Time
+	Meta        json.RawMessage
+	// Duplicate is set by Enqueue when an idempotency key matched an existing
+	// task, which is returned instead of inserting a new one.
+	Duplicate bool
+}
+
+func infoFromRow(r *driver.TaskRow) *TaskInfo {
+	return &TaskInfo{
+		ID: r.ID, Queue: r.Queue, Type: r.Type, Priority: r.Priority, State: r.State,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Payload: r.Payload, Result: r.Result,
+		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
+		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
+		UpdatedAt: r.UpdatedAt, Meta: r.Meta,
+	}
+}
