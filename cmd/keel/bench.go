@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver/sqlite"
+)
+
+type benchOptions struct {
+	n        int
+	duration time.Duration
+	rate     int
+	workers  int
+	db       string
+	sync     string
+	batch    int
+}
+
+func newBenchCmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput and pickup latency with a no-op handler",
+		Long: `bench measures keel on a SQLite file with a no-op handler.
+
+  keel bench -n 100000                    insert N tasks, then work them down: jobs/s drained
+  keel bench --duration 10s               insert and work at once for D: jobs/s sustained
+  keel bench --duration 10s --rate 1000   insert R tasks a second: pickup latency p50/p95/p99`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), cmd.OutOrStdout(), o) },
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.n, "n", "n", 100000, "tasks to insert and drain (drain mode)")
+	f.DurationVar(&o.duration, "duration", 0, "run continuous insert-and-work for this long instead of draining")
+	f.IntVar(&o.rate, "rate", 0, "with --duration: insert this many tasks a second and report pickup latency")
+	f.IntVar(&o.workers, "workers", 100, "concurrent handlers")
+	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
+	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
+	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
+	return cmd
+}
+
+func (o benchOptions) validate() error {
+	switch {
+	case o.n < 1:
+		return fmt.Errorf("-n must be positive, got %d", o.n)
+	case o.duration < 0:
+		return fmt.Errorf("--duration must not be negative, got %v", o.duration)
+	case o.rate < 0:
+		return fmt.Errorf("--rate must not be negative, got %d", o.rate)
+	case o.rate > 0 && o.duration == 0:
+		return errors.New("--rate needs --duration")
+	case o.workers < 1:
+		return fmt.Errorf("--workers must be positive, got %d", o.workers)
+	case o.batch < 1:
+		return fmt.Errorf("--insert-batch must be positive, got %d", o.batch)
+	}
+	return nil
+}
+
+// benchRun is one bench's database, client and counters.
+type benchRun struct {
+	client  *keel.Client
+	drv     *sqlite.Driver
+	worked  atomic.Int64
+	target  int64
+	reached chan struct{}
+	once    sync.Once
+
+	mu      sync.Mutex
+	pickups []time.Duration
+}
+
+func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	path := o.db
+	if path == "" {
+		dir, err := os.MkdirTemp("", "keel-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "bench.db")
+	}
+	drv, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: sqlite.Synchronous(o.sync)})
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	b := &benchRun{drv: drv, reached: make(chan struct{})}
+	h := keel.NewHandlers()
+	keel.Handle(h, "bench.noop", func(ctx context.Context, t *keel.Task[struct{}]) error {
+		if o.rate > 0 {
+			d := time.Since(t.CreatedAt)
+			b.mu.Lock()
+			b.pickups = append(b.pickups, d)
+			b.mu.Unlock()
+		}
+		if b.worked.Add(1) == b.target {
+			b.once.Do(func() { close(b.reached) })
+		}
+		return nil
+	})
+	b.client, err = keel.NewClient(keel.Config{
+		Driver: drv, Handlers: h,
+		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "keel bench: SQLite %s (synchronous=%s), %d workers\n", path, o.sync, o.workers)
+	switch {
+	case o.duration == 0:
+		return b.drain(ctx, out, o)
+	case o.rate == 0:
+		return b.continuous(ctx, out, o)
+	default:
+		return b.latency(ctx, out, o)
+	}
+}
+
+func (b *benchRun) insert(ctx context.Context, n, batch int) error {
+	jobs := make([]keel.Job, 0, batch)
+	for n > 0 {
+		jobs = jobs[:0]
+		for range min(n, batch) {
+			jobs = append(jobs, keel.Job{Type: "bench.noop", Payload: struct{}{}})
+		}
+		if _, err := b.client.EnqueueMany(ctx, jobs); err != nil {
+			return err
+		}
+		n -= len(jobs)
+	}
+	return nil
+}
+
+func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) error {
+	start := time.Now()
+	if err := b.insert(ctx, o.n, o.batch); err != nil {
+		return err
+	}
+	ins := time.Since(start)
+	fmt.Fprintf(out, "inserted %d tasks in %v (%.0f tasks/s)\n", o.n, ins.Round(time.Millisecond), float64(o.n)/ins.Seconds())
+	b.target = int64(o.n)
+	start = time.Now()
+	if err := b.client.Start(ctx); err != nil {
+		return err
+	}
+	<-b.reached
+	if err := b.client.Stop(ctx); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	counts, err := b.client.Counts(ctx)
+	if err != nil {
+		return err
+	}
+	done := counts[keel.DefaultQueue][keel.StateSucceeded]
+	fmt.Fprintf(out, "worked %d tasks in %v: %.0f jobs/s (succeeded in database: %d)\n",
+		b.worked.Load(), el.Round(time.Millisecond), float64(b.worked.Load())/el.Seconds(), done)
+	if done != int64(o.n) {
+		return fmt.Errorf("expected %d succeeded tasks, found %d", o.n, done)
+	}
+	return nil
+}
+
+func (b *benchRun) continuous(ctx context.Context, out io.Writer, o benchOptions) error {
+	b.target = -1
+	if err := b.client.Start(ctx); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(o.duration)
+	inserted := 0
+	start := time.Now()
+	for time.Now().Before(deadline) {
+		// Keep the backlog bounded so the figure is a sustained rate.
+		if int64(inserted)-b.worked.Load() > int64(4*o.batch) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err := b.insert(ctx, o.batch, o.batch); err != nil {
+			return err
+		}
+		inserted += o.batch
+	}
+	worked := b.worked.Load()
+	el := time.Since(start)
+	if err := b.client.Stop(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "inserted %d and worked %d tasks in %v: %.0f jobs/s\n", inserted, worked, el.Round(time.Millisecond), float64(worked)/el.Seconds())
+	return nil
+}
+
+func (b *benchRun) latency(ctx context.Context, out io.Writer, o benchOptions) error {
+	b.target = -1
+	if err := b.client.Start(ctx); err != nil {
+		return err
+	}
+	interval := time.Second / time.Duration(o.rate)
+	total := int(o.duration / interval)
+	next := time.Now()
+	for i := 0; i < total; i++ {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		next = next.Add(interval)
+		if _, err := b.client.Enqueue(ctx, "bench.noop", struct{}{}); err != nil {
+			return err
+		}
+	}
+	wait := time.Now().Add(10 * time.Second)
+	for b.worked.Load() < int64(total) && time.Now().Before(wait) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.client.Stop(ctx); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	p := slices.Clone(b.pickups)
+	b.mu.Unlock()
+	slices.Sort(p)
+	if len(p) == 0 {
+		return errors.New("no task was picked up")
+	}
+	q := func(f float64) time.Duration { return p[min(len(p)-1, int(f*float64(len(p))))] }
+	fmt.Fprintf(out, "enqueued %d tasks at %d/s, worked %d; pickup latency p50 %v p95 %v p99 %v max %v\n",
+		total, o.rate, len(p), q(0.50).Round(time.Microsecond), q(0.95).Round(time.Microsecond),
+		q(0.99).Round(time.Microsecond), p[len(p)-1].Round(time.Microsecond))
+	return nil
+}
