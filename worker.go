@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -155,14 +157,20 @@ func (c *Client) leaseLost(ids []int64, all bool) {
 
 // queueWorker claims tasks of one queue up to its concurrency.
 type queueWorker struct {
-	c      *Client
-	name   string
-	limit  int
-	active int // guarded by c.mu
-	wakeup chan struct{}
-	freed  chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	c     *Client
+	name  string
+	limit int
+	// active counts handlers running; finishing counts attempts whose
+	// handler returned but whose outcome is not stored yet. Both are guarded
+	// by c.mu. A slot frees when the handler returns, so the next claim and
+	// the previous completions share a group commit; finishing is bounded
+	// by limit so a slow database pushes back on claiming.
+	active    int
+	finishing int
+	wakeup    chan struct{}
+	freed     chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func newQueueWorker(c *Client, name string, limit int) *queueWorker {
@@ -176,7 +184,7 @@ func newQueueWorker(c *Client, name string, limit int) *queueWorker {
 func (q *queueWorker) free() int {
 	q.c.mu.Lock()
 	defer q.c.mu.Unlock()
-	return q.limit - q.active
+	return min(q.limit-q.active, 2*q.limit-q.active-q.finishing)
 }
 
 // run is the claim loop: claim while slots are free and the queue yields
@@ -284,39 +292,58 @@ type runResult struct {
 	panic  bool
 }
 
-// execute runs one attempt and hands its outcome to the completer.
+// execute runs one attempt and hands its outcome to the completer. The
+// handler runs on this goroutine; if its context ends (timeout, stop, lost
+// lease) and it does not return within TimeoutGrace, a timer reports the
+// attempt instead and the late return is ignored.
 func (c *Client) execute(q *queueWorker, ctx context.Context, ex *execution) {
 	row := ex.row
 	start := c.cfg.Now()
-	h := c.cfg.Handlers.m[row.Type]
-	var res runResult
-	if h == nil {
-		res.err = fmt.Errorf("no handler for task type %q on node %s", row.Type, c.cfg.Node)
-	} else {
-		tctx, cancelT := context.WithTimeoutCause(ctx, row.Timeout, errTimeout)
-		done := make(chan runResult, 1)
-		go func() { done <- runHandler(tctx, h, row) }()
-		select {
-		case res = <-done:
-		case <-tctx.Done():
-			grace := time.NewTimer(c.cfg.TimeoutGrace)
-			select {
-			case res = <-done:
-			case <-grace.C:
-				res.err = fmt.Errorf("handler did not return within %v after its context ended: %w", c.cfg.TimeoutGrace, context.Cause(tctx))
-			}
-			grace.Stop()
+	var reported atomic.Bool
+	report := func(tctx context.Context, res runResult) {
+		if !reported.CompareAndSwap(false, true) {
+			return
 		}
-		if res.err != nil && errors.Is(context.Cause(tctx), errTimeout) {
+		if res.err != nil && tctx != nil && errors.Is(context.Cause(tctx), errTimeout) {
 			res.err = fmt.Errorf("%w after %v: %v", errTimeout, row.Timeout, res.err)
 		}
-		cancelT()
+		end := c.cfg.Now()
+		t := c.transition(ctx, row, res, start, end)
+		c.mu.Lock()
+		q.active--
+		q.finishing++
+		c.mu.Unlock()
+		q.signalFreed()
+		c.completer.Add(completer.Request{Transition: t, Done: func(applied bool, err error) {
+			c.finished(q, ex, t, applied, err)
+		}})
 	}
-	end := c.cfg.Now()
-	t := c.transition(ctx, row, res, start, end)
-	c.completer.Add(completer.Request{Transition: t, Done: func(applied bool, err error) {
-		c.finished(q, ex, t, applied, err)
-	}})
+	h := c.cfg.Handlers.m[row.Type]
+	if h == nil {
+		report(nil, runResult{err: fmt.Errorf("no handler for task type %q on node %s", row.Type, c.cfg.Node)})
+		return
+	}
+	tctx, cancelT := context.WithTimeoutCause(ctx, row.Timeout, errTimeout)
+	defer cancelT()
+	var grace atomic.Pointer[time.Timer]
+	stopWatch := context.AfterFunc(tctx, func() {
+		grace.Store(time.AfterFunc(c.cfg.TimeoutGrace, func() {
+			report(tctx, runResult{err: fmt.Errorf("handler did not return within %v after its context ended: %w",
+				c.cfg.TimeoutGrace, context.Cause(tctx))})
+		}))
+	})
+	res := runHandler(tctx, h, row)
+	if !stopWatch() {
+		// The context ended while the handler ran: the grace timer may be
+		// armed (or about to be); whichever reports first wins.
+		for i := 0; i < 1000 && grace.Load() == nil; i++ {
+			runtime.Gosched()
+		}
+		if t := grace.Load(); t != nil {
+			t.Stop()
+		}
+	}
+	report(tctx, res)
 }
 
 func runHandler(ctx context.Context, h *handlerEntry, row *driver.TaskRow) (res runResult) {
@@ -380,7 +407,7 @@ func (c *Client) finished(q *queueWorker, ex *execution, t driver.Transition, ap
 	c.mu.Lock()
 	completedTx := ex.completedTx
 	delete(c.running, row.ID)
-	q.active--
+	q.finishing--
 	c.mu.Unlock()
 	ex.cancel(nil)
 	switch {
@@ -394,11 +421,15 @@ func (c *Client) finished(q *queueWorker, ex *execution, t driver.Transition, ap
 		log.Warn("keel: task attempt failed", "task_id", row.ID, "type", row.Type, "queue", row.Queue,
 			"attempt", row.Attempt, "outcome", t.Error.Outcome, "next_state", t.State, "error", t.Error.Error)
 	}
+	q.signalFreed()
+	c.inflight.Done()
+}
+
+func (q *queueWorker) signalFreed() {
 	select {
 	case q.freed <- struct{}{}:
 	default:
 	}
-	c.inflight.Done()
 }
 
 func truncate(s string, n int) string {

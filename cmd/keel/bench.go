@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ type benchOptions struct {
 	db       string
 	sync     string
 	batch    int
+	profile  string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -50,6 +52,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
+	f.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
 
@@ -82,6 +85,15 @@ type benchRun struct {
 
 	mu      sync.Mutex
 	pickups []time.Duration
+	// profile starts the CPU profile when the measured phase begins.
+	profile func() error
+}
+
+func (b *benchRun) startMeasuring() error {
+	if b.profile == nil {
+		return nil
+	}
+	return b.profile()
 }
 
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
@@ -127,6 +139,15 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.profile != "" {
+		pf, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		b.profile = func() error { return pprof.StartCPUProfile(pf) }
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Fprintf(out, "keel bench: SQLite %s (synchronous=%s), %d workers\n", path, o.sync, o.workers)
 	switch {
 	case o.duration == 0:
@@ -161,6 +182,9 @@ func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) err
 	ins := time.Since(start)
 	fmt.Fprintf(out, "inserted %d tasks in %v (%.0f tasks/s)\n", o.n, ins.Round(time.Millisecond), float64(o.n)/ins.Seconds())
 	b.target = int64(o.n)
+	if err := b.startMeasuring(); err != nil {
+		return err
+	}
 	start = time.Now()
 	if err := b.client.Start(ctx); err != nil {
 		return err
@@ -185,6 +209,9 @@ func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) err
 
 func (b *benchRun) continuous(ctx context.Context, out io.Writer, o benchOptions) error {
 	b.target = -1
+	if err := b.startMeasuring(); err != nil {
+		return err
+	}
 	if err := b.client.Start(ctx); err != nil {
 		return err
 	}
@@ -213,6 +240,9 @@ func (b *benchRun) continuous(ctx context.Context, out io.Writer, o benchOptions
 
 func (b *benchRun) latency(ctx context.Context, out io.Writer, o benchOptions) error {
 	b.target = -1
+	if err := b.startMeasuring(); err != nil {
+		return err
+	}
 	if err := b.client.Start(ctx); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,10 @@ RETURNING ` + taskColumns
 const sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks
 WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 
+// claimColumns are what a worker needs to run a task; fewer columns than
+// taskColumns keep the claim cheap.
+const claimColumns = `id, type, priority, payload, attempt, max_attempts, run_at, timeout_ms, created_at`
+
 const sqlClaim = `UPDATE keel_tasks
 SET state = 'running', attempt = attempt + 1, lease_owner = ?1, lease_expires_at = ?2,
 	attempted_at = ?3, started_at = coalesce(started_at, ?3), updated_at = ?3
@@ -36,16 +41,17 @@ WHERE id IN (
 	WHERE state = 'pending' AND queue = ?4 AND run_at <= ?3
 	ORDER BY priority DESC, run_at, id
 	LIMIT ?5)
-RETURNING ` + taskColumns
+RETURNING ` + claimColumns
 
-// sqlSucceedMany finishes a batch of successes in one statement; ?2 is a
-// JSON array of {"i": id, "a": attempt, "r": result}.
-const sqlSucceedMany = `UPDATE keel_tasks AS t
-SET state = 'succeeded', result = j.value -> '$.r', finished_at = ?1, updated_at = ?1,
-	lease_owner = NULL, lease_expires_at = NULL
-FROM json_each(?2) AS j
-WHERE t.id = j.value ->> '$.i' AND t.attempt = j.value ->> '$.a'
-	AND t.state = 'running' AND t.lease_owner = ?3
+// sqlSucceedMany finishes a batch of successes without results in one
+// statement. ?2 is a JSON array of task ids, ?3 the same tasks' fencing keys
+// id<<10|attempt (attempts are at most 1000), so each row is found by its
+// primary key and fenced by one lookup in a set built once.
+const sqlSucceedMany = `UPDATE keel_tasks
+SET state = 'succeeded', finished_at = ?1, updated_at = ?1, lease_owner = NULL, lease_expires_at = NULL
+WHERE id IN (SELECT value FROM json_each(?2))
+	AND (id << 10 | attempt) IN (SELECT value FROM json_each(?3))
+	AND state = 'running' AND lease_owner = ?4
 RETURNING id`
 
 // appendError appends ?-bound JSON to errors, keeping the last 20 entries.
@@ -91,10 +97,13 @@ RETURNING owner`
 
 const sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
 
+// hotQueries are prepared once at Open and reused by every group commit.
+var hotQueries = []string{sqlInsert, sqlClaim, sqlSucceedMany, sqlTransition, sqlHeartbeat}
+
 // Insert implements driver.Driver.
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	var out []driver.InsertResult
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		var err error
 		out, err = insert(ctx, tx, params)
 		return err
@@ -110,15 +119,10 @@ func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, params []driver.Inser
 	return insert(ctx, tx, params)
 }
 
-func insert(ctx context.Context, tx *sql.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	out := make([]driver.InsertResult, 0, len(params))
-	stmt, err := tx.PrepareContext(ctx, sqlInsert)
-	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
-	}
-	defer stmt.Close()
 	for _, p := range params {
-		row, err := scanTask(stmt.QueryRowContext(ctx, p.Queue, p.Type, p.Priority, string(p.Payload),
+		row, err := scanTask(tx.QueryRowContext(ctx, sqlInsert, p.Queue, p.Type, p.Priority, string(p.Payload),
 			p.MaxAttempts, micros(p.RunAt), p.Timeout.Milliseconds(), nullString(p.IdemKey),
 			p.PayloadDigest, micros(p.Now), micros(p.Now), nullBytes(p.Meta)))
 		if err == nil {
@@ -144,14 +148,28 @@ func insert(ctx context.Context, tx *sql.Tx, params []driver.InsertParams) ([]dr
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
 	var out []driver.TaskRow
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
-		out, err = scanTasks(rows, out)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner,
+				LeaseExpiresAt: p.LeaseExpiresAt, AttemptedAt: p.Now}
+			var payload []byte
+			var runAt, timeoutMS, createdAt int64
+			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
+				&runAt, &timeoutMS, &createdAt); err != nil {
+				return fmt.Errorf("claim tasks: %w", err)
+			}
+			r.Payload = payload
+			r.RunAt, r.CreatedAt = fromMicros(runAt), fromMicros(createdAt)
+			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+			out = append(out, r)
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, err
@@ -169,36 +187,25 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	return out, nil
 }
 
-type successJSON struct {
-	ID      int64           `json:"i"`
-	Attempt int             `json:"a"`
-	Result  json.RawMessage `json:"r,omitempty"`
-}
-
-// Finish implements driver.Driver. Successes go in one statement; other
-// transitions one statement each, all in one group commit.
+// Finish implements driver.Driver. Successes without a result go in one
+// statement; other transitions one statement each, all in one group commit.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
 	var ok []int64
-	var successes []successJSON
+	var ids, keys []int64
 	var others []driver.Transition
 	for _, t := range p.Transitions {
-		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund {
-			successes = append(successes, successJSON{ID: t.ID, Attempt: t.Attempt, Result: t.Result})
+		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+			ids = append(ids, t.ID)
+			keys = append(keys, t.ID<<10|int64(t.Attempt))
 		} else {
 			others = append(others, t)
 		}
 	}
-	var batch []byte
-	if len(successes) > 0 {
-		var err error
-		if batch, err = json.Marshal(successes); err != nil {
-			return nil, fmt.Errorf("finish tasks: %w", err)
-		}
-	}
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	idsJSON, keysJSON := int64List(ids), int64List(keys)
+	err := d.write(ctx, func(tx querier) error {
 		ok = ok[:0]
-		if batch != nil {
-			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), string(batch), p.Owner)
+		if len(ids) > 0 {
+			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), idsJSON, keysJSON, p.Owner)
 			if err != nil {
 				return fmt.Errorf("finish tasks: %w", err)
 			}
@@ -231,12 +238,25 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	return ok, nil
 }
 
+// int64List renders ids as a JSON array.
+func int64List(ids []int64) string {
+	b := make([]byte, 0, len(ids)*8+2)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
+}
+
 // FinishTx implements driver.Driver.
 func (d *Driver) FinishTx(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
 	return transition(ctx, tx, owner, now, t)
 }
 
-func transition(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+func transition(ctx context.Context, tx querier, owner string, now time.Time, t driver.Transition) (bool, error) {
 	var errJSON any
 	if t.Error != nil {
 		b, err := json.Marshal(t.Error)
@@ -263,14 +283,11 @@ func transition(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t 
 
 // Heartbeat implements driver.Driver.
 func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
-	ids, err := json.Marshal(p.IDs)
-	if err != nil {
-		return nil, err
-	}
+	ids := int64List(p.IDs)
 	var held []int64
-	err = d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		held = held[:0]
-		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt), micros(p.Now), string(ids), p.Owner)
+		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt), micros(p.Now), ids, p.Owner)
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
@@ -293,7 +310,7 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 // Rescue implements driver.Driver.
 func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
 	var out []driver.TaskRow
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
 		type expired struct {
 			id                   int64
@@ -365,7 +382,7 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	var row *driver.TaskRow
 	var opErr error
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		var err error
 		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id))
 		opErr = nil
@@ -388,7 +405,7 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	var row *driver.TaskRow
 	var opErr error
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		opErr = nil
 		var key sql.NullString
 		err := tx.QueryRowContext(ctx, `SELECT idem_key FROM keel_tasks WHERE id = ?`, id).Scan(&key)
@@ -425,7 +442,7 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 	return row, opErr
 }
 
-func missingOrWrongState(ctx context.Context, tx *sql.Tx, id int64) error {
+func missingOrWrongState(ctx context.Context, tx querier, id int64) error {
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM keel_tasks WHERE id = ?`, id).Scan(&n); err != nil {
 		return err
@@ -490,7 +507,7 @@ func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
 // Lead implements driver.Driver.
 func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	var leading bool
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	err := d.write(ctx, func(tx querier) error {
 		var owner string
 		err := tx.QueryRowContext(ctx, sqlLead, p.Name, p.Owner, micros(p.Now.Add(p.TTL)), micros(p.Now)).Scan(&owner)
 		leading = err == nil
@@ -507,7 +524,7 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 
 // Resign implements driver.Driver.
 func (d *Driver) Resign(ctx context.Context, name, owner string) error {
-	return d.write(ctx, func(tx *sql.Tx) error {
+	return d.write(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, sqlResign, name, owner); err != nil {
 			return fmt.Errorf("resign leadership: %w", err)
 		}

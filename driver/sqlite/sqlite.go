@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -46,6 +47,9 @@ type Options struct {
 	Readers int
 	// MaxBatch is the most operations one group commit carries. Default 512.
 	MaxBatch int
+	// Linger is how long a lone write waits for others to share its commit;
+	// negative disables it. Default 100µs.
+	Linger time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -60,6 +64,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 512
+	}
+	if o.Linger == 0 {
+		o.Linger = 100 * time.Microsecond
 	}
 	return o
 }
@@ -87,6 +94,8 @@ type Driver struct {
 	wdb  *sql.DB // one connection: every write goes through it
 	rdb  *sql.DB // read-only pool
 	now  func() time.Time
+
+	stmts map[string]*sql.Stmt // hot-path statements prepared at Open; read-only after
 
 	ops       chan *op
 	stop      chan struct{}
@@ -133,6 +142,19 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 		rdb.Close()
 		return nil, err
 	}
+	d.stmts = map[string]*sql.Stmt{}
+	for _, q := range hotQueries {
+		s, err := wdb.PrepareContext(ctx, q)
+		if err != nil {
+			for _, s := range d.stmts {
+				s.Close()
+			}
+			wdb.Close()
+			rdb.Close()
+			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		d.stmts[q] = s
+	}
 	go d.writeLoop()
 	return d, nil
 }
@@ -151,6 +173,9 @@ func (d *Driver) Close() error {
 		close(d.stop)
 		<-d.done
 	})
+	for _, s := range d.stmts {
+		s.Close()
+	}
 	return errors.Join(d.wdb.Close(), d.rdb.Close())
 }
 
@@ -159,14 +184,14 @@ func (d *Driver) Close() error {
 // kept in its closure.
 type op struct {
 	ctx  context.Context
-	fn   func(tx *sql.Tx) error
+	fn   func(tx querier) error
 	done chan error
 }
 
 var errClosed = errors.New("sqlite: driver closed")
 
 // write runs fn in the next group commit and waits for it to be durable.
-func (d *Driver) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (d *Driver) write(ctx context.Context, fn func(tx querier) error) error {
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case d.ops <- o:
@@ -203,16 +228,32 @@ func (d *Driver) writeLoop() {
 			d.drain()
 			return
 		}
-	fill:
-		for len(batch) < cap(batch) {
-			select {
-			case o := <-d.ops:
-				batch = append(batch, o)
-			default:
-				break fill
-			}
-		}
+		d.fill(&batch)
 		d.commit(batch)
+	}
+}
+
+// fill adds every queued operation to batch. A lone operation waits up to
+// lingerFor for company: a claim and the previous claim's completions then
+// share one fsync instead of paying for two.
+func (d *Driver) fill(batch *[]*op) {
+	deadline := time.Time{}
+	for len(*batch) < cap(*batch) {
+		select {
+		case o := <-d.ops:
+			*batch = append(*batch, o)
+			continue
+		default:
+		}
+		if len(*batch) > 1 || d.opts.Linger < 0 {
+			return
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(d.opts.Linger)
+		} else if time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -261,8 +302,9 @@ func (d *Driver) runBatch(ops []*op) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
+	q := &cachedTx{tx: tx, d: d}
 	for _, o := range ops {
-		if err := o.fn(tx); err != nil {
+		if err := o.fn(q); err != nil {
 			tx.Rollback() //nolint:errcheck // the batch error is what matters
 			return err
 		}
@@ -285,3 +327,51 @@ func nullMicros(t time.Time) any {
 }
 
 var _ driver.Driver = (*Driver)(nil)
+
+// querier is what the driver's SQL runs on: a caller's *sql.Tx, or the
+// writer's batch transaction with its statement cache.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// cachedTx runs queries of a writer batch through statements prepared once.
+// It ignores the callers' contexts: a batch serves many callers, and one
+// caller giving up must not abort the others' writes (write checks each
+// caller's context before the batch starts). A context that cannot be
+// cancelled also spares database/sql a watcher goroutine per query.
+type cachedTx struct {
+	tx *sql.Tx
+	d  *Driver
+}
+
+// stmt returns the batch's handle on a statement prepared at Open, or nil
+// for queries not on the hot path.
+func (c *cachedTx) stmt(query string) *sql.Stmt {
+	if s := c.d.stmts[query]; s != nil {
+		return c.tx.StmtContext(context.Background(), s)
+	}
+	return nil
+}
+
+func (c *cachedTx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	if s := c.stmt(query); s != nil {
+		return s.ExecContext(context.Background(), args...)
+	}
+	return c.tx.ExecContext(context.Background(), query, args...)
+}
+
+func (c *cachedTx) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := c.stmt(query); s != nil {
+		return s.QueryContext(context.Background(), args...)
+	}
+	return c.tx.QueryContext(context.Background(), query, args...)
+}
+
+func (c *cachedTx) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	if s := c.stmt(query); s != nil {
+		return s.QueryRowContext(context.Background(), args...)
+	}
+	return c.tx.QueryRowContext(context.Background(), query, args...)
+}

@@ -37,8 +37,10 @@ CREATE INDEX keel_tasks_lease ON keel_tasks (lease_expires_at)
 CREATE UNIQUE INDEX keel_tasks_idem ON keel_tasks (idem_key)
     WHERE idem_key IS NOT NULL AND state IN ('pending', 'running', 'succeeded');
 
--- Listings by state (dashboards, dead letters).
-CREATE INDEX keel_tasks_state ON keel_tasks (state, id);
+-- Dead letters and cancelled tasks are listed by operators; succeeded rows
+-- are not indexed by state so the hot path updates fewer indexes.
+CREATE INDEX keel_tasks_failed ON keel_tasks (state, id)
+    WHERE state IN ('dead', 'cancelled');
 
 CREATE TABLE keel_leaders (
     name       TEXT    PRIMARY KEY,
