@@ -48,7 +48,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVarP(&o.n, "n", "n", 100000, "tasks to insert and drain (drain mode)")
 	f.DurationVar(&o.duration, "duration", 0, "run continuous insert-and-work for this long instead of draining")
 	f.IntVar(&o.rate, "rate", 0, "with --duration: insert this many tasks a second and report pickup latency")
-	f.IntVar(&o.workers, "workers", 100, "concurrent handlers")
+	f.IntVar(&o.workers, "workers", 200, "concurrent handlers (the queue's MaxWorkers)")
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
