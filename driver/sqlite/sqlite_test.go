@@ -1,0 +1,207 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/drivertest"
+	"github.com/keelq/keel/driver/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// open opens a fresh database file for one test.
+func open(t *testing.T) *sqlite.Driver {
+	t.Helper()
+	return openAt(t, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{})
+}
+
+func openAt(t *testing.T, path string, opts sqlite.Options) *sqlite.Driver {
+	t.Helper()
+	d, err := sqlite.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	drivertest.Run(t, func(t *testing.T) driver.Driver { return open(t) })
+}
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := map[string]sqlite.Options{
+		"synchronous OFF":   {Synchronous: "OFF"},
+		"synchronous bogus": {Synchronous: "full; DROP TABLE x"},
+		"negative busy":     {BusyTimeout: -time.Second},
+		"negative readers":  {Readers: -1},
+		"negative batch":    {MaxBatch: -1},
+	}
+	for name, opts := range cases {
+		path := filepath.Join(dir, name+".db")
+		d, err := sqlite.Open(context.Background(), path, opts)
+		if err == nil {
+			d.Close()
+			t.Fatalf("%s: Open accepted %+v", name, opts)
+		}
+		if _, statErr := os.Stat(path); !errors.Is(statErr, os.ErrNotExist) {
+			t.Fatalf("%s: rejected options still created %s (%v)", name, path, statErr)
+		}
+	}
+	if _, err := sqlite.Open(context.Background(), "", sqlite.Options{}); err == nil {
+		t.Fatal("Open accepted an empty path")
+	}
+	if _, err := sqlite.Open(context.Background(), filepath.Join(dir, "missing", "dir", "keel.db"), sqlite.Options{}); err == nil {
+		t.Fatal("Open accepted a path in a directory that does not exist")
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sync sqlite.Synchronous
+		want int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{{"", 2}, {sqlite.SyncFull, 2}, {sqlite.SyncNormal, 1}} {
+		d := openAt(t, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{Synchronous: tc.sync})
+		var mode string
+		var sync int
+		if err := d.DB().QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.DB().QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if mode != "wal" || sync != tc.want {
+			t.Fatalf("Synchronous %q: journal_mode %s synchronous %d, want wal %d", tc.sync, mode, sync, tc.want)
+		}
+	}
+}
+
+func TestMigrateIsRepeatable(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "keel.db")
+	d := openAt(t, path, sqlite.Options{})
+	ms, err := d.Migrations(context.Background())
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("migrations: %v, %v", ms, err)
+	}
+	for _, m := range ms {
+		if m.Applied {
+			t.Fatalf("migration %s applied again", m.Name)
+		}
+	}
+	// A second process opening the same file migrates nothing and sees the data.
+	now := time.Now()
+	res, err := d.Insert(context.Background(), []driver.InsertParams{{Queue: "default", Type: "t", Payload: []byte(`{}`),
+		MaxAttempts: 1, RunAt: now, Timeout: time.Second, PayloadDigest: "d", Now: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := openAt(t, path, sqlite.Options{})
+	if _, err := d2.Get(context.Background(), res[0].Task.ID); err != nil {
+		t.Fatalf("second handle: %v", err)
+	}
+}
+
+func TestReopenKeepsTasks(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "keel.db")
+	d, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	res, err := d.Insert(context.Background(), []driver.InsertParams{{Queue: "default", Type: "t", Payload: []byte(`{"a":1}`),
+		MaxAttempts: 1, RunAt: now, Timeout: time.Second, PayloadDigest: "d", Now: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Insert(context.Background(), []driver.InsertParams{{Queue: "default", Type: "t", Payload: []byte(`{}`),
+		MaxAttempts: 1, RunAt: now, Timeout: time.Second, PayloadDigest: "d", Now: now}}); err == nil {
+		t.Fatal("insert on a closed driver succeeded")
+	}
+	d2 := openAt(t, path, sqlite.Options{})
+	row, err := d2.Get(context.Background(), res[0].Task.ID)
+	if err != nil || string(row.Payload) != `{"a":1}` {
+		t.Fatalf("after reopen: %+v, %v", row, err)
+	}
+}
+
+// TestTwoHandlesClaimDisjoint: two drivers on one file (as two processes
+// would be) never claim the same task.
+func TestTwoHandlesClaimDisjoint(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "keel.db")
+	a := openAt(t, path, sqlite.Options{})
+	b := openAt(t, path, sqlite.Options{})
+	now := time.Now()
+	const n = 400
+	params := make([]driver.InsertParams, n)
+	for i := range params {
+		params[i] = driver.InsertParams{Queue: "default", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1,
+			RunAt: now, Timeout: time.Second, PayloadDigest: "d", Now: now}
+	}
+	if _, err := a.Insert(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	claimed := map[int64]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for _, w := range []struct {
+		name string
+		d    *sqlite.Driver
+	}{{"a1", a}, {"a2", a}, {"b1", b}, {"b2", b}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				rows, err := w.d.Claim(context.Background(), driver.ClaimParams{Queue: "default", Limit: 7, Owner: w.name, Now: now, LeaseExpiresAt: now.Add(time.Minute)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(rows) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range rows {
+					if prev, dup := claimed[r.ID]; dup {
+						mu.Unlock()
+						errs <- errors.New("task claimed by " + prev + " and " + w.name)
+						return
+					}
+					claimed[r.ID] = w.name
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(claimed) != n {
+		t.Fatalf("claimed %d of %d tasks", len(claimed), n)
+	}
+}
