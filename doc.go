@@ -1,0 +1,118 @@
+// Package keel is a durable background task system for Go. Callers hand it
+// work and walk away; keel runs every task by contract, whether or not
+// anyone is watching: nothing lost, nothing applied twice, nothing stuck.
+//
+// Tasks are rows in a database reached through a storage driver. The
+// embedded default is driver/sqlite (one file, zero setup, no cgo);
+// PostgreSQL and MySQL drivers are planned. Changing the driver is
+// configuration, not a code change.
+//
+// # Quick start
+//
+//	drv, err := sqlite.Open(ctx, "app.db", sqlite.Options{})
+//	if err != nil { ... }
+//	defer drv.Close()
+//
+//	h := keel.NewHandlers()
+//	keel.Handle(h, "email.send", func(ctx context.Context, t *keel.Task[Email]) error {
+//		return send(ctx, t.Args.To, t.Args.Subject) // nil: done; an error: retried
+//	})
+//
+//	c, err := keel.NewClient(keel.Config{Driver: drv, Handlers: h})
+//	if err != nil { ... }
+//	if err := c.Start(ctx); err != nil { ... } // workers, heartbeat, rescuer
+//	defer c.Stop(ctx)                          // graceful: see Client.Stop
+//
+//	info, err := c.Enqueue(ctx, "email.send", Email{To: "a@example.com", Subject: "hi"})
+//
+// Enqueue returns once the task is durable. A client without handlers only
+// enqueues; declare the types it may enqueue in Config.Types.
+//
+// # Tasks and states
+//
+// A task has a type, a JSON payload, a queue and a priority. Its state is
+// pending (ready, scheduled for later, or waiting to retry), running,
+// succeeded, dead (the dead letter: kept, can be requeued with
+// Client.Retry) or cancelled (Client.Cancel). Ready tasks of a queue run
+// by priority (larger first), then by run time and id. Every failed attempt
+// is recorded in TaskInfo.Errors with its outcome, node, times and, for a
+// panic, the stack (the last 20 are kept).
+//
+// # Options
+//
+// Per task, pass Options to Enqueue: Queue, Priority, RunAt or Delay,
+// MaxAttempts, Timeout, UniqueBy or IdempotencyKey, and Meta. Per type,
+// pass Queue, Priority, MaxAttempts, Timeout and Backoff to Handle; they
+// become the type's defaults and Enqueue's options override them.
+//
+// # Outcomes
+//
+// What a handler returns decides what happens next:
+//
+//	nil                    succeeded; a result set with Task.SetResult is stored
+//	an error               retried after the backoff while attempts remain, else dead
+//	RetryAfter(err, d)     like an error, but the next attempt waits d
+//	Permanent(err)         dead at once, whatever attempts remain
+//	Snooze(d)              pending again after d; the attempt is not counted
+//	a panic                recovered, recorded with its stack, retried like an error
+//	timeout exceeded       recorded as outcome "timeout", retried like an error
+//
+// A payload that does not decode into the handler's type is a permanent
+// failure. IsPermanent, RetryDelay and SnoozeDelay classify errors outside
+// a worker; package keeltest runs a handler once and reports its outcome.
+//
+// # Idempotency
+//
+// UniqueBy(naturalKey) dedupes by content: the key is a SHA-256 over the
+// type, the natural key and the canonical JSON of the payload. Submitting
+// the same content again returns the existing task with
+// TaskInfo.Duplicate set and inserts nothing; changed content is new work.
+// IdempotencyKey(k) uses the caller's own key: the same key with the same
+// payload is a duplicate, with another payload (or type) it fails with
+// ErrIdempotencyConflict. A key is held while its task is pending, running
+// or succeeded; dead and cancelled tasks release it, so a resubmission runs
+// again. The database's unique index decides, also between processes.
+//
+// # Transactions
+//
+// EnqueueTx and EnqueueManyTx insert inside the caller's *sql.Tx: the task
+// exists if and only if the transaction commits. Inside a handler,
+// CompleteTx marks the task succeeded inside the caller's transaction, so
+// the handler's own writes and the completion commit together or not at
+// all; it fails with ErrLeaseLost if the task is no longer this worker's.
+// For SQLite, begin these transactions on the driver's DB() (the
+// driver.DBer interface): SQLite has one writer, and a transaction on
+// another connection would wait for keel's.
+//
+// # Workers and graceful stop
+//
+// Start runs, for every queue in Config.Queues, a worker that claims ready
+// tasks in batches up to its MaxWorkers and runs each attempt under a
+// lease that one batched heartbeat per process renews. Outcomes are stored
+// in batches too (group commit), and every write that ends an attempt is
+// fenced: it applies only while the task is still running under this
+// worker and attempt. If a process dies, the elected leader's rescuer sends
+// its tasks back to pending once their leases expire (to dead on their last
+// attempt). Stop stops claiming, waits for running handlers until its
+// context ends, then cancels them and releases their tasks to pending
+// without using an attempt.
+//
+// A task enqueued in the same process wakes its worker at once; other
+// processes and tasks that become due later (Delay, RunAt, retries,
+// snoozes) are found by polling every Config.PollInterval.
+//
+// # Defaults
+//
+// Every Config field's comment ends with its default:
+//
+//	MaxAttempts        4 (one run and three retries)
+//	Timeout            60s per attempt
+//	BackoffBase/Max    30s doubling per retry, at most 1h, ±20% jitter
+//	LeaseTTL           30s, renewed every HeartbeatInterval (10s)
+//	PollInterval       1s
+//	RescueInterval     10s
+//	ClaimBatch         100
+//	TimeoutGrace       5s
+//	MaxPayloadBytes    1 MiB
+//	Queues             {"default": 10 workers}
+package keel

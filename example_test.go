@@ -1,0 +1,415 @@
+package keel_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/sqlite"
+)
+
+// exampleDB opens a SQLite database in a new temporary directory and
+// returns it with a function that closes and removes it.
+func exampleDB() (*sqlite.Driver, func()) {
+	dir, err := os.MkdirTemp("", "keel-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	drv, err := sqlite.Open(context.Background(), filepath.Join(dir, "app.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return drv, func() {
+		drv.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// exampleConfig keeps the examples quiet and quick: no logs, short retry
+// delays and polling.
+func exampleConfig(drv driver.Driver, h *keel.Handlers) keel.Config {
+	return keel.Config{
+		Driver: drv, Handlers: h,
+		Logger:       slog.New(slog.DiscardHandler),
+		BackoffBase:  10 * time.Millisecond,
+		BackoffMax:   50 * time.Millisecond,
+		PollInterval: 10 * time.Millisecond,
+	}
+}
+
+// exampleWait polls until the task is succeeded, dead or cancelled.
+func exampleWait(c *keel.Client, id int64) *keel.TaskInfo {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		t, err := c.Get(context.Background(), id)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if t.State == keel.StateSucceeded || t.State == keel.StateDead || t.State == keel.StateCancelled {
+			return t
+		}
+	}
+	log.Fatalf("task %d did not finish", id)
+	return nil
+}
+
+// The whole life of a task: register a handler, start the workers,
+// enqueue, and read the stored result.
+func Example() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	type Email struct {
+		To      string `json:"to"`
+		Subject string `json:"subject"`
+	}
+	h := keel.NewHandlers()
+	keel.Handle(h, "email.send", func(ctx context.Context, t *keel.Task[Email]) error {
+		// Send the email here; returning an error would retry it.
+		return t.SetResult(map[string]string{"sent_to": t.Args.To})
+	})
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	info, err := c.Enqueue(ctx, "email.send", Email{To: "ada@example.com", Subject: "Welcome"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := exampleWait(c, info.ID)
+	fmt.Println(t.Type, t.State, "after", t.Attempt, "attempt:", string(t.Result))
+	// Output:
+	// email.send succeeded after 1 attempt: {"sent_to":"ada@example.com"}
+}
+
+// Handle registers a typed handler with defaults for its type. Here a
+// flaky first attempt is retried, and a payload the handler cannot serve
+// is dead-lettered at once with Permanent.
+func ExampleHandle() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	type Resize struct {
+		Image  string `json:"image"`
+		Format string `json:"format"`
+	}
+	h := keel.NewHandlers()
+	keel.Handle(h, "image.resize", func(ctx context.Context, t *keel.Task[Resize]) error {
+		switch {
+		case t.Args.Format != "webp" && t.Args.Format != "png":
+			return keel.Permanent(fmt.Errorf("unsupported format %q", t.Args.Format))
+		case t.Attempt == 1:
+			return errors.New("image store: connection reset") // retried with backoff
+		}
+		return nil
+	}, keel.MaxAttempts(3), keel.Timeout(30*time.Second), keel.Priority(5))
+
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	for _, r := range []Resize{{"a.jpg", "webp"}, {"b.jpg", "tiff"}} {
+		info, err := c.Enqueue(ctx, "image.resize", r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		t := exampleWait(c, info.ID)
+		fmt.Printf("%s: %s, attempt %d of %d, priority %d\n", r.Image, t.State, t.Attempt, t.MaxAttempts, t.Priority)
+		for _, e := range t.Errors {
+			fmt.Printf("  attempt %d: %s: %s\n", e.Attempt, e.Outcome, e.Error)
+		}
+	}
+	// Output:
+	// a.jpg: succeeded, attempt 2 of 3, priority 5
+	//   attempt 1: error: image store: connection reset
+	// b.jpg: dead, attempt 1 of 3, priority 5
+	//   attempt 1: permanent: permanent: unsupported format "tiff"
+}
+
+// An enqueue-only client declares the types it submits; another process
+// with handlers runs them. Options set the task's properties.
+func ExampleClient_Enqueue() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"report.build"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := c.Enqueue(ctx, "report.build", map[string]string{"month": "2025-06", "account": "acme"},
+		keel.Queue("batch"), keel.Priority(-5), keel.Delay(time.Hour), keel.MaxAttempts(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.ID, info.Type, info.Queue, info.State, info.Priority, info.MaxAttempts)
+	fmt.Println("payload:", string(info.Payload)) // stored as canonical JSON
+	fmt.Println("scheduled:", info.RunAt.After(info.CreatedAt.Add(59*time.Minute)))
+
+	_, err = c.Enqueue(ctx, "report.mail", nil)
+	fmt.Println(errors.Is(err, keel.ErrUnknownType))
+	_, err = c.Enqueue(ctx, "report.build", nil, keel.Priority(1e9))
+	fmt.Println(errors.Is(err, keel.ErrInvalid))
+	// Output:
+	// 1 report.build batch pending -5 2
+	// payload: {"account":"acme","month":"2025-06"}
+	// scheduled: true
+	// true
+	// true
+}
+
+// EnqueueTx stores a task in the caller's transaction: it exists if and
+// only if the transaction commits. On SQLite, begin the transaction on the
+// driver's DB().
+func ExampleClient_EnqueueTx() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	db := drv.DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)`); err != nil {
+		log.Fatal(err)
+	}
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"order.confirm"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	placeOrder := func(item string, commit bool) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer tx.Rollback()
+		res, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES (?)`, item)
+		if err != nil {
+			log.Fatal(err)
+		}
+		id, _ := res.LastInsertId()
+		if _, err := c.EnqueueTx(ctx, tx, "order.confirm", map[string]int64{"order_id": id}); err != nil {
+			log.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	placeOrder("book", true)
+	placeOrder("lamp", false) // rolled back: neither the order nor its task exists
+
+	tasks, err := c.List(ctx, keel.ListParams{Type: "order.confirm"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range tasks {
+		fmt.Println(t.Type, string(t.Payload))
+	}
+	// Output:
+	// order.confirm {"order_id":1}
+}
+
+// CompleteTx commits the handler's own writes and the task's completion in
+// one transaction: a retry can never apply the effect twice.
+func ExampleCompleteTx() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	db := drv.DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE balances (account TEXT PRIMARY KEY, cents INTEGER)`); err != nil {
+		log.Fatal(err)
+	}
+
+	type Credit struct {
+		Account string `json:"account"`
+		Cents   int64  `json:"cents"`
+	}
+	h := keel.NewHandlers()
+	keel.Handle(h, "account.credit", func(ctx context.Context, t *keel.Task[Credit]) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO balances VALUES (?, ?)
+			ON CONFLICT (account) DO UPDATE SET cents = cents + excluded.cents`, t.Args.Account, t.Args.Cents); err != nil {
+			return err
+		}
+		if err := keel.CompleteTx(ctx, tx, map[string]int64{"credited": t.Args.Cents}); err != nil {
+			return err // ErrLeaseLost: another worker owns the task now; roll back
+		}
+		return tx.Commit()
+	})
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	info, err := c.Enqueue(ctx, "account.credit", Credit{Account: "acme", Cents: 1250})
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := exampleWait(c, info.ID)
+	var cents int64
+	if err := db.QueryRowContext(ctx, `SELECT cents FROM balances WHERE account = 'acme'`).Scan(&cents); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(t.State, string(t.Result), "balance:", cents)
+
+	// Outside a handler there is no task to complete.
+	var notInHandler *sql.Tx
+	fmt.Println(errors.Is(keel.CompleteTx(ctx, notInHandler, nil), keel.ErrNotInHandler))
+	// Output:
+	// succeeded {"credited":1250} balance: 1250
+	// true
+}
+
+// UniqueBy dedupes by content: submitting the same payload again returns
+// the task that holds the key; a different payload is new work.
+func ExampleUniqueBy() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"invoice.send"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	for _, payload := range []map[string]any{
+		{"invoice": 42, "to": "ada@example.com"},
+		{"to": "ada@example.com", "invoice": 42}, // same content, other key order
+		{"invoice": 42, "to": "grace@example.com"},
+	} {
+		info, err := c.Enqueue(ctx, "invoice.send", payload, keel.UniqueBy("invoice-42"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("task %d duplicate=%v\n", info.ID, info.Duplicate)
+	}
+	// Output:
+	// task 1 duplicate=false
+	// task 1 duplicate=true
+	// task 2 duplicate=false
+}
+
+// IdempotencyKey dedupes by the caller's own key, such as an HTTP
+// Idempotency-Key header; reusing it for another payload is a conflict.
+func ExampleIdempotencyKey() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"payment.capture"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	key := keel.IdempotencyKey("req-7f3a")
+	first, _ := c.Enqueue(ctx, "payment.capture", map[string]int{"cents": 500}, key)
+	replay, _ := c.Enqueue(ctx, "payment.capture", map[string]int{"cents": 500}, key)
+	_, err = c.Enqueue(ctx, "payment.capture", map[string]int{"cents": 900}, key)
+
+	fmt.Println(first.ID, replay.ID, replay.Duplicate)
+	fmt.Println(errors.Is(err, keel.ErrIdempotencyConflict))
+	// Output:
+	// 1 1 true
+	// true
+}
+
+// Retry requeues a dead letter: it runs again with its attempts reset and
+// its error history kept.
+func ExampleClient_Retry() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	fixed := make(chan struct{})
+	h := keel.NewHandlers()
+	keel.Handle(h, "webhook.deliver", func(ctx context.Context, t *keel.Task[string]) error {
+		select {
+		case <-fixed:
+			return nil
+		default:
+			return keel.Permanent(errors.New("410 gone"))
+		}
+	})
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	info, err := c.Enqueue(ctx, "webhook.deliver", "https://example.com/hook")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(exampleWait(c, info.ID).State)
+
+	close(fixed) // the receiver is back
+	if _, err := c.Retry(ctx, info.ID); err != nil {
+		log.Fatal(err)
+	}
+	t := exampleWait(c, info.ID)
+	fmt.Println(t.State, "attempt", t.Attempt, "with", len(t.Errors), "earlier error kept")
+	// Output:
+	// dead
+	// succeeded attempt 1 with 1 earlier error kept
+}
+
+// A handler that returns Snooze runs again later without using an attempt.
+func ExampleSnooze() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	var runs atomic.Int32
+	h := keel.NewHandlers()
+	keel.Handle(h, "export.poll", func(ctx context.Context, t *keel.Task[struct{}]) error {
+		if runs.Add(1) < 3 {
+			return keel.Snooze(20 * time.Millisecond) // not ready yet
+		}
+		return nil
+	}, keel.MaxAttempts(1))
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	info, err := c.Enqueue(ctx, "export.poll", struct{}{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := exampleWait(c, info.ID)
+	fmt.Println(t.State, "after", runs.Load(), "runs, attempt", t.Attempt, "of", t.MaxAttempts)
+	// Output:
+	// succeeded after 3 runs, attempt 1 of 1
+}
