@@ -147,7 +147,7 @@ func testClaimNotBeforeRunAt(t *testing.T, e *env) {
 // return a narrow row (StartedAt, UpdatedAt, IdemKey, Errors, Meta may be
 // left zero), but never a wrong one.
 func testClaimMarksRunning(t *testing.T, e *env) {
-	row := e.insert(func(p *driver.InsertParams) { p.Queue, p.Priority, p.Timeout = "default", 3, 42 * time.Second })
+	row := e.insert(func(p *driver.InsertParams) { p.Queue, p.Priority, p.Timeout = "default", 3, 42*time.Second })
 	now := e.clock.Advance(time.Second)
 	got := e.claimOne("w1", now)
 	switch r := got; {
@@ -288,7 +288,7 @@ func testFinishMixedBatch(t *testing.T, e *env) {
 		driver.Transition{ID: rows[1].ID, Attempt: 1, State: driver.StatePending, RunAt: now.Add(time.Minute), Error: ae},
 		driver.Transition{ID: rows[2].ID, Attempt: 2, State: driver.StateSucceeded}, // wrong attempt
 		driver.Transition{ID: rows[3].ID, Attempt: 1, State: driver.StateDead, Error: ae},
-		driver.Transition{ID: rows[4].ID, Attempt: 1, State: driver.StateSucceeded}, // not running
+		driver.Transition{ID: rows[4].ID, Attempt: 1, State: driver.StateSucceeded},       // not running
 		driver.Transition{ID: rows[4].ID + 100, Attempt: 1, State: driver.StateSucceeded}, // missing
 	)
 	if !sameIDs(applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID}) {

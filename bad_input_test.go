@@ -1,0 +1,253 @@
+package keel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// TestEnqueueBadInput: every rejected enqueue names the problem through
+// ErrInvalid, ErrUnknownType or ErrPayloadTooLarge and writes nothing.
+func TestEnqueueBadInput(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := context.Background()
+	deep := strings.Repeat("[", 100) + strings.Repeat("]", 100)
+	cases := []struct {
+		name    string
+		typ     string
+		payload any
+		opts    []keel.Option
+		want    error
+	}{
+		{"payload bytes not JSON", "t.known", []byte("{not json"), nil, keel.ErrInvalid},
+		{"payload raw message truncated", "t.known", json.RawMessage(`{"n":`), nil, keel.ErrInvalid},
+		{"payload empty bytes", "t.known", []byte{}, nil, keel.ErrInvalid},
+		{"payload two values", "t.known", []byte(`{} {}`), nil, keel.ErrInvalid},
+		{"payload nested too deep", "t.known", []byte(deep), nil, keel.ErrInvalid},
+		{"payload not encodable (chan)", "t.known", map[string]any{"c": make(chan int)}, nil, keel.ErrInvalid},
+		{"payload not encodable (NaN)", "t.known", math.NaN(), nil, keel.ErrInvalid},
+		{"payload over 1 MiB", "t.known", payload{S: strings.Repeat("x", 1<<20)}, nil, keel.ErrPayloadTooLarge},
+		{"payload bytes over 1 MiB", "t.known", []byte(`"` + strings.Repeat("x", 1<<20) + `"`), nil, keel.ErrPayloadTooLarge},
+		{"unknown type", "t.unknown", payload{}, nil, keel.ErrUnknownType},
+		{"empty type", "", payload{}, nil, keel.ErrInvalid},
+		{"type with space", "t known", payload{}, nil, keel.ErrInvalid},
+		{"type too long", strings.Repeat("t", 129), payload{}, nil, keel.ErrInvalid},
+		{"MaxAttempts(0)", "t.known", payload{}, []keel.Option{keel.MaxAttempts(0)}, keel.ErrInvalid},
+		{"MaxAttempts(-1)", "t.known", payload{}, []keel.Option{keel.MaxAttempts(-1)}, keel.ErrInvalid},
+		{"MaxAttempts(1001)", "t.known", payload{}, []keel.Option{keel.MaxAttempts(1001)}, keel.ErrInvalid},
+		{"Timeout(-1s)", "t.known", payload{}, []keel.Option{keel.Timeout(-time.Second)}, keel.ErrInvalid},
+		{"Timeout(0)", "t.known", payload{}, []keel.Option{keel.Timeout(0)}, keel.ErrInvalid},
+		{"Timeout(1µs)", "t.known", payload{}, []keel.Option{keel.Timeout(time.Microsecond)}, keel.ErrInvalid},
+		{"Delay(-1s)", "t.known", payload{}, []keel.Option{keel.Delay(-time.Second)}, keel.ErrInvalid},
+		{"RunAt and Delay", "t.known", payload{}, []keel.Option{keel.RunAt(time.Now()), keel.Delay(time.Second)}, keel.ErrInvalid},
+		{"empty queue", "t.known", payload{}, []keel.Option{keel.Queue("")}, keel.ErrInvalid},
+		{"queue with space", "t.known", payload{}, []keel.Option{keel.Queue("my queue")}, keel.ErrInvalid},
+		{"queue starting with dash", "t.known", payload{}, []keel.Option{keel.Queue("-q")}, keel.ErrInvalid},
+		{"queue with slash", "t.known", payload{}, []keel.Option{keel.Queue("a/b")}, keel.ErrInvalid},
+		{"priority too high", "t.known", payload{}, []keel.Option{keel.Priority(1_000_001)}, keel.ErrInvalid},
+		{"empty IdempotencyKey", "t.known", payload{}, []keel.Option{keel.IdempotencyKey("")}, keel.ErrInvalid},
+		{"IdempotencyKey too long", "t.known", payload{}, []keel.Option{keel.IdempotencyKey(strings.Repeat("k", 256))}, keel.ErrInvalid},
+		{"empty UniqueBy", "t.known", payload{}, []keel.Option{keel.UniqueBy("")}, keel.ErrInvalid},
+		{"UniqueBy and IdempotencyKey", "t.known", payload{}, []keel.Option{keel.UniqueBy("a"), keel.IdempotencyKey("b")}, keel.ErrInvalid},
+		{"meta empty key", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"": "v"})}, keel.ErrInvalid},
+	}
+	for _, tc := range cases {
+		info, err := c.Enqueue(ctx, tc.typ, tc.payload, tc.opts...)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v (task %+v), want %v", tc.name, err, info, tc.want)
+			continue
+		}
+		if info != nil {
+			t.Errorf("%s: error %v but a task was returned", tc.name, err)
+		}
+		if err.Error() == tc.want.Error() {
+			t.Errorf("%s: error %q does not say what was wrong", tc.name, err)
+		}
+		// The same job inside a batch of good ones fails the whole batch.
+		_, err = c.EnqueueMany(ctx, []keel.Job{
+			{Type: "t.known", Payload: payload{N: 1}},
+			{Type: tc.typ, Payload: tc.payload, Options: tc.opts},
+			{Type: "t.known", Payload: payload{N: 2}},
+		})
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s in EnqueueMany: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	requireEmpty(t, c)
+
+	if _, err := c.EnqueueMany(ctx, nil); !errors.Is(err, keel.ErrInvalid) {
+		t.Fatalf("EnqueueMany with no jobs: %v", err)
+	}
+	if _, err := c.EnqueueTx(ctx, nil, "t.known", payload{}); !errors.Is(err, keel.ErrInvalid) {
+		t.Fatalf("EnqueueTx with a nil tx: %v", err)
+	}
+	requireEmpty(t, c)
+}
+
+// TestEnqueueRollsBackWholeBatchOnConflict: a batch whose idempotency key
+// conflicts in the database writes none of its tasks.
+func TestEnqueueRollsBackWholeBatchOnConflict(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := context.Background()
+	first, err := c.Enqueue(ctx, "t.known", payload{N: 1}, keel.IdempotencyKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.EnqueueMany(ctx, []keel.Job{
+		{Type: "t.known", Payload: payload{N: 5}},
+		{Type: "t.known", Payload: payload{N: 2}, Options: []keel.Option{keel.IdempotencyKey("k")}},
+	})
+	if !errors.Is(err, keel.ErrIdempotencyConflict) {
+		t.Fatalf("got %v, want ErrIdempotencyConflict", err)
+	}
+	list, err := c.List(ctx, keel.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != first.ID {
+		t.Fatalf("%d tasks after a failed batch, want only the first", len(list))
+	}
+}
+
+// TestPayloadLimitBoundary: a payload of exactly MaxPayloadBytes is
+// accepted, one byte more is not.
+func TestPayloadLimitBoundary(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t, func(cfg *keel.Config) { cfg.MaxPayloadBytes = 16 })
+	ctx := context.Background()
+	exact := []byte(`"` + strings.Repeat("x", 14) + `"`)
+	if _, err := c.Enqueue(ctx, "t.known", exact); err != nil {
+		t.Fatalf("payload of exactly the limit: %v", err)
+	}
+	over := []byte(`"` + strings.Repeat("x", 15) + `"`)
+	if _, err := c.Enqueue(ctx, "t.known", over); !errors.Is(err, keel.ErrPayloadTooLarge) {
+		t.Fatalf("payload one byte over: %v", err)
+	}
+	list, _ := c.List(ctx, keel.ListParams{})
+	if len(list) != 1 {
+		t.Fatalf("%d tasks, want 1", len(list))
+	}
+}
+
+func TestListBadInput(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := context.Background()
+	for _, p := range []keel.ListParams{{State: "done"}, {Limit: -1}, {Limit: 1001}} {
+		if _, err := c.List(ctx, p); !errors.Is(err, keel.ErrInvalid) {
+			t.Fatalf("List(%+v): %v, want ErrInvalid", p, err)
+		}
+	}
+}
+
+// TestNewClientRejectsBadConfig: every invalid field is named through
+// ErrInvalid.
+func TestNewClientRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	_, drv := setup(t)
+	cases := map[string]func(*keel.Config){
+		"no driver":                     func(c *keel.Config) { c.Driver = nil },
+		"negative Timeout":              func(c *keel.Config) { c.Timeout = -time.Second },
+		"negative BackoffBase":          func(c *keel.Config) { c.BackoffBase = -time.Second },
+		"negative BackoffMax":           func(c *keel.Config) { c.BackoffMax = -time.Second },
+		"negative LeaseTTL":             func(c *keel.Config) { c.LeaseTTL = -time.Second },
+		"negative HeartbeatInterval":    func(c *keel.Config) { c.HeartbeatInterval = -time.Second },
+		"heartbeat equal to lease":      func(c *keel.Config) { c.LeaseTTL, c.HeartbeatInterval = time.Second, time.Second },
+		"heartbeat above lease":         func(c *keel.Config) { c.LeaseTTL, c.HeartbeatInterval = time.Second, 2*time.Second },
+		"lease below default heartbeat": func(c *keel.Config) { c.LeaseTTL = 5 * time.Second },
+		"negative PollInterval":         func(c *keel.Config) { c.PollInterval = -time.Second },
+		"negative RescueInterval":       func(c *keel.Config) { c.RescueInterval = -time.Second },
+		"negative TimeoutGrace":         func(c *keel.Config) { c.TimeoutGrace = -time.Second },
+		"negative MaxAttempts":          func(c *keel.Config) { c.MaxAttempts = -1 },
+		"jitter 1":                      func(c *keel.Config) { c.BackoffJitter = 1 },
+		"jitter 1.5":                    func(c *keel.Config) { c.BackoffJitter = 1.5 },
+		"negative ClaimBatch":           func(c *keel.Config) { c.ClaimBatch = -1 },
+		"ClaimBatch over 1000":          func(c *keel.Config) { c.ClaimBatch = 1001 },
+		"negative MaxPayloadBytes":      func(c *keel.Config) { c.MaxPayloadBytes = -1 },
+		"bad queue name":                func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"bad queue": {}} },
+		"empty queue name":              func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"": {}} },
+		"negative MaxWorkers":           func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"q": {MaxWorkers: -1}} },
+		"bad type name":                 func(c *keel.Config) { c.Types = []string{"ok", "not ok"} },
+	}
+	for name, mod := range cases {
+		cfg := keel.Config{Driver: drv}
+		mod(&cfg)
+		c, err := keel.NewClient(cfg)
+		if !errors.Is(err, keel.ErrInvalid) || c != nil {
+			t.Errorf("%s: NewClient returned %v, %v; want ErrInvalid", name, c, err)
+		}
+	}
+	if _, err := keel.NewClient(keel.Config{Driver: drv, BackoffJitter: -1}); err != nil {
+		t.Fatalf("negative jitter (off) must be valid: %v", err)
+	}
+}
+
+func TestStartNeedsHandlersOnce(t *testing.T) {
+	t.Parallel()
+	c, drv := setup(t)
+	if err := c.Start(context.Background()); !errors.Is(err, keel.ErrNotWorker) {
+		t.Fatalf("Start without handlers: %v, want ErrNotWorker", err)
+	}
+	h := keel.NewHandlers()
+	keel.Handle(h, "t.known", func(ctx context.Context, task *keel.Task[payload]) error { return nil })
+	w, err := keel.NewClient(keel.Config{Driver: drv, Handlers: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	if err := w.Start(context.Background()); !errors.Is(err, keel.ErrNotWorker) {
+		t.Fatalf("second Start: %v, want ErrNotWorker", err)
+	}
+}
+
+func TestCompleteTxOutsideHandler(t *testing.T) {
+	t.Parallel()
+	_, drv := setup(t)
+	tx, err := drv.DB().Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := keel.CompleteTx(context.Background(), tx, nil); !errors.Is(err, keel.ErrNotInHandler) {
+		t.Fatalf("CompleteTx outside a handler: %v, want ErrNotInHandler", err)
+	}
+}
+
+// TestHandlePanicsOnProgrammingErrors: registration mistakes panic at
+// startup, like http.HandleFunc.
+func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
+	t.Parallel()
+	fn := func(ctx context.Context, task *keel.Task[payload]) error { return nil }
+	cases := map[string]func(h *keel.Handlers){
+		"invalid name":   func(h *keel.Handlers) { keel.Handle(h, "bad name", fn) },
+		"empty name":     func(h *keel.Handlers) { keel.Handle(h, "", fn) },
+		"duplicate":      func(h *keel.Handlers) { keel.Handle(h, "t", fn); keel.Handle(h, "t", fn) },
+		"nil handler":    func(h *keel.Handlers) { keel.Handle[payload](h, "t", nil) },
+		"per-task opt":   func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.IdempotencyKey("k")) },
+		"bad default":    func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.MaxAttempts(0)) },
+		"bad backoff":    func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.Backoff(time.Minute, time.Second)) },
+		"delay on type":  func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.Delay(time.Second)) },
+		"bad type queue": func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.Queue("a b")) },
+	}
+	for name, f := range cases {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: Handle did not panic", name)
+				}
+			}()
+			f(keel.NewHandlers())
+		}()
+	}
+}
