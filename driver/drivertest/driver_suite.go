@@ -277,31 +277,71 @@ func testRefund(t *testing.T, e *env) {
 
 func testFinishMixedBatch(t *testing.T, e *env) {
 	var rows []*driver.TaskRow
-	for range 5 {
+	for range 6 {
 		rows = append(rows, e.insert())
 	}
 	now := e.clock.Now()
-	e.claim("w1", now, 4) // rows[4] stays pending
+	e.claim("w1", now, 4)
+	e.claim("w2", now, 1) // rows[4] is w2's; rows[5] stays pending
 	ae := attemptError(1, "w1", now, now, "x")
 	applied := e.finish("w1", now,
 		driver.Transition{ID: rows[0].ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`1`)},
 		driver.Transition{ID: rows[1].ID, Attempt: 1, State: driver.StatePending, RunAt: now.Add(time.Minute), Error: ae},
 		driver.Transition{ID: rows[2].ID, Attempt: 2, State: driver.StateSucceeded}, // wrong attempt
 		driver.Transition{ID: rows[3].ID, Attempt: 1, State: driver.StateDead, Error: ae},
-		driver.Transition{ID: rows[4].ID, Attempt: 1, State: driver.StateSucceeded},       // not running
+		driver.Transition{ID: rows[4].ID, Attempt: 1, State: driver.StateSucceeded},       // w2's
 		driver.Transition{ID: rows[4].ID + 100, Attempt: 1, State: driver.StateSucceeded}, // missing
+		driver.Transition{ID: rows[5].ID, Attempt: 1, State: driver.StateSucceeded},       // not running
 	)
 	if !sameIDs(applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID}) {
 		t.Fatalf("applied %v, want %v", applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID})
 	}
-	want := []driver.State{driver.StateSucceeded, driver.StatePending, driver.StateRunning, driver.StateDead, driver.StatePending}
+	want := []driver.State{driver.StateSucceeded, driver.StatePending, driver.StateRunning, driver.StateDead, driver.StateRunning, driver.StatePending}
 	for i, r := range rows {
 		if got := e.get(r.ID); got.State != want[i] {
 			t.Fatalf("task %d: state %s, want %s", i, got.State, want[i])
 		}
 	}
-	if e.total() != 5 {
+	if e.total() != 6 {
 		t.Fatalf("finish changed the number of tasks to %d", e.total())
+	}
+}
+
+// everyTransition is one transition of each kind a worker sends for task
+// id's attempt: drivers may write them by different statements (a batched
+// success without result, say), and fencing must hold for each.
+func everyTransition(id int64, attempt int, now time.Time) map[string]driver.Transition {
+	ae := attemptError(attempt, "stale", now, now, "stale")
+	return map[string]driver.Transition{
+		"success":             {ID: id, Attempt: attempt, State: driver.StateSucceeded},
+		"success with result": {ID: id, Attempt: attempt, State: driver.StateSucceeded, Result: []byte(`"stale"`)},
+		"retry":               {ID: id, Attempt: attempt, State: driver.StatePending, RunAt: now, Error: ae},
+		"release":             {ID: id, Attempt: attempt, State: driver.StatePending, RunAt: now, Refund: true},
+		"dead":                {ID: id, Attempt: attempt, State: driver.StateDead, Error: ae},
+	}
+}
+
+// requireRejected finishes each kind of transition as owner and fails the
+// test if any applied.
+func (e *env) requireRejected(owner string, now time.Time, ts map[string]driver.Transition) {
+	e.t.Helper()
+	for kind, tr := range ts {
+		if got := e.finish(owner, now, tr); len(got) != 0 {
+			e.t.Fatalf("%s by %s (attempt %d) applied: fencing failed", kind, owner, tr.Attempt)
+		}
+		if dber, ok := e.drv.(driver.DBer); ok && tr.Error == nil && !tr.Refund && tr.State == driver.StateSucceeded {
+			tx, err := dber.DB().BeginTx(e.ctx, nil)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			ok, err := e.drv.FinishTx(e.ctx, tx, owner, now, tr)
+			if cerr := tx.Commit(); err == nil {
+				err = cerr
+			}
+			if err != nil || ok {
+				e.t.Fatalf("%s by %s in FinishTx: applied %v, %v", kind, owner, ok, err)
+			}
+		}
 	}
 }
 
@@ -309,17 +349,10 @@ func testFencingAfterRescue(t *testing.T, e *env) {
 	row := e.insert()
 	t0 := e.clock.Now()
 	e.claimOne("A", t0) // lease until t0+30s
-	succeed := driver.Transition{ID: row.ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`"A"`)}
-
 	// Only the owner, with the current attempt, may finish.
-	if got := e.finish("B", t0, succeed); len(got) != 0 {
-		t.Fatal("another owner finished A's task")
-	}
-	wrong := succeed
-	wrong.Attempt = 2
-	if got := e.finish("A", t0, wrong); len(got) != 0 {
-		t.Fatal("a transition with the wrong attempt applied")
-	}
+	e.requireRejected("B", t0, everyTransition(row.ID, 1, t0))
+	e.requireRejected("A", t0, everyTransition(row.ID, 2, t0))
+	e.requireRejected("A", t0, everyTransition(row.ID, 0, t0))
 	if got := e.get(row.ID); got.State != driver.StateRunning || got.LeaseOwner != "A" {
 		t.Fatalf("rejected finishes changed the task: %s owner %q", got.State, got.LeaseOwner)
 	}
@@ -362,27 +395,10 @@ func testFencingAfterRescue(t *testing.T, e *env) {
 	}
 
 	// A comes back: none of its writes apply, whatever attempt it names.
-	if got := e.finish("A", t2, succeed); len(got) != 0 {
-		t.Fatal("stale owner A completed the task after B took it over")
-	}
-	if got := e.finish("A", t2, driver.Transition{ID: row.ID, Attempt: 2, State: driver.StateDead, Error: attemptError(2, "A", t0, t2, "stale")}); len(got) != 0 {
-		t.Fatal("stale owner A failed the task after B took it over")
-	}
+	e.requireRejected("A", t2, everyTransition(row.ID, 1, t2))
+	e.requireRejected("A", t2, everyTransition(row.ID, 2, t2))
 	if held, err := e.drv.Heartbeat(e.ctx, driver.HeartbeatParams{Owner: "A", IDs: []int64{row.ID}, Now: t2, LeaseExpiresAt: t2.Add(time.Hour)}); err != nil || len(held) != 0 {
 		t.Fatalf("stale owner's heartbeat: held %v, %v", held, err)
-	}
-	if dber, ok := e.drv.(driver.DBer); ok {
-		tx, err := dber.DB().BeginTx(e.ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, err := e.drv.FinishTx(e.ctx, tx, "A", t2, succeed)
-		if err != nil || ok {
-			t.Fatalf("stale FinishTx: applied %v, %v", ok, err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	got := e.get(row.ID)
 	if got.State != driver.StateRunning || got.LeaseOwner != "B" || got.Attempt != 2 || got.Result != nil || len(got.Errors) != 1 {
@@ -522,12 +538,7 @@ func testCancelRunningRejectsFinish(t *testing.T, e *env) {
 	if c.State != driver.StateCancelled || c.LeaseOwner != "" || !c.LeaseExpiresAt.IsZero() {
 		t.Fatalf("cancelled running: state %s lease %q %v", c.State, c.LeaseOwner, c.LeaseExpiresAt)
 	}
-	if got := e.finish("A", t0, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`1`)}); len(got) != 0 {
-		t.Fatal("the handler's completion applied to a cancelled task")
-	}
-	if got := e.finish("A", t0, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StatePending, RunAt: t0, Error: attemptError(1, "A", t0, t0, "x")}); len(got) != 0 {
-		t.Fatal("the handler's failure applied to a cancelled task")
-	}
+	e.requireRejected("A", t0, everyTransition(row.ID, 1, t0))
 	if held, _ := e.drv.Heartbeat(e.ctx, driver.HeartbeatParams{Owner: "A", IDs: []int64{row.ID}, Now: t0, LeaseExpiresAt: t0.Add(time.Hour)}); len(held) != 0 {
 		t.Fatal("heartbeat kept a cancelled task")
 	}
