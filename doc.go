@@ -82,7 +82,9 @@
 // all; it fails with ErrLeaseLost if the task is no longer this worker's.
 // For SQLite, begin these transactions on the driver's DB() (the
 // driver.DBer interface): SQLite has one writer, and a transaction on
-// another connection would wait for keel's.
+// another connection would wait for keel's. Every keel write of the process
+// waits while such a transaction is open: keep it short, and do not call
+// Enqueue, Cancel or Retry (the non-Tx methods) while holding it.
 //
 // # Workers and graceful stop
 //
