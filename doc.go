@@ -43,7 +43,9 @@
 // Per task, pass Options to Enqueue: Queue, Priority, RunAt or Delay,
 // MaxAttempts, Timeout, UniqueBy or IdempotencyKey, and Meta. Per type,
 // pass Queue, Priority, MaxAttempts, Timeout and Backoff to Handle; they
-// become the type's defaults and Enqueue's options override them.
+// become the type's defaults and Enqueue's options override them. The
+// defaults are applied at Enqueue by a client that registered the handler;
+// an enqueue-only client (Config.Types) does not know them.
 //
 // # Outcomes
 //
