@@ -135,7 +135,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []Job, insert func([]driver.I
 		infos[i] = infoFromRow(r.Task)
 		infos[i].Duplicate = r.Duplicate
 		if !r.Duplicate {
-			c.wake(r.Task.Queue)
+			c.wake(r.Task.Queue, r.Task.RunAt)
 		}
 	}
 	return infos, nil
@@ -149,6 +149,9 @@ func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
 	defaults, known := c.types[j.Type]
 	if !known {
 		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)
+	}
+	if options.merge(options{}, j.Options).backoff != nil {
+		return driver.InsertParams{}, invalid("Backoff is a per-type option: pass it to Handle, not Enqueue")
 	}
 	o := defaults.merge(j.Options)
 	if err := o.validate(); err != nil {
@@ -262,7 +265,7 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.wake(row.Queue)
+	c.wake(row.Queue, row.RunAt)
 	return infoFromRow(row), nil
 }
 

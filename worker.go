@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,7 +53,7 @@ func (c *Client) Start(ctx context.Context) error {
 		Backoff: c.backoff, Leading: c.elector.Leading,
 		Rescued: func(rows []driver.TaskRow) {
 			for _, r := range rows {
-				c.wake(r.Queue)
+				c.wake(r.Queue, r.RunAt)
 			}
 		},
 	})
@@ -92,6 +93,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	for _, qw := range queues {
 		<-qw.done
+		qw.stopTimer()
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -115,17 +117,19 @@ func (c *Client) Stop(ctx context.Context) error {
 	return nil
 }
 
-// wake tells the queue's worker that a task may be ready.
-func (c *Client) wake(queue string) {
+// wake tells the queue's worker that a task becomes ready at runAt.
+func (c *Client) wake(queue string, runAt time.Time) {
 	c.mu.Lock()
 	qw := c.queues[queue]
 	c.mu.Unlock()
-	if qw != nil {
-		select {
-		case qw.wakeup <- struct{}{}:
-		default:
-		}
+	if qw == nil {
+		return
 	}
+	if runAt.After(c.cfg.Now()) {
+		qw.wakeAt(runAt)
+		return
+	}
+	qw.wake()
 }
 
 func (c *Client) runningIDs() []int64 {
@@ -171,6 +175,11 @@ type queueWorker struct {
 	freed     chan struct{}
 	stop      chan struct{}
 	done      chan struct{}
+	// A timer wakes the worker when a task scheduled in this process (a
+	// retry, a snooze, a delayed enqueue) becomes due before the next poll.
+	timerMu sync.Mutex
+	timerAt time.Time
+	timer   *time.Timer
 }
 
 func newQueueWorker(c *Client, name string, limit int) *queueWorker {
@@ -421,8 +430,56 @@ func (c *Client) finished(q *queueWorker, ex *execution, t driver.Transition, ap
 		log.Warn("keel: task attempt failed", "task_id", row.ID, "type", row.Type, "queue", row.Queue,
 			"attempt", row.Attempt, "outcome", t.Error.Outcome, "next_state", t.State, "error", t.Error.Error)
 	}
+	if applied && t.State == driver.StatePending {
+		c.wake(row.Queue, t.RunAt)
+	}
 	q.signalFreed()
 	c.inflight.Done()
+}
+
+// wakeAt makes the worker look for tasks at at, when that is sooner than
+// the poll would.
+func (q *queueWorker) wakeAt(at time.Time) {
+	d := at.Sub(q.c.cfg.Now())
+	if d >= q.c.cfg.PollInterval {
+		return
+	}
+	q.timerMu.Lock()
+	defer q.timerMu.Unlock()
+	select {
+	case <-q.stop:
+		return // stopping: no new timers
+	default:
+	}
+	if q.timer != nil && !q.timerAt.After(at) {
+		return // already waking up by then
+	}
+	if q.timer != nil {
+		q.timer.Stop()
+	}
+	q.timerAt = at
+	q.timer = time.AfterFunc(max(d, 0), func() {
+		q.timerMu.Lock()
+		q.timer = nil
+		q.timerMu.Unlock()
+		q.wake()
+	})
+}
+
+func (q *queueWorker) wake() {
+	select {
+	case q.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queueWorker) stopTimer() {
+	q.timerMu.Lock()
+	defer q.timerMu.Unlock()
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
 }
 
 func (q *queueWorker) signalFreed() {

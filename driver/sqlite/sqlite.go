@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -183,16 +184,26 @@ func (d *Driver) Close() error {
 // batch transaction and reports only database errors; its own outcome is
 // kept in its closure.
 type op struct {
-	ctx  context.Context
 	fn   func(tx querier) error
 	done chan error
+	// state moves from queued to taken (by the writer) or abandoned (by a
+	// caller whose context ended first): exactly one side wins.
+	state atomic.Int32
 }
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
 
 var errClosed = errors.New("sqlite: driver closed")
 
 // write runs fn in the next group commit and waits for it to be durable.
+// If ctx ends before the writer takes the operation, it returns ctx's error
+// and nothing is written; once taken, it waits for the commit.
 func (d *Driver) write(ctx context.Context, fn func(tx querier) error) error {
-	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	o := &op{fn: fn, done: make(chan error, 1)}
 	select {
 	case d.ops <- o:
 	case <-d.stop:
@@ -203,13 +214,22 @@ func (d *Driver) write(ctx context.Context, fn func(tx querier) error) error {
 	select {
 	case err := <-o.done:
 		return err
-	case <-d.done:
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opQueued, opAbandoned) {
+			return ctx.Err()
+		}
 		select {
 		case err := <-o.done:
 			return err
-		default:
-			return errClosed
+		case <-d.done:
 		}
+	case <-d.done:
+	}
+	select {
+	case err := <-o.done:
+		return err
+	default:
+		return errClosed
 	}
 }
 
@@ -269,39 +289,47 @@ func (d *Driver) drain() {
 	}
 }
 
+// commit runs a batch in one transaction. The transaction begins before
+// the operations are taken, so a caller that gives up while the writer
+// waits for the connection (a caller's DB() transaction holds it) or for
+// another process's lock writes nothing.
 func (d *Driver) commit(batch []*op) {
+	tx, beginErr := d.wdb.BeginTx(context.Background(), nil)
 	live := batch[:0:0]
 	for _, o := range batch {
-		if err := o.ctx.Err(); err != nil {
-			o.done <- err // its caller gave up: skip the write
-			continue
+		if o.state.CompareAndSwap(opQueued, opTaken) {
+			live = append(live, o)
 		}
-		live = append(live, o)
+	}
+	if beginErr != nil {
+		for _, o := range live {
+			o.done <- fmt.Errorf("sqlite: begin: %w", beginErr)
+		}
+		return
 	}
 	if len(live) == 0 {
+		tx.Rollback() //nolint:errcheck // nothing was written
 		return
 	}
-	err := d.runBatch(live)
-	if err == nil {
+	err := d.run(tx, live)
+	if err == nil || len(live) == 1 {
 		for _, o := range live {
-			o.done <- nil
+			o.done <- err
 		}
-		return
-	}
-	if len(live) == 1 {
-		live[0].done <- err
 		return
 	}
 	for _, o := range live {
-		o.done <- d.runBatch([]*op{o})
+		tx, err := d.wdb.BeginTx(context.Background(), nil)
+		if err != nil {
+			o.done <- fmt.Errorf("sqlite: begin: %w", err)
+			continue
+		}
+		o.done <- d.run(tx, []*op{o})
 	}
 }
 
-func (d *Driver) runBatch(ops []*op) error {
-	tx, err := d.wdb.BeginTx(context.Background(), nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
-	}
+// run executes ops in tx and commits, or rolls back on the first error.
+func (d *Driver) run(tx *sql.Tx, ops []*op) error {
 	q := &cachedTx{tx: tx, d: d}
 	for _, o := range ops {
 		if err := o.fn(q); err != nil {
