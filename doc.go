@@ -101,9 +101,10 @@
 // context ends, then cancels them and releases their tasks to pending
 // without using an attempt.
 //
-// A task enqueued in the same process wakes its worker at once; other
-// processes and tasks that become due later (Delay, RunAt, retries,
-// snoozes) are found by polling every Config.PollInterval.
+// A task enqueued in the same process wakes its worker at once, and one
+// this process schedules for later (Delay, RunAt, retries, snoozes) wakes
+// it by timer when due; tasks enqueued by other processes are found by
+// polling every Config.PollInterval.
 //
 // # Defaults
 //
