@@ -415,7 +415,9 @@ func (c *Client) finished(q *queueWorker, ex *execution, t driver.Transition, ap
 	log := c.cfg.Logger
 	c.mu.Lock()
 	completedTx := ex.completedTx
-	delete(c.running, row.ID)
+	if c.running[row.ID] == ex { // a newer attempt of the task may have replaced this one
+		delete(c.running, row.ID)
+	}
 	q.finishing--
 	c.mu.Unlock()
 	ex.cancel(nil)
