@@ -244,7 +244,9 @@ func (e *env) waitState(id int64, s driver.State) *driver.TaskRow {
 // run rarely unless the test asks for them.
 func (e *env) newClient(cfg keel.Config) *keel.Client {
 	e.t.Helper()
-	cfg.Driver = e.drv
+	if cfg.Driver == nil {
+		cfg.Driver = e.drv
+	}
 	if cfg.Now == nil {
 		cfg.Now = e.clock.Now
 	}

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -44,6 +45,8 @@ var engineTests = []test{
 	{"CompleteTxLeaseLost", testEngineCompleteTxLeaseLost},
 	{"StaleWorkerRescuedByOtherClient", testEngineStaleWorker},
 	{"HeartbeatCancelsLostTask", testEngineHeartbeatLost},
+	{"HeartbeatFailingCancelsHandlers", testEngineHeartbeatFailing},
+	{"EnqueueContextEndsWritesAllOrNothing", testEngineEnqueueCancelled},
 	{"StaleAttemptDoesNotHideReclaimedOne", testEngineSelfReclaim},
 	{"CancelledAttemptCannotCompleteRetriedTask", testEngineCancelRetryReclaim},
 	{"StopReleasesBlockedTasks", testEngineStopForced},
@@ -1092,4 +1095,97 @@ func testEngineCancelRetryReclaim(t *testing.T, e *env) {
 	if row := e.get(info.ID); row.State != driver.StateRunning || row.Result != nil {
 		t.Fatalf("the cancelled attempt completed the retried task: %s result %s", row.State, row.Result)
 	}
+}
+
+// failingHeartbeat is a driver whose Heartbeat fails while fail is set, as
+// if the database were unreachable for the heartbeat.
+type failingHeartbeat struct {
+	driver.Driver
+	fail atomic.Bool
+}
+
+func (f *failingHeartbeat) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	if f.fail.Load() {
+		return nil, errors.New("drivertest: database unreachable")
+	}
+	return f.Driver.Heartbeat(ctx, p)
+}
+
+// testEngineHeartbeatFailing: a worker that cannot renew its leases cancels
+// its own handlers before the leases can run out, not later.
+func testEngineHeartbeatFailing(t *testing.T, e *env) {
+	drv := &failingHeartbeat{Driver: e.drv}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	c := e.worker(keel.Config{Driver: drv, LeaseTTL: time.Minute, HeartbeatInterval: 10 * time.Millisecond},
+		func(ctx context.Context, task *keel.Task[args]) error {
+			close(started)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		})
+	e.enqueue(c, 1)
+	<-started
+	time.Sleep(30 * time.Millisecond) // a few successful beats
+	drv.fail.Store(true)
+	e.clock.Advance(30 * time.Second) // renewals failing for half the lease: keep going
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-cause:
+		t.Fatalf("handler cancelled (%v) while its lease had 30s left", err)
+	default:
+	}
+	e.clock.Advance(30 * time.Second) // now the lease may be gone
+	select {
+	case err := <-cause:
+		if !errors.Is(err, keel.ErrLeaseLost) {
+			t.Fatalf("handler cancelled with %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handlers kept running although no lease could be renewed for a whole LeaseTTL")
+	}
+}
+
+// testEngineEnqueueCancelled: enqueues whose context ends at random
+// moments either fail and write nothing, or succeed and are stored.
+func testEngineEnqueueCancelled(t *testing.T, e *env) {
+	c := e.enqueuer()
+	const n = 200
+	ok := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(e.ctx, time.Duration(i%7)*300*time.Microsecond)
+			defer cancel()
+			_, err := c.Enqueue(ctx, "dt.task", args{N: i})
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("enqueue %d: %v", i, err)
+			}
+			ok[i] = err == nil
+		}()
+	}
+	wg.Wait()
+	stored := map[int]bool{}
+	for _, r := range e.all() {
+		var a struct{ N int }
+		if err := json.Unmarshal(r.Payload, &a); err != nil {
+			t.Fatal(err)
+		}
+		if stored[a.N] {
+			t.Fatalf("task %d stored twice", a.N)
+		}
+		stored[a.N] = true
+	}
+	succeeded := 0
+	for i := range n {
+		if ok[i] != stored[i] {
+			t.Fatalf("enqueue %d: returned success %v but stored %v", i, ok[i], stored[i])
+		}
+		if ok[i] {
+			succeeded++
+		}
+	}
+	t.Logf("%d of %d enqueues succeeded before their deadline", succeeded, n)
 }

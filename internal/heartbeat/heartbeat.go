@@ -48,8 +48,8 @@ func (h *Heartbeat) Start(ctx context.Context) {
 				return
 			case <-t.C:
 			}
-			if h.beat(ctx) {
-				last = h.cfg.Now()
+			if ok, at := h.beat(ctx); ok {
+				last = at
 			} else if h.cfg.Now().Sub(last) > h.cfg.LeaseTTL-h.cfg.Interval {
 				// Renewal keeps failing: stop handlers before another
 				// process is allowed to take their tasks over.
@@ -62,10 +62,13 @@ func (h *Heartbeat) Start(ctx context.Context) {
 // Stop stops renewing.
 func (h *Heartbeat) Stop() { h.loop.Stop() }
 
-func (h *Heartbeat) beat(ctx context.Context) bool {
+// beat renews every lease held and reports whether it could, with the time
+// the renewed leases count from: the time taken before the write, not after
+// it, since a slow write does not make the leases last longer.
+func (h *Heartbeat) beat(ctx context.Context) (bool, time.Time) {
 	ids := h.cfg.Running()
 	if len(ids) == 0 {
-		return true
+		return true, h.cfg.Now()
 	}
 	now := h.cfg.Now()
 	held, err := h.cfg.Driver.Heartbeat(ctx, driver.HeartbeatParams{
@@ -75,10 +78,10 @@ func (h *Heartbeat) beat(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			h.cfg.Logger.Warn("keel: heartbeat failed", "error", err, "tasks", len(ids))
 		}
-		return false
+		return false, now
 	}
 	if len(held) == len(ids) {
-		return true
+		return true, now
 	}
 	have := make(map[int64]bool, len(held))
 	for _, id := range held {
@@ -91,5 +94,5 @@ func (h *Heartbeat) beat(ctx context.Context) bool {
 		}
 	}
 	h.cfg.Lost(lost, false)
-	return true
+	return true, now
 }
