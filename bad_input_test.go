@@ -56,6 +56,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		{"IdempotencyKey too long", "t.known", payload{}, []keel.Option{keel.IdempotencyKey(strings.Repeat("k", 256))}, keel.ErrInvalid},
 		{"empty UniqueBy", "t.known", payload{}, []keel.Option{keel.UniqueBy("")}, keel.ErrInvalid},
 		{"UniqueBy and IdempotencyKey", "t.known", payload{}, []keel.Option{keel.UniqueBy("a"), keel.IdempotencyKey("b")}, keel.ErrInvalid},
+		{"Backoff on a single task", "t.known", payload{}, []keel.Option{keel.Backoff(time.Second, time.Minute)}, keel.ErrInvalid},
 		{"meta empty key", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"": "v"})}, keel.ErrInvalid},
 	}
 	for _, tc := range cases {

@@ -30,6 +30,9 @@ var engineTests = []test{
 	{"Panic", testEnginePanic},
 	{"ErrorHistoryKeepsLast20", testEngineErrorHistory},
 	{"ClaimOrder", testEngineClaimOrder},
+	{"ConcurrencyLimit", testEngineConcurrencyLimit},
+	{"QueuesServedSeparately", testEngineQueues},
+	{"TypeDefaults", testEngineTypeDefaults},
 	{"ScheduledNotEarly", testEngineScheduled},
 	{"CancelPendingAndRetry", testEngineCancelPending},
 	{"CancelRunningInProcess", testEngineCancelRunning},
@@ -1188,4 +1191,81 @@ func testEngineEnqueueCancelled(t *testing.T, e *env) {
 		}
 	}
 	t.Logf("%d of %d enqueues succeeded before their deadline", succeeded, n)
+}
+
+func testEngineConcurrencyLimit(t *testing.T, e *env) {
+	var now, peak atomic.Int32
+	c := e.worker(keel.Config{Queues: map[string]keel.QueueConfig{"default": {MaxWorkers: 3}}},
+		func(ctx context.Context, task *keel.Task[args]) error {
+			n := now.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+			now.Add(-1)
+			return nil
+		})
+	jobs := make([]keel.Job, 40)
+	for i := range jobs {
+		jobs[i] = keel.Job{Type: "dt.task", Payload: args{N: i}}
+	}
+	infos, err := c.EnqueueMany(e.ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range infos {
+		e.waitState(info.ID, driver.StateSucceeded)
+	}
+	if p := peak.Load(); p > 3 || p < 2 {
+		t.Fatalf("at most %d handlers ran at once with MaxWorkers 3", p)
+	}
+}
+
+func testEngineQueues(t *testing.T, e *env) {
+	var rec recorder
+	handler := func(ctx context.Context, task *keel.Task[args]) error {
+		rec.add(task.Args.N)
+		return nil
+	}
+	a := e.worker(keel.Config{}, handler) // serves "default" only
+	other := e.enqueue(a, 2, keel.Queue("other"))
+	def := e.enqueue(a, 1)
+	e.waitState(def.ID, driver.StateSucceeded)
+	time.Sleep(30 * time.Millisecond)
+	if row := e.get(other.ID); row.State != driver.StatePending || row.Queue != "other" {
+		t.Fatalf("a task of a queue the worker does not serve: %s in %q", row.State, row.Queue)
+	}
+	e.worker(keel.Config{Queues: map[string]keel.QueueConfig{"other": {MaxWorkers: 1}}}, handler)
+	e.waitState(other.ID, driver.StateSucceeded)
+	if got := rec.list(); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("runs %v", got)
+	}
+}
+
+// testEngineTypeDefaults: options given to Handle are the type's defaults;
+// options given to Enqueue override them.
+func testEngineTypeDefaults(t *testing.T, e *env) {
+	h := keel.NewHandlers()
+	keel.Handle(h, "dt.task", func(ctx context.Context, task *keel.Task[args]) error { return nil },
+		keel.Queue("typed"), keel.Priority(4), keel.MaxAttempts(9), keel.Timeout(90*time.Second))
+	c := e.newClient(keel.Config{Handlers: h, MaxAttempts: 2, Timeout: time.Minute})
+	def := e.enqueue(c, 1)
+	if def.Queue != "typed" || def.Priority != 4 || def.MaxAttempts != 9 || def.Timeout != 90*time.Second {
+		t.Fatalf("type defaults not applied: queue %q priority %d attempts %d timeout %v", def.Queue, def.Priority, def.MaxAttempts, def.Timeout)
+	}
+	over := e.enqueue(c, 2, keel.Queue("q2"), keel.Priority(-1), keel.MaxAttempts(1), keel.Timeout(time.Second))
+	if over.Queue != "q2" || over.Priority != -1 || over.MaxAttempts != 1 || over.Timeout != time.Second {
+		t.Fatalf("enqueue options did not override: queue %q priority %d attempts %d timeout %v", over.Queue, over.Priority, over.MaxAttempts, over.Timeout)
+	}
+	plain := e.newClient(keel.Config{Types: []string{"dt.plain"}, MaxAttempts: 2, Timeout: time.Minute})
+	info, err := plain.Enqueue(e.ctx, "dt.plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Queue != keel.DefaultQueue || info.MaxAttempts != 2 || info.Timeout != time.Minute || info.Priority != 0 || string(info.Payload) != "null" {
+		t.Fatalf("config defaults not applied: %+v", info)
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/drivertest"
 	"github.com/keelq/keel/driver/sqlite"
@@ -203,5 +204,46 @@ func TestTwoHandlesClaimDisjoint(t *testing.T) {
 	}
 	if len(claimed) != n {
 		t.Fatalf("claimed %d of %d tasks", len(claimed), n)
+	}
+}
+
+// TestEnqueueGivesUpWhileWriterIsHeld: while a caller's transaction holds
+// the writer, an enqueue waits only as long as its context allows, and one
+// that gave up is never written later.
+func TestEnqueueGivesUpWhileWriterIsHeld(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := d.DB().BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = c.Enqueue(ctx, "t", map[string]int{"n": 1})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("enqueue while the writer is held: %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Fatalf("enqueue gave up after %v with a 50ms deadline", took)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// A later enqueue goes through the same writer, after the abandoned one.
+	info, err := c.Enqueue(context.Background(), "t", map[string]int{"n": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.List(context.Background(), keel.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != info.ID {
+		t.Fatalf("%d tasks stored, want only the second enqueue", len(list))
 	}
 }
