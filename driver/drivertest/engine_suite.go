@@ -54,6 +54,7 @@ var engineTests = []test{
 	{"CancelledAttemptCannotCompleteRetriedTask", testEngineCancelRetryReclaim},
 	{"StopReleasesBlockedTasks", testEngineStopForced},
 	{"StopWaitsForFinishingTasks", testEngineStopGraceful},
+	{"StopDoesNotWaitForHandlerIgnoringContext", testEngineStopIgnored},
 }
 
 // args is the payload of the suite's tasks.
@@ -974,7 +975,7 @@ func testEngineStopGraceful(t *testing.T, e *env) {
 		defer cancel()
 		stopped <- c.Stop(ctx)
 	}()
-	time.Sleep(30 * time.Millisecond) // Stop has stopped claiming
+	time.Sleep(100 * time.Millisecond) // Stop has stopped claiming by now
 	late := e.enqueue(c, 99)
 	select {
 	case err := <-stopped:
@@ -1268,4 +1269,41 @@ func testEngineTypeDefaults(t *testing.T, e *env) {
 	if info.Queue != keel.DefaultQueue || info.MaxAttempts != 2 || info.Timeout != time.Minute || info.Priority != 0 || string(info.Payload) != "null" {
 		t.Fatalf("config defaults not applied: %+v", info)
 	}
+}
+
+// testEngineStopIgnored: a handler that ignores its cancelled context
+// holds Stop up for TimeoutGrace at most; its task is released all the same
+// and its late return changes nothing.
+func testEngineStopIgnored(t *testing.T, e *env) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	c := e.worker(keel.Config{TimeoutGrace: 100 * time.Millisecond}, func(ctx context.Context, task *keel.Task[args]) error {
+		close(started)
+		defer close(returned)
+		<-release
+		return task.SetResult("late")
+	})
+	info := e.enqueue(c, 1)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Fatalf("Stop took %v with a 20ms deadline and a 100ms grace", took)
+	}
+	check := func(when string) {
+		t.Helper()
+		if row := e.get(info.ID); row.State != driver.StatePending || row.Attempt != 0 || len(row.Errors) != 0 || row.Result != nil {
+			t.Fatalf("%s: %s attempt %d errors %+v result %s", when, row.State, row.Attempt, row.Errors, row.Result)
+		}
+	}
+	check("after Stop")
+	close(release)
+	<-returned
+	time.Sleep(20 * time.Millisecond)
+	check("after the handler's late return")
 }

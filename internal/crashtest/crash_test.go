@@ -239,7 +239,7 @@ func TestKilledWorkerTasksRescuedAndAppliedOnce(t *testing.T) {
 	t.Logf("victim killed with %d tasks running, %d succeeded", len(killed), doneByVictim)
 
 	survivor, err := newWorker(drv, "survivor", 2*time.Millisecond, keel.Config{
-		LeaseTTL: time.Second, HeartbeatInterval: 200 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
+		LeaseTTL: 3 * time.Second, HeartbeatInterval: 300 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		PollInterval: 20 * time.Millisecond, BackoffBase: 10 * time.Millisecond, BackoffJitter: -1,
 		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: 20}},
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError})),
