@@ -168,6 +168,8 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"negative RescueInterval":       func(c *keel.Config) { c.RescueInterval = -time.Second },
 		"negative TimeoutGrace":         func(c *keel.Config) { c.TimeoutGrace = -time.Second },
 		"negative MaxAttempts":          func(c *keel.Config) { c.MaxAttempts = -1 },
+		"MaxAttempts over 1000":         func(c *keel.Config) { c.MaxAttempts = 1001 },
+		"Timeout below 1ms":             func(c *keel.Config) { c.Timeout = 500 * time.Microsecond },
 		"jitter 1":                      func(c *keel.Config) { c.BackoffJitter = 1 },
 		"jitter 1.5":                    func(c *keel.Config) { c.BackoffJitter = 1.5 },
 		"negative ClaimBatch":           func(c *keel.Config) { c.ClaimBatch = -1 },

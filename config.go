@@ -169,6 +169,10 @@ func (c Config) validate() error {
 	switch {
 	case c.MaxAttempts < 1:
 		return invalid("Config.MaxAttempts must be at least 1, got %d", c.MaxAttempts)
+	case c.MaxAttempts > 1000: // the limit of the MaxAttempts option too
+		return invalid("Config.MaxAttempts must be at most 1000, got %d", c.MaxAttempts)
+	case c.Timeout < time.Millisecond: // stored in milliseconds: less would be no time at all
+		return invalid("Config.Timeout must be at least 1ms, got %v", c.Timeout)
 	case c.BackoffJitter >= 1:
 		return invalid("Config.BackoffJitter must be below 1, got %v", c.BackoffJitter)
 	case c.HeartbeatInterval >= c.LeaseTTL:
