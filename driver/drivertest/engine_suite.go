@@ -31,6 +31,7 @@ var engineTests = []test{
 	{"ErrorHistoryKeepsLast20", testEngineErrorHistory},
 	{"ClaimOrder", testEngineClaimOrder},
 	{"ConcurrencyLimit", testEngineConcurrencyLimit},
+	{"TwoClientsRunEachTaskOnce", testEngineTwoClients},
 	{"QueuesServedSeparately", testEngineQueues},
 	{"TypeDefaults", testEngineTypeDefaults},
 	{"ScheduledNotEarly", testEngineScheduled},
@@ -1306,4 +1307,48 @@ func testEngineStopIgnored(t *testing.T, e *env) {
 	<-returned
 	time.Sleep(20 * time.Millisecond)
 	check("after the handler's late return")
+}
+
+// testEngineTwoClients: two clients on one database share the work; each
+// task runs exactly once.
+func testEngineTwoClients(t *testing.T, e *env) {
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	byNode := map[string]int{}
+	handler := func(node string) keel.HandlerFunc[args] {
+		return func(ctx context.Context, task *keel.Task[args]) error {
+			mu.Lock()
+			runs[task.ID]++
+			byNode[node]++
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			return nil
+		}
+	}
+	a := e.worker(keel.Config{Node: "node-a"}, handler("a"))
+	e.worker(keel.Config{Node: "node-b"}, handler("b"))
+	const n = 300
+	jobs := make([]keel.Job, n)
+	for i := range jobs {
+		jobs[i] = keel.Job{Type: "dt.task", Payload: args{N: i}}
+	}
+	infos, err := a.EnqueueMany(e.ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every task to succeed", func() bool {
+		counts, err := e.drv.Counts(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(counts) == 1 && counts[0].State == driver.StateSucceeded && counts[0].Count == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, info := range infos {
+		if runs[info.ID] != 1 {
+			t.Fatalf("task %d ran %d times", info.ID, runs[info.ID])
+		}
+	}
+	t.Logf("runs by node: %v", byNode)
 }

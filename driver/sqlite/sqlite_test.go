@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -245,5 +247,37 @@ func TestEnqueueGivesUpWhileWriterIsHeld(t *testing.T) {
 	}
 	if len(list) != 1 || list[0].ID != info.ID {
 		t.Fatalf("%d tasks stored, want only the second enqueue", len(list))
+	}
+}
+
+// TestOpenPathWithSpecialCharacters: the file is created at exactly the
+// path given, whatever characters it holds.
+func TestOpenPathWithSpecialCharacters(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "a dir with spaces, % and ü")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"keel?mode=ro.db", "keel#frag.db", "keel%20x.db", "ключ.db"} {
+		path := filepath.Join(dir, name)
+		d := openAt(t, path, sqlite.Options{})
+		now := time.Now()
+		if _, err := d.Insert(context.Background(), []driver.InsertParams{{Queue: "default", Type: "t", Payload: []byte(`{}`),
+			MaxAttempts: 1, RunAt: now, Timeout: time.Second, PayloadDigest: "d", Now: now}}); err != nil {
+			t.Fatalf("%s: insert: %v", name, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("%s: database not at its path: %v", name, err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		base := strings.TrimSuffix(strings.TrimSuffix(e.Name(), "-wal"), "-shm")
+		if !slices.Contains([]string{"keel?mode=ro.db", "keel#frag.db", "keel%20x.db", "ключ.db"}, base) {
+			t.Fatalf("unexpected file %q: a path was misread", e.Name())
+		}
 	}
 }
