@@ -37,6 +37,7 @@ var driverTests = []test{
 	{"Leadership", testLeadership},
 	{"InsertTx", testInsertTx},
 	{"FinishTx", testFinishTx},
+	{"InsertTxConflictWritesNothing", testInsertTxConflict},
 }
 
 func testInsertAndGet(t *testing.T, e *env) {
@@ -917,5 +918,32 @@ func testFinishTx(t *testing.T, e *env) {
 	}
 	if finishTx("A", true) {
 		t.Fatal("FinishTx applied twice")
+	}
+}
+
+// testInsertTxConflict: an InsertTx that fails leaves nothing of its own in
+// the caller's transaction, so a caller that commits its other work anyway
+// does not commit half a batch.
+func testInsertTxConflict(t *testing.T, e *env) {
+	db := e.db()
+	held := e.insert(func(p *driver.InsertParams) { p.IdemKey, p.PayloadDigest = "k:held", "d1" })
+	tx, err := db.BeginTx(e.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	_, err = e.drv.InsertTx(e.ctx, tx, []driver.InsertParams{
+		e.params(func(p *driver.InsertParams) { p.Payload = []byte(`{"n":2}`) }),
+		e.params(func(p *driver.InsertParams) { p.IdemKey, p.PayloadDigest = "k:held", "d2" }),
+	})
+	if !errors.Is(err, driver.ErrIdempotencyConflict) {
+		t.Fatalf("InsertTx with a conflict: %v, want ErrIdempotencyConflict", err)
+	}
+	// The caller decides the conflict is fine and commits its other work.
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit after a failed InsertTx: %v", err)
+	}
+	if rows := e.all(); len(rows) != 1 || rows[0].ID != held.ID {
+		t.Fatalf("a failed InsertTx committed part of its batch: tasks %v", ids(rows))
 	}
 }

@@ -114,9 +114,25 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 	return out, nil
 }
 
-// InsertTx implements driver.Driver.
+// InsertTx implements driver.Driver. The inserts run under a savepoint so
+// a failure leaves nothing of the batch in the caller's transaction.
 func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	return insert(ctx, tx, params)
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT keel_insert`); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	out, err := insert(ctx, tx, params)
+	if err != nil {
+		undo := context.WithoutCancel(ctx)
+		if _, rbErr := tx.ExecContext(undo, `ROLLBACK TO keel_insert`); rbErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("insert tasks: undo: %w", rbErr))
+		}
+		tx.ExecContext(undo, `RELEASE keel_insert`) //nolint:errcheck // the savepoint is empty now
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE keel_insert`); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	return out, nil
 }
 
 func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
