@@ -1,0 +1,203 @@
+package drivertest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+func testSucceed(t *testing.T, e *env) {
+	row := e.insert()
+	r := e.claimOne("w1", e.clock.Now())
+	now := e.clock.Advance(2 * time.Second)
+	applied := e.finish("w1", now, driver.Transition{ID: r.ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`{"ok":true}`)})
+	if !slices.Equal(applied, []int64{row.ID}) {
+		t.Fatalf("finish applied %v, want [%d]", applied, row.ID)
+	}
+	got := e.get(row.ID)
+	switch {
+	case got.State != driver.StateSucceeded || got.Attempt != 1:
+		t.Fatalf("state %s attempt %d", got.State, got.Attempt)
+	case !jsonEqual(got.Result, []byte(`{"ok":true}`)):
+		t.Fatalf("result %s", got.Result)
+	case !got.FinishedAt.Equal(now) || !got.UpdatedAt.Equal(now):
+		t.Fatalf("finished %v updated %v, want %v", got.FinishedAt, got.UpdatedAt, now)
+	case got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() || len(got.Errors) != 0:
+		t.Fatalf("lease or errors left: %+v", got)
+	}
+	if again := e.finish("w1", now, driver.Transition{ID: r.ID, Attempt: 1, State: driver.StateDead}); len(again) != 0 {
+		t.Fatalf("a finished task was finished again: %v", again)
+	}
+	if got := e.get(row.ID); got.State != driver.StateSucceeded {
+		t.Fatalf("state changed to %s after a second finish", got.State)
+	}
+	// Success without a result stores none.
+	row2 := e.insert()
+	e.claimOne("w1", now)
+	e.finish("w1", now, driver.Transition{ID: row2.ID, Attempt: 1, State: driver.StateSucceeded})
+	if got := e.get(row2.ID); got.State != driver.StateSucceeded || got.Result != nil {
+		t.Fatalf("no-result success: state %s result %q", got.State, got.Result)
+	}
+}
+
+func testRetryAndDead(t *testing.T, e *env) {
+	row := e.insert(func(p *driver.InsertParams) { p.MaxAttempts = 2 })
+	t0 := e.clock.Now()
+	e.claimOne("w1", t0)
+	t1 := e.clock.Advance(time.Second)
+	ae := attemptError(1, "w1", t0, t1, "boom 1")
+	retryAt := t1.Add(30 * time.Second)
+	if applied := e.finish("w1", t1, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StatePending, RunAt: retryAt, Error: ae}); len(applied) != 1 {
+		t.Fatalf("retry not applied")
+	}
+	got := e.get(row.ID)
+	switch {
+	case got.State != driver.StatePending || got.Attempt != 1 || !got.RunAt.Equal(retryAt):
+		t.Fatalf("after retry: state %s attempt %d run_at %v (want %v)", got.State, got.Attempt, got.RunAt, retryAt)
+	case got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() || !got.FinishedAt.IsZero():
+		t.Fatalf("after retry: lease %q/%v finished %v", got.LeaseOwner, got.LeaseExpiresAt, got.FinishedAt)
+	case len(got.Errors) != 1:
+		t.Fatalf("after retry: %d errors, want 1", len(got.Errors))
+	}
+	checkAttemptError(t, got.Errors[0], *ae)
+	if rows := e.claim("w2", retryAt.Add(-time.Millisecond), 1); len(rows) != 0 {
+		t.Fatal("claimed before the retry's run_at")
+	}
+	t2 := e.clock.Advance(30 * time.Second)
+	e.claimOne("w2", t2)
+	if r := e.get(row.ID); r.Attempt != 2 || !r.StartedAt.Equal(t0) || !r.AttemptedAt.Equal(t2) {
+		t.Fatalf("second claim: attempt %d started %v attempted %v", r.Attempt, r.StartedAt, r.AttemptedAt)
+	}
+	t3 := e.clock.Advance(time.Second)
+	ae2 := attemptError(2, "w2", t2, t3, "boom 2")
+	e.finish("w2", t3, driver.Transition{ID: row.ID, Attempt: 2, State: driver.StateDead, Error: ae2})
+	got = e.get(row.ID)
+	if got.State != driver.StateDead || got.Attempt != 2 || !got.FinishedAt.Equal(t3) || len(got.Errors) != 2 {
+		t.Fatalf("dead: state %s attempt %d finished %v errors %d", got.State, got.Attempt, got.FinishedAt, len(got.Errors))
+	}
+	checkAttemptError(t, got.Errors[0], *ae)
+	checkAttemptError(t, got.Errors[1], *ae2)
+	if rows := e.claim("w1", t3.Add(time.Hour), 10); len(rows) != 0 {
+		t.Fatal("a dead task was claimed")
+	}
+}
+
+func testRefund(t *testing.T, e *env) {
+	row := e.insert()
+	now := e.clock.Now()
+	e.claimOne("w1", now)
+	later := now.Add(5 * time.Second)
+	e.finish("w1", now, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StatePending, RunAt: later, Refund: true})
+	got := e.get(row.ID)
+	if got.State != driver.StatePending || got.Attempt != 0 || len(got.Errors) != 0 || !got.RunAt.Equal(later) {
+		t.Fatalf("refund: state %s attempt %d errors %d run_at %v", got.State, got.Attempt, len(got.Errors), got.RunAt)
+	}
+	if r := e.claimOne("w1", later); r.Attempt != 1 {
+		t.Fatalf("claim after refund: attempt %d, want 1", r.Attempt)
+	}
+}
+
+func testFinishMixedBatch(t *testing.T, e *env) {
+	var rows []*driver.TaskRow
+	for range 6 {
+		rows = append(rows, e.insert())
+	}
+	now := e.clock.Now()
+	e.claim("w1", now, 4)
+	e.claim("w2", now, 1) // rows[4] is w2's; rows[5] stays pending
+	ae := attemptError(1, "w1", now, now, "x")
+	applied := e.finish("w1", now,
+		driver.Transition{ID: rows[0].ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`1`)},
+		driver.Transition{ID: rows[1].ID, Attempt: 1, State: driver.StatePending, RunAt: now.Add(time.Minute), Error: ae},
+		driver.Transition{ID: rows[2].ID, Attempt: 2, State: driver.StateSucceeded}, // wrong attempt
+		driver.Transition{ID: rows[3].ID, Attempt: 1, State: driver.StateDead, Error: ae},
+		driver.Transition{ID: rows[4].ID, Attempt: 1, State: driver.StateSucceeded},       // w2's
+		driver.Transition{ID: rows[4].ID + 100, Attempt: 1, State: driver.StateSucceeded}, // missing
+		driver.Transition{ID: rows[5].ID, Attempt: 1, State: driver.StateSucceeded},       // not running
+	)
+	if !sameIDs(applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID}) {
+		t.Fatalf("applied %v, want %v", applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID})
+	}
+	want := []driver.State{driver.StateSucceeded, driver.StatePending, driver.StateRunning, driver.StateDead, driver.StateRunning, driver.StatePending}
+	for i, r := range rows {
+		if got := e.get(r.ID); got.State != want[i] {
+			t.Fatalf("task %d: state %s, want %s", i, got.State, want[i])
+		}
+	}
+	if e.total() != 6 {
+		t.Fatalf("finish changed the number of tasks to %d", e.total())
+	}
+}
+
+func testErrorHistoryKeepsLast20(t *testing.T, e *env) {
+	row := e.insert(func(p *driver.InsertParams) { p.MaxAttempts = 30 })
+	now := e.clock.Now()
+	for i := 1; i <= 25; i++ {
+		r := e.claimOne("w", now)
+		if r.Attempt != i {
+			t.Fatalf("claim %d: attempt %d", i, r.Attempt)
+		}
+		e.finish("w", now, driver.Transition{ID: row.ID, Attempt: i, State: driver.StatePending, RunAt: now,
+			Error: attemptError(i, "w", now, now, fmt.Sprintf("failure %d", i))})
+		if got := e.get(row.ID); len(got.Errors) != min(i, driver.MaxErrorHistory) {
+			t.Fatalf("after %d failures: %d errors kept", i, len(got.Errors))
+		}
+	}
+	got := e.get(row.ID)
+	for j, ae := range got.Errors {
+		want := 25 - driver.MaxErrorHistory + 1 + j // attempts 6..25
+		if ae.Attempt != want || ae.Error != fmt.Sprintf("failure %d", want) {
+			t.Fatalf("error %d: attempt %d %q, want attempt %d", j, ae.Attempt, ae.Error, want)
+		}
+	}
+}
+
+func testFinishTx(t *testing.T, e *env) {
+	db := e.db()
+	row := e.insert()
+	now := e.clock.Now()
+	e.claimOne("A", now)
+	succeed := driver.Transition{ID: row.ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`{"r":1}`)}
+	finishTx := func(owner string, commit bool) bool {
+		t.Helper()
+		tx, err := db.BeginTx(e.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := e.drv.FinishTx(e.ctx, tx, owner, now, succeed)
+		if err != nil {
+			tx.Rollback() //nolint:errcheck
+			t.Fatalf("finish tx: %v", err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !finishTx("A", false) {
+		t.Fatal("FinishTx by the owner did not apply")
+	}
+	if got := e.get(row.ID); got.State != driver.StateRunning || got.Result != nil {
+		t.Fatalf("rolled-back FinishTx left state %s result %s", got.State, got.Result)
+	}
+	if finishTx("B", true) {
+		t.Fatal("FinishTx by another owner applied")
+	}
+	if !finishTx("A", true) {
+		t.Fatal("FinishTx by the owner did not apply")
+	}
+	if got := e.get(row.ID); got.State != driver.StateSucceeded || !jsonEqual(got.Result, []byte(`{"r":1}`)) || !got.FinishedAt.Equal(now) {
+		t.Fatalf("committed FinishTx: state %s result %s finished %v", got.State, got.Result, got.FinishedAt)
+	}
+	if finishTx("A", true) {
+		t.Fatal("FinishTx applied twice")
+	}
+}
