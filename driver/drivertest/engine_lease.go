@@ -11,7 +11,7 @@ import (
 	"github.com/keelq/keel/driver"
 )
 
-// takeOver simulates the worker of c losing task id: its lease expires
+// takeOver simulates a worker losing task id for good: its lease expires
 // (the clock passes LeaseTTL), the rescuer returns the task to pending and
 // the owner "other" claims it. It returns the new attempt's start.
 func (e *env) takeOver(id int64, lease time.Duration) time.Time {
