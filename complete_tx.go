@@ -35,7 +35,7 @@ func CompleteTx(ctx context.Context, tx *sql.Tx, result any) error {
 	}
 	c := ex.c
 	ok, err := c.drv.FinishTx(ctx, tx, c.cfg.Node, c.cfg.Now(), driver.Transition{
-		ID: ex.row.ID, Attempt: ex.row.Attempt, State: driver.StateSucceeded, Result: b,
+		ID: ex.row.ID, Fence: ex.row.Fence, State: driver.StateSucceeded, Result: b,
 	})
 	if err != nil {
 		return fmt.Errorf("complete task %d: %w", ex.row.ID, err)

@@ -367,7 +367,7 @@ func runHandler(ctx context.Context, h *handlerEntry, row *driver.TaskRow) (res 
 
 // transition maps an attempt's result to the task's next state.
 func (c *Client) transition(ctx context.Context, row *driver.TaskRow, res runResult, start, end time.Time) driver.Transition {
-	t := driver.Transition{ID: row.ID, Attempt: row.Attempt}
+	t := driver.Transition{ID: row.ID, Fence: row.Fence}
 	if res.err == nil {
 		t.State, t.Result = driver.StateSucceeded, res.result
 		return t

@@ -81,14 +81,17 @@ const MaxErrorHistory = 20
 
 // TaskRow is one row of keel_tasks.
 type TaskRow struct {
-	ID             int64
-	Queue          string
-	Type           string
-	Priority       int
-	Payload        []byte // JSON
-	State          State
-	Attempt        int
-	MaxAttempts    int
+	ID          int64
+	Queue       string
+	Type        string
+	Priority    int
+	Payload     []byte // JSON
+	State       State
+	Attempt     int
+	MaxAttempts int
+	// Fence counts the task's claims and is never reset, not even by Retry
+	// or a refunded attempt: the fencing token of the current claim.
+	Fence          int64
 	RunAt          time.Time
 	Timeout        time.Duration
 	IdemKey        string
@@ -132,6 +135,9 @@ type InsertResult struct {
 
 // ClaimParams asks for up to Limit ready tasks of Queue, best first
 // (priority DESC, run_at ASC, id ASC), marking them running under Owner.
+// Claim returns the fields a worker runs a task from: ID, Queue, Type,
+// Priority, Payload, State, Attempt, MaxAttempts, Fence, RunAt, Timeout,
+// LeaseOwner, LeaseExpiresAt, AttemptedAt and CreatedAt; Get has the rest.
 type ClaimParams struct {
 	Queue          string
 	Limit          int
@@ -141,14 +147,15 @@ type ClaimParams struct {
 }
 
 // Transition moves one running task out of running. It applies only while
-// the task is still running under the owner with the same attempt (fencing).
+// the task is still running under the owner with the same fencing token
+// (TaskRow.Fence of the claim), so a stale worker's write is rejected.
 type Transition struct {
-	ID      int64
-	Attempt int
-	State   State         // succeeded, pending (retry, snooze, release) or dead
-	RunAt   time.Time     // next run for pending
-	Result  []byte        // stored for succeeded
-	Error   *AttemptError // appended to the history when set
+	ID     int64
+	Fence  int64
+	State  State         // succeeded, pending (retry, snooze, release) or dead
+	RunAt  time.Time     // next run for pending
+	Result []byte        // stored for succeeded
+	Error  *AttemptError // appended to the history when set
 	// Refund gives the attempt back (snooze, release on shutdown).
 	Refund bool
 }

@@ -13,7 +13,7 @@ func testSucceed(t *testing.T, e *env) {
 	row := e.insert()
 	r := e.claimOne("w1", e.clock.Now())
 	now := e.clock.Advance(2 * time.Second)
-	applied := e.finish("w1", now, driver.Transition{ID: r.ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`{"ok":true}`)})
+	applied := e.finish("w1", now, driver.Transition{ID: r.ID, Fence: 1, State: driver.StateSucceeded, Result: []byte(`{"ok":true}`)})
 	if !slices.Equal(applied, []int64{row.ID}) {
 		t.Fatalf("finish applied %v, want [%d]", applied, row.ID)
 	}
@@ -28,7 +28,7 @@ func testSucceed(t *testing.T, e *env) {
 	case got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() || len(got.Errors) != 0:
 		t.Fatalf("lease or errors left: %+v", got)
 	}
-	if again := e.finish("w1", now, driver.Transition{ID: r.ID, Attempt: 1, State: driver.StateDead}); len(again) != 0 {
+	if again := e.finish("w1", now, driver.Transition{ID: r.ID, Fence: 1, State: driver.StateDead}); len(again) != 0 {
 		t.Fatalf("a finished task was finished again: %v", again)
 	}
 	if got := e.get(row.ID); got.State != driver.StateSucceeded {
@@ -37,7 +37,7 @@ func testSucceed(t *testing.T, e *env) {
 	// Success without a result stores none.
 	row2 := e.insert()
 	e.claimOne("w1", now)
-	e.finish("w1", now, driver.Transition{ID: row2.ID, Attempt: 1, State: driver.StateSucceeded})
+	e.finish("w1", now, driver.Transition{ID: row2.ID, Fence: 1, State: driver.StateSucceeded})
 	if got := e.get(row2.ID); got.State != driver.StateSucceeded || got.Result != nil {
 		t.Fatalf("no-result success: state %s result %q", got.State, got.Result)
 	}
@@ -50,7 +50,7 @@ func testRetryAndDead(t *testing.T, e *env) {
 	t1 := e.clock.Advance(time.Second)
 	ae := attemptError(1, "w1", t0, t1, "boom 1")
 	retryAt := t1.Add(30 * time.Second)
-	if applied := e.finish("w1", t1, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StatePending, RunAt: retryAt, Error: ae}); len(applied) != 1 {
+	if applied := e.finish("w1", t1, driver.Transition{ID: row.ID, Fence: 1, State: driver.StatePending, RunAt: retryAt, Error: ae}); len(applied) != 1 {
 		t.Fatalf("retry not applied")
 	}
 	got := e.get(row.ID)
@@ -73,7 +73,7 @@ func testRetryAndDead(t *testing.T, e *env) {
 	}
 	t3 := e.clock.Advance(time.Second)
 	ae2 := attemptError(2, "w2", t2, t3, "boom 2")
-	e.finish("w2", t3, driver.Transition{ID: row.ID, Attempt: 2, State: driver.StateDead, Error: ae2})
+	e.finish("w2", t3, driver.Transition{ID: row.ID, Fence: 2, State: driver.StateDead, Error: ae2})
 	got = e.get(row.ID)
 	if got.State != driver.StateDead || got.Attempt != 2 || !got.FinishedAt.Equal(t3) || len(got.Errors) != 2 {
 		t.Fatalf("dead: state %s attempt %d finished %v errors %d", got.State, got.Attempt, got.FinishedAt, len(got.Errors))
@@ -90,7 +90,7 @@ func testRefund(t *testing.T, e *env) {
 	now := e.clock.Now()
 	e.claimOne("w1", now)
 	later := now.Add(5 * time.Second)
-	e.finish("w1", now, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StatePending, RunAt: later, Refund: true})
+	e.finish("w1", now, driver.Transition{ID: row.ID, Fence: 1, State: driver.StatePending, RunAt: later, Refund: true})
 	got := e.get(row.ID)
 	if got.State != driver.StatePending || got.Attempt != 0 || len(got.Errors) != 0 || !got.RunAt.Equal(later) {
 		t.Fatalf("refund: state %s attempt %d errors %d run_at %v", got.State, got.Attempt, len(got.Errors), got.RunAt)
@@ -110,13 +110,13 @@ func testFinishMixedBatch(t *testing.T, e *env) {
 	e.claim("w2", now, 1) // rows[4] is w2's; rows[5] stays pending
 	ae := attemptError(1, "w1", now, now, "x")
 	applied := e.finish("w1", now,
-		driver.Transition{ID: rows[0].ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`1`)},
-		driver.Transition{ID: rows[1].ID, Attempt: 1, State: driver.StatePending, RunAt: now.Add(time.Minute), Error: ae},
-		driver.Transition{ID: rows[2].ID, Attempt: 2, State: driver.StateSucceeded}, // wrong attempt
-		driver.Transition{ID: rows[3].ID, Attempt: 1, State: driver.StateDead, Error: ae},
-		driver.Transition{ID: rows[4].ID, Attempt: 1, State: driver.StateSucceeded},       // w2's
-		driver.Transition{ID: rows[4].ID + 100, Attempt: 1, State: driver.StateSucceeded}, // missing
-		driver.Transition{ID: rows[5].ID, Attempt: 1, State: driver.StateSucceeded},       // not running
+		driver.Transition{ID: rows[0].ID, Fence: 1, State: driver.StateSucceeded, Result: []byte(`1`)},
+		driver.Transition{ID: rows[1].ID, Fence: 1, State: driver.StatePending, RunAt: now.Add(time.Minute), Error: ae},
+		driver.Transition{ID: rows[2].ID, Fence: 2, State: driver.StateSucceeded}, // wrong attempt
+		driver.Transition{ID: rows[3].ID, Fence: 1, State: driver.StateDead, Error: ae},
+		driver.Transition{ID: rows[4].ID, Fence: 1, State: driver.StateSucceeded},       // w2's
+		driver.Transition{ID: rows[4].ID + 100, Fence: 1, State: driver.StateSucceeded}, // missing
+		driver.Transition{ID: rows[5].ID, Fence: 1, State: driver.StateSucceeded},       // not running
 	)
 	if !sameIDs(applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID}) {
 		t.Fatalf("applied %v, want %v", applied, []int64{rows[0].ID, rows[1].ID, rows[3].ID})
@@ -140,7 +140,7 @@ func testErrorHistoryKeepsLast20(t *testing.T, e *env) {
 		if r.Attempt != i {
 			t.Fatalf("claim %d: attempt %d", i, r.Attempt)
 		}
-		e.finish("w", now, driver.Transition{ID: row.ID, Attempt: i, State: driver.StatePending, RunAt: now,
+		e.finish("w", now, driver.Transition{ID: row.ID, Fence: int64(i), State: driver.StatePending, RunAt: now,
 			Error: attemptError(i, "w", now, now, fmt.Sprintf("failure %d", i))})
 		if got := e.get(row.ID); len(got.Errors) != min(i, driver.MaxErrorHistory) {
 			t.Fatalf("after %d failures: %d errors kept", i, len(got.Errors))
@@ -160,7 +160,7 @@ func testFinishTx(t *testing.T, e *env) {
 	row := e.insert()
 	now := e.clock.Now()
 	e.claimOne("A", now)
-	succeed := driver.Transition{ID: row.ID, Attempt: 1, State: driver.StateSucceeded, Result: []byte(`{"r":1}`)}
+	succeed := driver.Transition{ID: row.ID, Fence: 1, State: driver.StateSucceeded, Result: []byte(`{"r":1}`)}
 	finishTx := func(owner string, commit bool) bool {
 		t.Helper()
 		tx, err := db.BeginTx(e.ctx, nil)

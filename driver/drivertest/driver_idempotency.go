@@ -36,7 +36,7 @@ func testDriverIdempotency(t *testing.T, e *env) {
 		if err != nil || !res[0].Duplicate || res[0].Task.ID != first.ID || string(res[0].Task.State) != state {
 			t.Fatalf("resubmit while %s: %+v, %v", state, res, err)
 		}
-		e.finish("w", now, driver.Transition{ID: first.ID, Attempt: 1, State: driver.StateSucceeded})
+		e.finish("w", now, driver.Transition{ID: first.ID, Fence: 1, State: driver.StateSucceeded})
 	}
 	if e.total() != 3 {
 		t.Fatalf("%d tasks, want 3", e.total())
@@ -73,7 +73,7 @@ func testKeyReleased(t *testing.T, e *env) {
 	now := e.clock.Now()
 	dead := e.insert(key)
 	e.claimOne("w", now)
-	e.finish("w", now, driver.Transition{ID: dead.ID, Attempt: 1, State: driver.StateDead, Error: attemptError(1, "w", now, now, "x")})
+	e.finish("w", now, driver.Transition{ID: dead.ID, Fence: 1, State: driver.StateDead, Error: attemptError(1, "w", now, now, "x")})
 	// After dead, even other content may use the key: it is new work.
 	second := e.insert(func(p *driver.InsertParams) { p.IdemKey, p.PayloadDigest = "k:r", "d2" })
 	if second.ID == dead.ID || second.State != driver.StatePending {

@@ -67,7 +67,7 @@ func testFencingAfterRescue(t *testing.T, e *env) {
 		t.Fatalf("stale writes changed the task: %s owner %q attempt %d result %s errors %d",
 			got.State, got.LeaseOwner, got.Attempt, got.Result, len(got.Errors))
 	}
-	if applied := e.finish("B", t2, driver.Transition{ID: row.ID, Attempt: 2, State: driver.StateSucceeded, Result: []byte(`"B"`)}); len(applied) != 1 {
+	if applied := e.finish("B", t2, driver.Transition{ID: row.ID, Fence: 2, State: driver.StateSucceeded, Result: []byte(`"B"`)}); len(applied) != 1 {
 		t.Fatal("the owner B could not finish")
 	}
 	if got := e.get(row.ID); got.State != driver.StateSucceeded || !jsonEqual(got.Result, []byte(`"B"`)) {
@@ -140,7 +140,7 @@ func testHeartbeat(t *testing.T, e *env) {
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("rescued renewed tasks: %v, %v", ids(rows), err)
 	}
-	e.finish("A", t0, driver.Transition{ID: a.ID, Attempt: 1, State: driver.StateSucceeded})
+	e.finish("A", t0, driver.Transition{ID: a.ID, Fence: 1, State: driver.StateSucceeded})
 	if held, _ := e.drv.Heartbeat(e.ctx, driver.HeartbeatParams{Owner: "A", IDs: []int64{a.ID, b.ID}, Now: t0, LeaseExpiresAt: until}); !sameIDs(held, []int64{b.ID}) {
 		t.Fatalf("heartbeat after a finish held %v, want [%d]", held, b.ID)
 	}

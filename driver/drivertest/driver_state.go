@@ -37,7 +37,7 @@ func testCancelAndRetry(t *testing.T, e *env) {
 	// Dead → pending, history kept, attempts reset, runnable now.
 	e.claimOne("w", t2)
 	ae := attemptError(1, "w", t2, t2, "bad")
-	e.finish("w", t2, driver.Transition{ID: row.ID, Attempt: 1, State: driver.StateDead, Error: ae})
+	e.finish("w", t2, driver.Transition{ID: row.ID, Fence: 1, State: driver.StateDead, Error: ae})
 	t3 := e.clock.Advance(time.Second)
 	r, err = e.drv.Retry(e.ctx, row.ID, t3)
 	if err != nil {
@@ -87,8 +87,8 @@ func testWrongStateAndNotFound(t *testing.T, e *env) {
 		t.Fatalf("claimed %d", len(claimed))
 	}
 	e.finish("w", now,
-		driver.Transition{ID: succeeded.ID, Attempt: 1, State: driver.StateSucceeded},
-		driver.Transition{ID: dead.ID, Attempt: 1, State: driver.StateDead, Error: attemptError(1, "w", now, now, "x")})
+		driver.Transition{ID: succeeded.ID, Fence: 1, State: driver.StateSucceeded},
+		driver.Transition{ID: dead.ID, Fence: 1, State: driver.StateDead, Error: attemptError(1, "w", now, now, "x")})
 	for _, id := range []int64{pending.ID, running.ID, succeeded.ID} {
 		before := e.get(id)
 		if _, err := e.drv.Retry(e.ctx, id, now); !errors.Is(err, driver.ErrWrongState) {

@@ -55,11 +55,11 @@ func checkAttemptError(t *testing.T, got, want driver.AttemptError) {
 func everyTransition(id int64, attempt int, now time.Time) map[string]driver.Transition {
 	ae := attemptError(attempt, "stale", now, now, "stale")
 	return map[string]driver.Transition{
-		"success":             {ID: id, Attempt: attempt, State: driver.StateSucceeded},
-		"success with result": {ID: id, Attempt: attempt, State: driver.StateSucceeded, Result: []byte(`"stale"`)},
-		"retry":               {ID: id, Attempt: attempt, State: driver.StatePending, RunAt: now, Error: ae},
-		"release":             {ID: id, Attempt: attempt, State: driver.StatePending, RunAt: now, Refund: true},
-		"dead":                {ID: id, Attempt: attempt, State: driver.StateDead, Error: ae},
+		"success":             {ID: id, Fence: int64(attempt), State: driver.StateSucceeded},
+		"success with result": {ID: id, Fence: int64(attempt), State: driver.StateSucceeded, Result: []byte(`"stale"`)},
+		"retry":               {ID: id, Fence: int64(attempt), State: driver.StatePending, RunAt: now, Error: ae},
+		"release":             {ID: id, Fence: int64(attempt), State: driver.StatePending, RunAt: now, Refund: true},
+		"dead":                {ID: id, Fence: int64(attempt), State: driver.StateDead, Error: ae},
 	}
 }
 
@@ -69,7 +69,7 @@ func (e *env) requireRejected(owner string, now time.Time, ts map[string]driver.
 	e.t.Helper()
 	for kind, tr := range ts {
 		if got := e.finish(owner, now, tr); len(got) != 0 {
-			e.t.Fatalf("%s by %s (attempt %d) applied: fencing failed", kind, owner, tr.Attempt)
+			e.t.Fatalf("%s by %s (fence %d) applied: fencing failed", kind, owner, tr.Fence)
 		}
 		if dber, ok := e.drv.(driver.DBer); ok && tr.Error == nil && !tr.Refund && tr.State == driver.StateSucceeded {
 			tx, err := dber.DB().BeginTx(e.ctx, nil)

@@ -56,7 +56,7 @@ func testEngineCompleteTxLeaseLost(t *testing.T, e *env) {
 	if len(row.Errors) != 1 || row.Errors[0].Outcome != driver.OutcomeLeaseExpired || row.Errors[0].Node != c.Node() {
 		t.Fatalf("errors %+v: want only the lease_expired entry for %s", row.Errors, c.Node())
 	}
-	if applied := e.finish("other", at, driver.Transition{ID: info.ID, Attempt: 2, State: driver.StateSucceeded}); len(applied) != 1 {
+	if applied := e.finish("other", at, driver.Transition{ID: info.ID, Fence: 2, State: driver.StateSucceeded}); len(applied) != 1 {
 		t.Fatal("the new owner could not finish")
 	}
 }

@@ -137,8 +137,6 @@ func testEngineWrongState(t *testing.T, e *env) {
 // again. The cancelled attempt's late success must not complete the new
 // attempt.
 func testEngineCancelRetryReclaim(t *testing.T, e *env) {
-	t.Skip("known engine bug: fencing is (owner, attempt) and Retry resets attempt to 0, so a client that claims a " +
-		"retried task again reuses the cancelled attempt's fencing key and the cancelled attempt's completion applies")
 	release := make(chan struct{})
 	firstReturned := make(chan struct{})
 	secondStarted := make(chan struct{})

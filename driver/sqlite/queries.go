@@ -16,7 +16,7 @@ import (
 
 // All of the driver's SQL lives in this file.
 
-const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, run_at, timeout_ms,
+const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
 	finished_at, updated_at, errors, result, meta`
 
@@ -31,10 +31,10 @@ WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 
 // claimColumns are what a worker needs to run a task; fewer columns than
 // taskColumns keep the claim cheap.
-const claimColumns = `id, type, priority, payload, attempt, max_attempts, run_at, timeout_ms, created_at`
+const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at`
 
 const sqlClaim = `UPDATE keel_tasks
-SET state = 'running', attempt = attempt + 1, lease_owner = ?1, lease_expires_at = ?2,
+SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?1, lease_expires_at = ?2,
 	attempted_at = ?3, started_at = coalesce(started_at, ?3), updated_at = ?3
 WHERE id IN (
 	SELECT id FROM keel_tasks
@@ -44,13 +44,13 @@ WHERE id IN (
 RETURNING ` + claimColumns
 
 // sqlSucceedMany finishes a batch of successes without results in one
-// statement. ?2 is a JSON array of task ids, ?3 the same tasks' fencing keys
-// id<<10|attempt (attempts are at most 1000), so each row is found by its
-// primary key and fenced by one lookup in a set built once.
+// statement. ?2 is a JSON array of task ids, ?3 a JSON array of [id, fence]
+// pairs: each row is found by its primary key and fenced by one lookup in a
+// set built once.
 const sqlSucceedMany = `UPDATE keel_tasks
 SET state = 'succeeded', finished_at = ?1, updated_at = ?1, lease_owner = NULL, lease_expires_at = NULL
 WHERE id IN (SELECT value FROM json_each(?2))
-	AND (id << 10 | attempt) IN (SELECT value FROM json_each(?3))
+	AND (id, fence) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?3))
 	AND state = 'running' AND lease_owner = ?4
 RETURNING id`
 
@@ -64,13 +64,13 @@ SET state = ?1, run_at = coalesce(?2, run_at), result = coalesce(?3, result),
 	attempt = attempt - ?4, errors = ` + appendError + `,
 	finished_at = CASE WHEN ?1 IN ('succeeded', 'dead') THEN ?6 ELSE NULL END,
 	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?6
-WHERE id = ?7 AND attempt = ?8 AND state = 'running' AND lease_owner = ?9`
+WHERE id = ?7 AND fence = ?8 AND state = 'running' AND lease_owner = ?9`
 
 const sqlHeartbeat = `UPDATE keel_tasks SET lease_expires_at = ?1, updated_at = ?2
 WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'running' AND lease_owner = ?4
 RETURNING id`
 
-const sqlExpired = `SELECT id, type, attempt, max_attempts, lease_owner, attempted_at FROM keel_tasks
+const sqlExpired = `SELECT id, type, attempt, max_attempts, fence, lease_owner, attempted_at FROM keel_tasks
 WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`
 
 const sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
@@ -177,7 +177,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 			var payload []byte
 			var runAt, timeoutMS, createdAt int64
 			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
-				&runAt, &timeoutMS, &createdAt); err != nil {
+				&r.Fence, &runAt, &timeoutMS, &createdAt); err != nil {
 				return fmt.Errorf("claim tasks: %w", err)
 			}
 			r.Payload = payload
@@ -207,21 +207,22 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 // statement; other transitions one statement each, all in one group commit.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
 	var ok []int64
-	var ids, keys []int64
+	var ids []int64
+	var pairs [][2]int64
 	var others []driver.Transition
 	for _, t := range p.Transitions {
 		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
 			ids = append(ids, t.ID)
-			keys = append(keys, t.ID<<10|int64(t.Attempt))
+			pairs = append(pairs, [2]int64{t.ID, t.Fence})
 		} else {
 			others = append(others, t)
 		}
 	}
-	idsJSON, keysJSON := int64List(ids), int64List(keys)
+	idsJSON, pairsJSON := int64List(ids), pairList(pairs)
 	err := d.write(ctx, func(tx querier) error {
 		ok = ok[:0]
 		if len(ids) > 0 {
-			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), idsJSON, keysJSON, p.Owner)
+			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), idsJSON, pairsJSON, p.Owner)
 			if err != nil {
 				return fmt.Errorf("finish tasks: %w", err)
 			}
@@ -252,6 +253,23 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 		return nil, err
 	}
 	return ok, nil
+}
+
+// pairList renders pairs as a JSON array of two-element arrays.
+func pairList(pairs [][2]int64) string {
+	b := make([]byte, 0, len(pairs)*16+2)
+	b = append(b, '[')
+	for i, p := range pairs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, p[0], 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p[1], 10)
+		b = append(b, ']')
+	}
+	return string(append(b, ']'))
 }
 
 // int64List renders ids as a JSON array.
@@ -286,7 +304,7 @@ func transition(ctx context.Context, tx querier, owner string, now time.Time, t 
 		refund = 1
 	}
 	res, err := tx.ExecContext(ctx, sqlTransition, string(t.State), nullMicros(t.RunAt), nullBytes(t.Result),
-		refund, errJSON, micros(now), t.ID, t.Attempt, owner)
+		refund, errJSON, micros(now), t.ID, t.Fence, owner)
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}
@@ -332,6 +350,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			id                   int64
 			typ, owner           string
 			attempt, maxAttempts int
+			fence                int64
 			attemptedAt          sql.NullInt64
 		}
 		rows, err := tx.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
@@ -341,7 +360,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		var list []expired
 		for rows.Next() {
 			var e expired
-			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.owner, &e.attemptedAt); err != nil {
+			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt); err != nil {
 				rows.Close()
 				return fmt.Errorf("rescue: %w", err)
 			}
@@ -351,7 +370,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			return fmt.Errorf("rescue: %w", err)
 		}
 		for _, e := range list {
-			t := driver.Transition{ID: e.id, Attempt: e.attempt, State: driver.StatePending,
+			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
 				RunAt: p.Now.Add(p.Backoff(e.typ, e.attempt)),
 				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: p.Now,
 					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}

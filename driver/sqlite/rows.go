@@ -24,7 +24,7 @@ func scanTask(s scanner) (*driver.TaskRow, error) {
 		state                                  string
 	)
 	err := s.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &payload, &state, &r.Attempt, &r.MaxAttempts,
-		&runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
+		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
 		&attempted, &finished, &updatedAt, &errs, &result, &meta)
 	if err != nil {
 		return nil, err

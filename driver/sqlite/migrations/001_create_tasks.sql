@@ -7,6 +7,7 @@ CREATE TABLE keel_tasks (
     payload          TEXT    NOT NULL,
     state            TEXT    NOT NULL,
     attempt          INTEGER NOT NULL DEFAULT 0,
+    fence            INTEGER NOT NULL DEFAULT 0, -- claims so far; never reset
     max_attempts     INTEGER NOT NULL,
     run_at           INTEGER NOT NULL,
     timeout_ms       INTEGER NOT NULL,
