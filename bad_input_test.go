@@ -171,6 +171,7 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"MaxAttempts over 1000":         func(c *keel.Config) { c.MaxAttempts = 1001 },
 		"Timeout below 1ms":             func(c *keel.Config) { c.Timeout = 500 * time.Microsecond },
 		"jitter 1":                      func(c *keel.Config) { c.BackoffJitter = 1 },
+		"backoff max below base":        func(c *keel.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second },
 		"jitter 1.5":                    func(c *keel.Config) { c.BackoffJitter = 1.5 },
 		"negative ClaimBatch":           func(c *keel.Config) { c.ClaimBatch = -1 },
 		"ClaimBatch over 1000":          func(c *keel.Config) { c.ClaimBatch = 1001 },

@@ -175,6 +175,8 @@ func (c Config) validate() error {
 		return invalid("Config.Timeout must be at least 1ms, got %v", c.Timeout)
 	case c.BackoffJitter >= 1:
 		return invalid("Config.BackoffJitter must be below 1, got %v", c.BackoffJitter)
+	case c.BackoffMax < c.BackoffBase:
+		return invalid("Config.BackoffMax (%v) must not be below BackoffBase (%v)", c.BackoffMax, c.BackoffBase)
 	case c.HeartbeatInterval >= c.LeaseTTL:
 		return invalid("Config.HeartbeatInterval (%v) must be shorter than LeaseTTL (%v)", c.HeartbeatInterval, c.LeaseTTL)
 	case c.ClaimBatch < 1 || c.ClaimBatch > 1000:

@@ -49,7 +49,7 @@ type Options struct {
 	// MaxBatch is the most operations one group commit carries. Default 512.
 	MaxBatch int
 	// Linger is how long a lone write waits for others to share its commit;
-	// negative disables it. Default 100µs.
+	// negative disables it, at most 10ms. Default 100µs.
 	Linger time.Duration
 }
 
@@ -80,6 +80,9 @@ func (o Options) validate() error {
 	}
 	if o.BusyTimeout < 0 {
 		return errors.New("sqlite: BusyTimeout must not be negative")
+	}
+	if o.Linger > 10*time.Millisecond {
+		return fmt.Errorf("sqlite: Linger must be at most 10ms, got %v", o.Linger)
 	}
 	if o.Readers < 0 || o.MaxBatch < 0 {
 		return errors.New("sqlite: Readers and MaxBatch must not be negative")

@@ -55,6 +55,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 		"negative busy":     {BusyTimeout: -time.Second},
 		"negative readers":  {Readers: -1},
 		"negative batch":    {MaxBatch: -1},
+		"linger too long":   {Linger: time.Second},
 	}
 	for name, opts := range cases {
 		path := filepath.Join(dir, name+".db")
