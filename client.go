@@ -2,7 +2,6 @@ package keel
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -82,9 +81,13 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 	return infos[0], nil
 }
 
+// Tx is a caller's transaction: a *sql.Tx (for SQLite, begun on the
+// driver's DB()), or a driver's native one such as pgx.Tx for PostgreSQL.
+type Tx = driver.Tx
+
 // EnqueueTx is Enqueue inside the caller's transaction: the task exists if
 // and only if tx commits. For SQLite, begin tx on the driver's DB().
-func (c *Client) EnqueueTx(ctx context.Context, tx *sql.Tx, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
+func (c *Client) EnqueueTx(ctx context.Context, tx Tx, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
 	infos, err := c.EnqueueManyTx(ctx, tx, []Job{{Type: taskType, Payload: payload, Options: opts}})
 	if err != nil {
 		return nil, err
@@ -101,7 +104,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]*TaskInfo, erro
 }
 
 // EnqueueManyTx is EnqueueMany inside the caller's transaction.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx *sql.Tx, jobs []Job) ([]*TaskInfo, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []Job) ([]*TaskInfo, error) {
 	if tx == nil {
 		return nil, invalid("nil transaction")
 	}

@@ -2,7 +2,6 @@ package keel
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -18,7 +17,7 @@ import (
 // same database (for SQLite, begun on the driver's DB()), then commit and
 // return nil. If the task is no longer held by this worker (its lease was
 // taken over or it was cancelled) it returns ErrLeaseLost: roll back.
-func CompleteTx(ctx context.Context, tx *sql.Tx, result any) error {
+func CompleteTx(ctx context.Context, tx Tx, result any) error {
 	ex, _ := ctx.Value(execKey{}).(*execution)
 	if ex == nil {
 		return ErrNotInHandler

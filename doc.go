@@ -77,7 +77,8 @@
 //
 // # Transactions
 //
-// EnqueueTx and EnqueueManyTx insert inside the caller's *sql.Tx: the task
+// EnqueueTx and EnqueueManyTx insert inside the caller's transaction (a
+// *sql.Tx, or pgx.Tx with PostgreSQL): the task
 // exists if and only if the transaction commits. Inside a handler,
 // CompleteTx marks the task succeeded inside the caller's transaction, so
 // the handler's own writes and the completion commit together or not at

@@ -209,6 +209,15 @@ type LeadParams struct {
 	TTL   time.Duration
 }
 
+// Tx is a caller's transaction, handed to InsertTx and FinishTx: a *sql.Tx
+// for drivers built on database/sql, or a driver's native transaction type
+// (pgx.Tx for driver/postgres, which takes *sql.Tx too). A driver rejects
+// other types with ErrUnsupportedTx.
+type Tx = any
+
+// ErrUnsupportedTx: the transaction's type is not one the driver can use.
+var ErrUnsupportedTx = errors.New("keel: unsupported transaction type for this driver")
+
 // Driver is the storage contract. Implementations must be safe for
 // concurrent use.
 type Driver interface {
@@ -218,7 +227,7 @@ type Driver interface {
 	// the existing task with Duplicate set.
 	Insert(ctx context.Context, params []InsertParams) ([]InsertResult, error)
 	// InsertTx is Insert inside the caller's transaction.
-	InsertTx(ctx context.Context, tx *sql.Tx, params []InsertParams) ([]InsertResult, error)
+	InsertTx(ctx context.Context, tx Tx, params []InsertParams) ([]InsertResult, error)
 	// Claim marks up to Limit ready tasks running and returns them.
 	Claim(ctx context.Context, params ClaimParams) ([]TaskRow, error)
 	// Finish applies transitions and returns the ids it applied; the others
@@ -226,7 +235,7 @@ type Driver interface {
 	Finish(ctx context.Context, params FinishParams) ([]int64, error)
 	// FinishTx applies one transition inside the caller's transaction and
 	// reports whether it applied.
-	FinishTx(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t Transition) (bool, error)
+	FinishTx(ctx context.Context, tx Tx, owner string, now time.Time, t Transition) (bool, error)
 	// Heartbeat extends leases and returns the ids still held.
 	Heartbeat(ctx context.Context, params HeartbeatParams) ([]int64, error)
 	// Rescue recovers tasks with expired leases and returns them as updated.

@@ -97,6 +97,15 @@ RETURNING owner`
 
 const sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
 
+// sqlTx accepts the caller transactions this driver can use: *sql.Tx.
+func sqlTx(tx driver.Tx) (*sql.Tx, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok || t == nil {
+		return nil, fmt.Errorf("sqlite: got %T, want a *sql.Tx begun on the driver's DB(): %w", tx, driver.ErrUnsupportedTx)
+	}
+	return t, nil
+}
+
 // hotQueries are prepared once at Open and reused by every group commit.
 var hotQueries = []string{sqlInsert, sqlClaim, sqlSucceedMany, sqlTransition, sqlHeartbeat}
 
@@ -116,7 +125,11 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 
 // InsertTx implements driver.Driver. The inserts run under a savepoint so
 // a failure leaves nothing of the batch in the caller's transaction.
-func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	tx, err := sqlTx(dtx)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT keel_insert`); err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", err)
 	}
@@ -286,7 +299,11 @@ func int64List(ids []int64) string {
 }
 
 // FinishTx implements driver.Driver.
-func (d *Driver) FinishTx(ctx context.Context, tx *sql.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+	tx, err := sqlTx(dtx)
+	if err != nil {
+		return false, err
+	}
 	return transition(ctx, tx, owner, now, t)
 }
 
