@@ -82,6 +82,8 @@ type env struct {
 	drv   driver.Driver
 	clock *clock
 	ctx   context.Context
+	// effectsTable is the business table of the CompleteTx tests.
+	effectsTable string
 }
 
 func newEnv(t *testing.T, open Opener) *env {

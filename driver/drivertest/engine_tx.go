@@ -2,6 +2,8 @@ package drivertest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,17 +64,27 @@ func testEngineEnqueueTx(t *testing.T, e *env) {
 // effects is the business table of the CompleteTx tests. Statements are
 // built from integers only, so they need no placeholders and run on every
 // database.
+// The table has a name of its own per test, since tests on databases with
+// schemas may share one default schema.
 func (e *env) createEffects() {
 	e.t.Helper()
-	if _, err := e.db().ExecContext(e.ctx, `CREATE TABLE drivertest_effects (task_id BIGINT NOT NULL, attempt INT NOT NULL)`); err != nil {
+	var b [6]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	e.effectsTable = "drivertest_effects_" + hex.EncodeToString(b[:])
+	if _, err := e.db().ExecContext(e.ctx, `CREATE TABLE `+e.effectsTable+` (task_id BIGINT NOT NULL, attempt INT NOT NULL)`); err != nil {
 		e.t.Fatalf("create effects table: %v", err)
 	}
+	e.t.Cleanup(func() {
+		if _, err := e.db().ExecContext(context.Background(), `DROP TABLE `+e.effectsTable); err != nil {
+			e.t.Errorf("drop effects table: %v", err)
+		}
+	})
 }
 
 func (e *env) effects(id int64) int {
 	e.t.Helper()
 	var n int
-	if err := e.db().QueryRowContext(e.ctx, fmt.Sprintf(`SELECT count(*) FROM drivertest_effects WHERE task_id = %d`, id)).Scan(&n); err != nil {
+	if err := e.db().QueryRowContext(e.ctx, fmt.Sprintf(`SELECT count(*) FROM %s WHERE task_id = %d`, e.effectsTable, id)).Scan(&n); err != nil {
 		e.t.Fatalf("count effects: %v", err)
 	}
 	return n
@@ -86,7 +98,7 @@ func (e *env) applyEffect(ctx context.Context, task *keel.Task[args], result any
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO drivertest_effects (task_id, attempt) VALUES (%d, %d)`, task.ID, task.Attempt)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (task_id, attempt) VALUES (%d, %d)`, e.effectsTable, task.ID, task.Attempt)); err != nil {
 		return err
 	}
 	if err := keel.CompleteTx(ctx, tx, result); err != nil {

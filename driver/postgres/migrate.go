@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads the embedded migrations and checks they are numbered
+// 1..n without gaps.
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %q: name must start with a number and '_'", e.Name())
+		}
+		body, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migrations: expected version %d, found %s", i+1, m.name)
+		}
+	}
+	return ms, nil
+}
+
+// Migration is one schema version and whether this call applied it.
+type Migration struct {
+	Version int
+	Name    string
+	Applied bool
+}
+
+// Migrate applies every embedded migration not yet applied. Concurrent
+// migrators serialise on an advisory lock.
+func (d *Driver) Migrate(ctx context.Context) error {
+	_, err := d.Migrations(ctx)
+	return err
+}
+
+// Migrations applies pending migrations and reports every known version.
+func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
+	ms, err := loadMigrations()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Migration, 0, len(ms))
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "keel-migrate:"+d.schema); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, d.q(`CREATE SCHEMA IF NOT EXISTS {schema};
+			CREATE TABLE IF NOT EXISTS {schema}.keel_migrations (
+				version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			var n int
+			if err := tx.QueryRow(ctx, d.q(`SELECT count(*) FROM {schema}.keel_migrations WHERE version = $1`), m.version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				out = append(out, Migration{Version: m.version, Name: m.name})
+				continue
+			}
+			if _, err := tx.Exec(ctx, d.q(m.sql)); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, d.q(`INSERT INTO {schema}.keel_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			out = append(out, Migration{Version: m.version, Name: m.name, Applied: true})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/keelq/keel/driver"
+)
+
+// querier runs the driver's SQL on the pool, a pgx.Tx or a caller's
+// *sql.Tx (pgx stdlib), so one implementation of each query serves all.
+type querier interface {
+	// query calls row for each result row with a scan function.
+	query(ctx context.Context, sql string, args []any, row func(scan func(dest ...any) error) error) error
+	exec(ctx context.Context, sql string, args []any) (int64, error)
+}
+
+// pgxQuerier adapts a pool, connection or pgx.Tx.
+type pgxQuerier struct {
+	db interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	}
+}
+
+func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := q.db.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (q pgxQuerier) exec(ctx context.Context, sql string, args []any) (int64, error) {
+	tag, err := q.db.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+// sqlQuerier adapts a caller's *sql.Tx on the pgx stdlib driver.
+type sqlQuerier struct{ tx *sql.Tx }
+
+func (q sqlQuerier) query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := q.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (q sqlQuerier) exec(ctx context.Context, query string, args []any) (int64, error) {
+	res, err := q.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// callerTx accepts the transactions this driver can use: pgx.Tx and
+// *sql.Tx (pgx stdlib, for example from DB()).
+func callerTx(tx driver.Tx) (querier, error) {
+	switch t := tx.(type) {
+	case pgx.Tx:
+		if t != nil {
+			return pgxQuerier{db: t}, nil
+		}
+	case *sql.Tx:
+		if t != nil {
+			return sqlQuerier{tx: t}, nil
+		}
+	}
+	return nil, fmt.Errorf("postgres: got %T, want a pgx.Tx or a *sql.Tx: %w", tx, driver.ErrUnsupportedTx)
+}

@@ -1,0 +1,560 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/keelq/keel/driver"
+)
+
+// All of the driver's SQL lives in this file. {schema} is replaced by the
+// quoted schema once, at New. Every query starts from one "now": $1 when the
+// caller's clock is used, else the database's now(); other instants are
+// passed as microsecond offsets from it.
+
+const nowCTE = `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now) `
+
+const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
+	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
+	finished_at, updated_at, errors, result, meta`
+
+type queries struct {
+	insert, byKey, claim, succeedMany, transition, heartbeat, expired, get,
+	cancel, retry, counts, lead, resign, list string
+}
+
+func newQueries(q func(string) string) queries {
+	return queries{
+		insert: q(nowCTE + `INSERT INTO {schema}.keel_tasks (queue, type, priority, payload, state, max_attempts,
+	run_at, timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
+SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, t.now + $7 * interval '1 microsecond', $8, $9, $10,
+	t.now, t.now, $11::text::jsonb FROM t
+ON CONFLICT DO NOTHING
+RETURNING ` + taskColumns),
+
+		byKey: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks
+WHERE idem_key = $1 AND state IN ('pending', 'running', 'succeeded')`),
+
+		claim: q(nowCTE + `, picked AS (
+	SELECT k.id FROM {schema}.keel_tasks k, t
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= t.now
+	ORDER BY k.priority DESC, k.run_at, k.id
+	LIMIT $3
+	FOR UPDATE OF k SKIP LOCKED)
+UPDATE {schema}.keel_tasks k
+SET state = 'running', attempt = k.attempt + 1, fence = k.fence + 1, lease_owner = $4,
+	lease_expires_at = t.now + $5 * interval '1 microsecond', attempted_at = t.now,
+	started_at = coalesce(k.started_at, t.now), updated_at = t.now
+FROM picked, t
+WHERE k.id = picked.id
+RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fence, k.run_at, k.timeout_ms,
+	k.created_at, k.lease_expires_at, k.attempted_at`),
+
+		succeedMany: q(nowCTE + `, b AS (SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS b(id, fence))
+UPDATE {schema}.keel_tasks k
+SET state = 'succeeded', finished_at = t.now, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL
+FROM b, t
+WHERE k.id = b.id AND k.fence = b.fence AND k.state = 'running' AND k.lease_owner = $4
+RETURNING k.id`),
+
+		transition: q(nowCTE + `UPDATE {schema}.keel_tasks k
+SET state = $2,
+	run_at = CASE WHEN $3::bigint IS NULL THEN k.run_at ELSE t.now + $3 * interval '1 microsecond' END,
+	result = coalesce($4::text::jsonb, k.result),
+	attempt = k.attempt - $5,
+	errors = CASE WHEN $6::text IS NULL THEN k.errors ELSE
+		(CASE WHEN jsonb_array_length(k.errors) >= 20 THEN k.errors - 0 ELSE k.errors END) || jsonb_build_array($6::text::jsonb) END,
+	finished_at = CASE WHEN $2 IN ('succeeded', 'dead') THEN t.now ELSE NULL END,
+	lease_owner = NULL, lease_expires_at = NULL, updated_at = t.now
+FROM t
+WHERE k.id = $7 AND k.fence = $8 AND k.state = 'running' AND k.lease_owner = $9`),
+
+		heartbeat: q(nowCTE + `UPDATE {schema}.keel_tasks k
+SET lease_expires_at = t.now + $2 * interval '1 microsecond', updated_at = t.now
+FROM t
+WHERE k.id = ANY($3::bigint[]) AND k.state = 'running' AND k.lease_owner = $4
+RETURNING k.id`),
+
+		expired: q(nowCTE + `SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, t.now
+FROM {schema}.keel_tasks k, t
+WHERE k.state = 'running' AND k.lease_expires_at < t.now
+ORDER BY k.lease_expires_at
+LIMIT $2
+FOR UPDATE OF k SKIP LOCKED`),
+
+		get: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks WHERE id = $1`),
+
+		cancel: q(nowCTE + `UPDATE {schema}.keel_tasks k
+SET state = 'cancelled', finished_at = t.now, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL
+FROM t
+WHERE k.id = $2 AND k.state IN ('pending', 'running')
+RETURNING ` + qualified("k", taskColumns)),
+
+		retry: q(nowCTE + `UPDATE {schema}.keel_tasks k
+SET state = 'pending', attempt = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
+FROM t
+WHERE k.id = $2 AND k.state IN ('dead', 'cancelled')
+RETURNING ` + qualified("k", taskColumns)),
+
+		counts: q(`SELECT queue, state, count(*) FROM {schema}.keel_tasks GROUP BY queue, state ORDER BY queue, state`),
+
+		lead: q(nowCTE + `INSERT INTO {schema}.keel_leaders AS l (name, owner, expires_at)
+SELECT $2, $3, t.now + $4 * interval '1 microsecond' FROM t
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE l.owner = excluded.owner OR l.expires_at < coalesce($1::timestamptz, now())
+RETURNING owner`),
+
+		resign: q(`DELETE FROM {schema}.keel_leaders WHERE name = $1 AND owner = $2`),
+
+		list: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks`),
+	}
+}
+
+// qualified prefixes each column of cols with alias.
+func qualified(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, p := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Insert implements driver.Driver: all tasks in one transaction.
+func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = d.insert(ctx, pgxQuerier{db: tx}, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InsertTx implements driver.Driver. The inserts run under a savepoint so
+// a failure leaves nothing of the batch in the caller's transaction.
+func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	q, err := callerTx(dtx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := q.exec(ctx, `SAVEPOINT keel_insert`, nil); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	out, err := d.insert(ctx, q, params)
+	if err != nil {
+		undo := context.WithoutCancel(ctx)
+		if _, rbErr := q.exec(undo, `ROLLBACK TO SAVEPOINT keel_insert`, nil); rbErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("insert tasks: undo: %w", rbErr))
+		}
+		q.exec(undo, `RELEASE SAVEPOINT keel_insert`, nil) //nolint:errcheck // the savepoint is empty now
+		return nil, err
+	}
+	if _, err := q.exec(ctx, `RELEASE SAVEPOINT keel_insert`, nil); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	return out, nil
+}
+
+func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out := make([]driver.InsertResult, 0, len(params))
+	for _, p := range params {
+		var row *driver.TaskRow
+		err := q.query(ctx, d.sql.insert, []any{d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
+			p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), nullString(p.IdemKey),
+			p.PayloadDigest, nullBytes(p.Meta)}, func(scan func(...any) error) error {
+			var err error
+			row, err = scanTask(scan)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("insert task: %w", err)
+		}
+		if row != nil {
+			out = append(out, driver.InsertResult{Task: row})
+			continue
+		}
+		if p.IdemKey == "" {
+			return nil, errors.New("insert task: no row inserted")
+		}
+		// The key is held: the unique index decided, load the holder.
+		err = q.query(ctx, d.sql.byKey, []any{p.IdemKey}, func(scan func(...any) error) error {
+			var err error
+			row, err = scanTask(scan)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load task holding idempotency key: %w", err)
+		}
+		if row == nil {
+			// The holder finished and released the key between the two
+			// statements; the caller may retry.
+			return nil, errors.New("insert task: idempotency key holder vanished, try again")
+		}
+		if row.PayloadDigest != p.PayloadDigest {
+			return nil, fmt.Errorf("insert task: key held by task %d: %w", row.ID, driver.ErrIdempotencyConflict)
+		}
+		out = append(out, driver.InsertResult{Task: row, Duplicate: true})
+	}
+	return out, nil
+}
+
+// Claim implements driver.Driver.
+func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner,
+		offset(p.LeaseExpiresAt, p.Now)}, func(scan func(...any) error) error {
+		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
+		var timeoutMS int64
+		if err := scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
+			&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt); err != nil {
+			return err
+		}
+		r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+		r.RunAt, r.CreatedAt = r.RunAt.UTC(), r.CreatedAt.UTC()
+		r.LeaseExpiresAt, r.AttemptedAt = r.LeaseExpiresAt.UTC(), r.AttemptedAt.UTC()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if a.Priority != b.Priority {
+			return a.Priority > b.Priority
+		}
+		if !a.RunAt.Equal(b.RunAt) {
+			return a.RunAt.Before(b.RunAt)
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+// Finish implements driver.Driver: successes without a result in one
+// statement, other transitions one statement each, in one transaction.
+func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
+	var ok []int64
+	var ids, fences []int64
+	var others []driver.Transition
+	for _, t := range p.Transitions {
+		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+			ids, fences = append(ids, t.ID), append(fences, t.Fence)
+		} else {
+			others = append(others, t)
+		}
+	}
+	finish := func(q querier) error {
+		ok = ok[:0]
+		if len(ids) > 0 {
+			err := q.query(ctx, d.sql.succeedMany, []any{d.now(p.Now), ids, fences, p.Owner}, func(scan func(...any) error) error {
+				var id int64
+				if err := scan(&id); err != nil {
+					return err
+				}
+				ok = append(ok, id)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("finish tasks: %w", err)
+			}
+		}
+		for _, t := range others {
+			applied, err := d.transition(ctx, q, p.Owner, p.Now, t)
+			if err != nil {
+				return err
+			}
+			if applied {
+				ok = append(ok, t.ID)
+			}
+		}
+		return nil
+	}
+	var err error
+	if len(others) == 0 {
+		err = finish(pgxQuerier{db: d.pool})
+	} else {
+		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return finish(pgxQuerier{db: tx}) })
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ok, nil
+}
+
+// FinishTx implements driver.Driver.
+func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+	q, err := callerTx(dtx)
+	if err != nil {
+		return false, err
+	}
+	return d.transition(ctx, q, owner, now, t)
+}
+
+func (d *Driver) transition(ctx context.Context, q querier, owner string, now time.Time, t driver.Transition) (bool, error) {
+	var errJSON any
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+		}
+		errJSON = string(b)
+	}
+	var runAt any
+	if !t.RunAt.IsZero() {
+		runAt = offset(t.RunAt, now)
+	}
+	refund := 0
+	if t.Refund {
+		refund = 1
+	}
+	n, err := q.exec(ctx, d.sql.transition, []any{d.now(now), string(t.State), runAt, nullBytes(t.Result),
+		refund, errJSON, t.ID, t.Fence, owner})
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Heartbeat implements driver.Driver.
+func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	var held []int64
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.heartbeat, []any{d.now(p.Now), offset(p.LeaseExpiresAt, p.Now),
+		p.IDs, p.Owner}, func(scan func(...any) error) error {
+		var id int64
+		if err := scan(&id); err != nil {
+			return err
+		}
+		held = append(held, id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	return held, nil
+}
+
+// Rescue implements driver.Driver.
+func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		q := pgxQuerier{db: tx}
+		type expired struct {
+			id                   int64
+			typ, owner           string
+			attempt, maxAttempts int
+			fence                int64
+			attemptedAt          *time.Time
+			dbNow                time.Time
+		}
+		var list []expired
+		err := q.query(ctx, d.sql.expired, []any{d.now(p.Now), p.Limit}, func(scan func(...any) error) error {
+			var e expired
+			if err := scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.dbNow); err != nil {
+				return err
+			}
+			list = append(list, e)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		for _, e := range list {
+			// Offsets are taken from the database's now, which the
+			// transition adds them back to.
+			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
+				RunAt: e.dbNow.Add(p.Backoff(e.typ, e.attempt)),
+				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: e.dbNow.UTC(),
+					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
+			if e.attemptedAt != nil {
+				t.Error.Start = e.attemptedAt.UTC()
+			}
+			if e.attempt >= e.maxAttempts {
+				t.State, t.RunAt = driver.StateDead, time.Time{}
+			}
+			applied, err := d.transition(ctx, q, e.owner, e.dbNow, t)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				continue
+			}
+			row, err := d.getWith(ctx, q, e.id)
+			if err != nil {
+				return fmt.Errorf("rescue: %w", err)
+			}
+			out = append(out, *row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get implements driver.Driver.
+func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
+	row, err := d.getWith(ctx, pgxQuerier{db: d.pool}, id)
+	if err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
+	row, err := d.one(ctx, q, d.sql.get, id)
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	if row == nil {
+		return nil, driver.ErrNotFound
+	}
+	return row, nil
+}
+
+// one returns the single task row a query yields, or nil.
+func (d *Driver) one(ctx context.Context, q querier, query string, args ...any) (*driver.TaskRow, error) {
+	var row *driver.TaskRow
+	err := q.query(ctx, query, args, func(scan func(...any) error) error {
+		var err error
+		row, err = scanTask(scan)
+		return err
+	})
+	return row, err
+}
+
+// Cancel implements driver.Driver.
+func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	q := pgxQuerier{db: d.pool}
+	row, err := d.one(ctx, q, d.sql.cancel, d.now(now), id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel task %d: %w", id, err)
+	}
+	if row == nil {
+		return nil, d.missingOrWrongState(ctx, id)
+	}
+	return row, nil
+}
+
+// Retry implements driver.Driver.
+func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	row, err := d.one(ctx, pgxQuerier{db: d.pool}, d.sql.retry, d.now(now), id)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retry task %d: %w", id, err)
+	}
+	if row == nil {
+		return nil, d.missingOrWrongState(ctx, id)
+	}
+	return row, nil
+}
+
+func (d *Driver) missingOrWrongState(ctx context.Context, id int64) error {
+	if _, err := d.Get(ctx, id); err != nil {
+		return err
+	}
+	return fmt.Errorf("task %d: %w", id, driver.ErrWrongState)
+}
+
+// List implements driver.Driver.
+func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if p.State != "" {
+		add("state = $%d", string(p.State))
+	}
+	if p.Type != "" {
+		add("type = $%d", p.Type)
+	}
+	if p.Queue != "" {
+		add("queue = $%d", p.Queue)
+	}
+	if p.BeforeID > 0 {
+		add("id < $%d", p.BeforeID)
+	}
+	q := d.sql.list
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
+	var out []driver.TaskRow
+	err := pgxQuerier{db: d.pool}.query(ctx, q, args, func(scan func(...any) error) error {
+		row, err := scanTask(scan)
+		if err != nil {
+			return err
+		}
+		out = append(out, *row)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Counts implements driver.Driver.
+func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
+	var out []driver.QueueCount
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.counts, nil, func(scan func(...any) error) error {
+		var c driver.QueueCount
+		var state string
+		if err := scan(&c.Queue, &state, &c.Count); err != nil {
+			return err
+		}
+		c.State = driver.State(state)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Lead implements driver.Driver.
+func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
+	leading := false
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.lead, []any{d.now(p.Now), p.Name, p.Owner, p.TTL.Microseconds()},
+		func(scan func(...any) error) error {
+			var owner string
+			leading = true
+			return scan(&owner)
+		})
+	if err != nil {
+		return false, fmt.Errorf("elect leader: %w", err)
+	}
+	return leading, nil
+}
+
+// Resign implements driver.Driver.
+func (d *Driver) Resign(ctx context.Context, name, owner string) error {
+	if _, err := d.pool.Exec(ctx, d.sql.resign, name, owner); err != nil {
+		return fmt.Errorf("resign leadership: %w", err)
+	}
+	return nil
+}
