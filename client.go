@@ -12,6 +12,7 @@ import (
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/heartbeat"
 	"github.com/keelq/keel/internal/leader"
+	"github.com/keelq/keel/internal/nodes"
 	"github.com/keelq/keel/internal/rescuer"
 )
 
@@ -36,6 +37,7 @@ type Client struct {
 	heartbeat *heartbeat.Heartbeat
 	elector   *leader.Elector
 	rescuer   *rescuer.Rescuer
+	registrar *nodes.Registrar
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.

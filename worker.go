@@ -28,8 +28,9 @@ var (
 )
 
 // Start runs the workers of every configured queue, the batched completer
-// and heartbeat, and the leader-elected rescuer. It returns at once; call
-// Stop to end them. ctx carries values only: cancel work with Stop.
+// and heartbeat, the node registry and the leader-elected rescuer. It
+// returns at once; call Stop to end them. ctx carries values only: cancel
+// work with Stop.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,19 +58,23 @@ func (c *Client) Start(ctx context.Context) error {
 			}
 		},
 	})
+	names := make([]string, 0, len(c.cfg.Queues))
+	for name := range c.cfg.Queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	c.registrar = newRegistrar(c, names)
 	c.completer.Start(ctx)
 	c.heartbeat.Start(ctx)
 	c.elector.Start(ctx)
 	c.rescuer.Start(ctx)
+	c.registrar.Start(ctx)
 	c.queues = make(map[string]*queueWorker, len(c.cfg.Queues))
-	names := make([]string, 0, len(c.cfg.Queues))
 	for name, qc := range c.cfg.Queues {
 		qw := newQueueWorker(c, name, qc.MaxWorkers)
 		c.queues[name] = qw
-		names = append(names, name)
 		go qw.run()
 	}
-	sort.Strings(names)
 	log.Info("keel: workers started", "node", c.cfg.Node, "queues", names)
 	return nil
 }
@@ -112,6 +117,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.completer.Stop()
 	c.rescuer.Stop()
 	c.heartbeat.Stop()
+	c.registrar.Stop()
 	c.elector.Stop()
 	c.cfg.Logger.Info("keel: workers stopped", "node", c.cfg.Node, "cancelled_in_flight", forced)
 	return nil

@@ -209,6 +209,34 @@ type LeadParams struct {
 	TTL   time.Duration
 }
 
+// NodeParams records one worker process in the node registry, or
+// refreshes its row: Now is its latest heartbeat.
+type NodeParams struct {
+	Name      string
+	Host      string
+	PID       int
+	Queues    []string
+	StartedAt time.Time
+	Now       time.Time
+}
+
+// NodeRow is one row of keel_nodes: a worker process and its last heartbeat.
+type NodeRow struct {
+	Name        string
+	Host        string
+	PID         int
+	Queues      []string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// PruneNodesParams removes nodes whose last heartbeat is more than
+// OlderThan before Now.
+type PruneNodesParams struct {
+	Now       time.Time
+	OlderThan time.Duration
+}
+
 // Tx is a caller's transaction, handed to InsertTx and FinishTx: a *sql.Tx
 // for drivers built on database/sql, or a driver's native transaction type
 // (pgx.Tx for driver/postgres, which takes *sql.Tx too). A driver rejects
@@ -256,6 +284,15 @@ type Driver interface {
 	Lead(ctx context.Context, params LeadParams) (bool, error)
 	// Resign gives up a leadership lease held by owner.
 	Resign(ctx context.Context, name, owner string) error
+	// RegisterNode inserts or refreshes a worker process's row in the node
+	// registry.
+	RegisterNode(ctx context.Context, params NodeParams) error
+	// ListNodes returns the registered nodes ordered by name.
+	ListNodes(ctx context.Context) ([]NodeRow, error)
+	// RemoveNode deletes a node's row (a graceful stop); no row is no error.
+	RemoveNode(ctx context.Context, name string) error
+	// PruneNodes deletes stale nodes and returns how many it deleted.
+	PruneNodes(ctx context.Context, params PruneNodesParams) (int64, error)
 	// Close releases the driver's connections.
 	Close() error
 }

@@ -132,7 +132,7 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 	var out []driver.InsertResult
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var err error
-		out, err = d.insert(ctx, pgxQuerier{db: tx}, params)
+		out, err = d.insertNotify(ctx, pgxQuerier{db: tx}, params)
 		return err
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 	if _, err := q.exec(ctx, `SAVEPOINT keel_insert`, nil); err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", err)
 	}
-	out, err := d.insert(ctx, q, params)
+	out, err := d.insertNotify(ctx, q, params)
 	if err != nil {
 		undo := context.WithoutCancel(ctx)
 		if _, rbErr := q.exec(undo, `ROLLBACK TO SAVEPOINT keel_insert`, nil); rbErr != nil {
@@ -397,7 +397,11 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			}
 			out = append(out, *row)
 		}
-		return nil
+		rescued := make([]*driver.TaskRow, len(out))
+		for i := range out {
+			rescued[i] = &out[i]
+		}
+		return d.notifyReady(ctx, q, rescued)
 	})
 	if err != nil {
 		return nil, err
@@ -451,7 +455,7 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 
 // Retry implements driver.Driver.
 func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
-	row, err := d.one(ctx, pgxQuerier{db: d.pool}, d.sql.retry, d.now(now), id)
+	row, err := d.retryNotify(ctx, now, id)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
