@@ -32,6 +32,8 @@ var driverTests = []test{
 	{"KeyReleasedByDeadAndCancelled", testKeyReleased},
 	{"ListAndCounts", testListAndCounts},
 	{"Leadership", testLeadership},
+	{"NodeRegistry", testNodeRegistry},
+	{"PruneNodes", testPruneNodes},
 	{"InsertTx", testInsertTx},
 	{"FinishTx", testFinishTx},
 	{"InsertTxConflictWritesNothing", testInsertTxConflict},

@@ -41,6 +41,7 @@ var engineTests = []test{
 	{"CompleteTx", testEngineCompleteTx},
 	{"CompleteTxLeaseLost", testEngineCompleteTxLeaseLost},
 	{"StaleWorkerRescuedByOtherClient", testEngineStaleWorker},
+	{"NodeRegistry", testEngineNodes},
 	{"HeartbeatCancelsLostTask", testEngineHeartbeatLost},
 	{"HeartbeatFailingCancelsHandlers", testEngineHeartbeatFailing},
 	{"EnqueueContextEndsWritesAllOrNothing", testEngineEnqueueCancelled},

@@ -1,0 +1,76 @@
+// Package nodes keeps this process's row in the node registry fresh, one
+// write per heartbeat interval, and, while this process leads, removes the
+// rows of nodes that stopped heartbeating (crashed or cut off).
+package nodes
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/service"
+)
+
+// StaleAfter is how many lease TTLs a node may go without a heartbeat
+// before the leader removes its row.
+const StaleAfter = 3
+
+// Config wires a Registrar.
+type Config struct {
+	Driver   driver.Driver
+	Node     driver.NodeParams // Name, Host, PID, Queues, StartedAt; Now is set per write
+	Interval time.Duration     // refresh (and prune) interval: the heartbeat interval
+	LeaseTTL time.Duration     // nodes silent for StaleAfter × LeaseTTL are pruned
+	Now      func() time.Time
+	Logger   *slog.Logger
+	// Leading gates pruning: only the elected leader prunes.
+	Leading func() bool
+}
+
+// Registrar is the node-registry service.
+type Registrar struct {
+	cfg  Config
+	loop *service.Loop
+}
+
+// New returns a Registrar.
+func New(cfg Config) *Registrar { return &Registrar{cfg: cfg} }
+
+// Start registers the node at once, then refreshes it (and prunes stale
+// nodes while leading) every Interval.
+func (r *Registrar) Start(ctx context.Context) {
+	r.loop = service.Start(ctx, func(ctx context.Context) {
+		service.Every(ctx, r.cfg.Interval, r.RunOnce)
+	})
+}
+
+// RunOnce refreshes this node's row and, while leading, prunes stale nodes.
+func (r *Registrar) RunOnce(ctx context.Context) {
+	p := r.cfg.Node
+	p.Now = r.cfg.Now()
+	if err := r.cfg.Driver.RegisterNode(ctx, p); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("keel: node registry refresh failed", "node", p.Name, "error", err)
+	}
+	if !r.cfg.Leading() {
+		return
+	}
+	n, err := r.cfg.Driver.PruneNodes(ctx, driver.PruneNodesParams{Now: r.cfg.Now(), OlderThan: StaleAfter * r.cfg.LeaseTTL})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.cfg.Logger.Warn("keel: pruning stale nodes failed", "error", err)
+	case n > 0:
+		r.cfg.Logger.Info("keel: removed stale nodes", "count", n)
+	}
+}
+
+// Stop stops the service and removes this node's row, so operators no
+// longer see a node that stopped gracefully.
+func (r *Registrar) Stop() {
+	r.loop.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.cfg.Driver.RemoveNode(ctx, r.cfg.Node.Name); err != nil {
+		r.cfg.Logger.Warn("keel: removing node from the registry failed", "node", r.cfg.Node.Name, "error", err)
+	}
+}
