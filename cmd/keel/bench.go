@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/sqlite"
 )
 
@@ -26,6 +27,8 @@ type benchOptions struct {
 	rate     int
 	workers  int
 	db       string
+	dsn      string
+	schema   string
 	sync     string
 	batch    int
 	profile  string
@@ -50,6 +53,8 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.rate, "rate", 0, "with --duration: insert this many tasks a second and report pickup latency")
 	f.IntVar(&o.workers, "workers", 200, "concurrent handlers (the queue's MaxWorkers)")
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
+	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN (postgres://...) to bench instead of SQLite")
+	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the schema to use; it is DROPPED and created anew")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
 	f.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -68,6 +73,8 @@ func (o benchOptions) validate() error {
 		return errors.New("--rate needs --duration")
 	case o.workers < 1:
 		return fmt.Errorf("--workers must be positive, got %d", o.workers)
+	case o.dsn != "" && o.db != "":
+		return errors.New("--db and --dsn are exclusive")
 	case o.batch < 1:
 		return fmt.Errorf("--insert-batch must be positive, got %d", o.batch)
 	}
@@ -77,7 +84,7 @@ func (o benchOptions) validate() error {
 // benchRun is one bench's database, client and counters.
 type benchRun struct {
 	client  *keel.Client
-	drv     *sqlite.Driver
+	drv     driver.Driver
 	worked  atomic.Int64
 	target  int64
 	reached chan struct{}
@@ -104,7 +111,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		ctx = context.Background()
 	}
 	path := o.db
-	if path == "" {
+	if path == "" && o.dsn == "" {
 		dir, err := os.MkdirTemp("", "keel-bench-")
 		if err != nil {
 			return err
@@ -112,9 +119,20 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		defer os.RemoveAll(dir)
 		path = filepath.Join(dir, "bench.db")
 	}
-	drv, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: sqlite.Synchronous(o.sync)})
-	if err != nil {
-		return err
+	var drv driver.Driver
+	var where string
+	if o.dsn != "" {
+		pg, err := openFreshPostgres(ctx, o.dsn, o.schema)
+		if err != nil {
+			return err
+		}
+		drv, where = pg, fmt.Sprintf("PostgreSQL schema %s (dropped and created anew)", o.schema)
+	} else {
+		lite, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: sqlite.Synchronous(o.sync)})
+		if err != nil {
+			return err
+		}
+		drv, where = lite, fmt.Sprintf("SQLite %s (synchronous=%s)", path, o.sync)
 	}
 	defer drv.Close()
 	b := &benchRun{drv: drv, reached: make(chan struct{})}
@@ -131,6 +149,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		}
 		return nil
 	})
+	var err error
 	b.client, err = keel.NewClient(keel.Config{
 		Driver: drv, Handlers: h,
 		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}},
@@ -148,7 +167,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		b.profile = func() error { return pprof.StartCPUProfile(pf) }
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(out, "keel bench: SQLite %s (synchronous=%s), %d workers\n", path, o.sync, o.workers)
+	fmt.Fprintf(out, "keel bench: %s, %d workers\n", where, o.workers)
 	switch {
 	case o.duration == 0:
 		return b.drain(ctx, out, o)

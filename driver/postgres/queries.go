@@ -27,12 +27,16 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 	finished_at, updated_at, errors, result, meta`
 
 type queries struct {
+	reserveIDs,
 	insert, byKey, claim, succeedMany, transition, heartbeat, expired, get,
 	cancel, retry, counts, lead, resign, list string
 }
 
 func newQueries(q func(string) string) queries {
 	return queries{
+		reserveIDs: q(`SELECT nextval(pg_get_serial_sequence('{schema}.keel_tasks', 'id')), coalesce($1::timestamptz, now())
+FROM generate_series(1, $2)`),
+
 		insert: q(nowCTE + `INSERT INTO {schema}.keel_tasks (queue, type, priority, payload, state, max_attempts,
 	run_at, timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
 SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, t.now + $7 * interval '1 microsecond', $8, $9, $10,
@@ -166,7 +170,8 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 	return out, nil
 }
 
-func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+// insertRows inserts params one statement each.
+func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	out := make([]driver.InsertResult, 0, len(params))
 	for _, p := range params {
 		var row *driver.TaskRow
