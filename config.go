@@ -66,7 +66,9 @@ type Config struct {
 	// process. Default 10s; must be below LeaseTTL.
 	HeartbeatInterval time.Duration
 	// PollInterval is how often idle workers look for tasks enqueued by
-	// other processes (same-process enqueues wake them at once). Default 1s.
+	// other processes (same-process enqueues wake them at once, and so do
+	// other processes' with a driver.Notifier such as PostgreSQL's; the poll
+	// is then a fallback). Default 1s.
 	PollInterval time.Duration
 	// RescueInterval is how often the leader looks for expired leases.
 	// Default 10s.

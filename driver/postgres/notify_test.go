@@ -182,6 +182,14 @@ func TestListenNotifiesReadyTasks(t *testing.T) {
 	insert(d, insertParams("marker-1", time.Time{}))
 	rec.expect(t, "dup", "tx-true", "marker-1")
 
+	// A batch big enough to be written with COPY notifies the same way.
+	var big []driver.InsertParams
+	for i := range 10 {
+		big = append(big, insertParams([]string{"c", "d"}[i%2], time.Time{}))
+	}
+	insert(d, big...)
+	rec.expect(t, "c", "d")
+
 	// Retry of a cancelled task, and rescue of an expired lease.
 	id := batch[0].Task.ID
 	if _, err := d.Cancel(ctx, id, time.Now()); err != nil {
