@@ -13,6 +13,7 @@ import (
 	"github.com/keelq/keel/internal/heartbeat"
 	"github.com/keelq/keel/internal/leader"
 	"github.com/keelq/keel/internal/nodes"
+	"github.com/keelq/keel/internal/notify"
 	"github.com/keelq/keel/internal/rescuer"
 )
 
@@ -37,6 +38,7 @@ type Client struct {
 	heartbeat *heartbeat.Heartbeat
 	elector   *leader.Elector
 	rescuer   *rescuer.Rescuer
+	listener  *notify.Listener // nil unless the driver is a driver.Notifier
 	registrar *nodes.Registrar
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/keelq/keel/internal/completer"
 	"github.com/keelq/keel/internal/heartbeat"
 	"github.com/keelq/keel/internal/leader"
+	"github.com/keelq/keel/internal/notify"
 	"github.com/keelq/keel/internal/rescuer"
 )
 
@@ -75,6 +76,11 @@ func (c *Client) Start(ctx context.Context) error {
 		c.queues[name] = qw
 		go qw.run()
 	}
+	if n, ok := c.drv.(driver.Notifier); ok {
+		// Tasks committed by other processes wake the workers at once.
+		c.listener = notify.New(notify.Config{Notifier: n, Logger: log, Wake: c.wakeQueue})
+		c.listener.Start(ctx)
+	}
 	log.Info("keel: workers started", "node", c.cfg.Node, "queues", names)
 	return nil
 }
@@ -119,8 +125,24 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.heartbeat.Stop()
 	c.registrar.Stop()
 	c.elector.Stop()
+	c.listener.Stop()
 	c.cfg.Logger.Info("keel: workers stopped", "node", c.cfg.Node, "cancelled_in_flight", forced)
 	return nil
+}
+
+// wakeQueue wakes the worker of queue now, or every worker for "".
+func (c *Client) wakeQueue(queue string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if queue != "" {
+		if qw := c.queues[queue]; qw != nil {
+			qw.wake()
+		}
+		return
+	}
+	for _, qw := range c.queues {
+		qw.wake()
+	}
 }
 
 // wake tells the queue's worker that a task becomes ready at runAt.

@@ -302,3 +302,25 @@ type Driver interface {
 type DBer interface {
 	DB() *sql.DB
 }
+
+// ListenParams configures Notifier.Listen.
+type ListenParams struct {
+	// Wake is called with the queue a task became ready in, as soon as
+	// another process (or this one) commits it. An empty queue means "any
+	// queue": the listener (re)connected and may have missed notifications.
+	// Wake must return quickly. Required.
+	Wake func(queue string)
+	// Error, when set, is called with each failure of the listening
+	// connection before the listener reconnects. Default nil.
+	Error func(err error)
+}
+
+// Notifier is implemented by drivers that can tell workers in every process
+// at once that tasks became ready (PostgreSQL's LISTEN/NOTIFY), so that the
+// poll is only a fallback. The engine discovers it with a type assertion.
+type Notifier interface {
+	// Listen calls params.Wake for every notification until ctx ends, then
+	// returns nil. It reconnects by itself, with a short backoff, whenever
+	// its connection fails, and calls Wake("") after each (re)connect.
+	Listen(ctx context.Context, params ListenParams) error
+}
