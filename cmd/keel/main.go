@@ -27,7 +27,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newBenchCmd(), newDemoCmd(), newVersionCmd())
+	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd())
 	return root
 }
 

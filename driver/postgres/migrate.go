@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -52,9 +53,10 @@ func loadMigrations() ([]migration, error) {
 
 // Migration is one schema version and whether this call applied it.
 type Migration struct {
-	Version int
-	Name    string
-	Applied bool
+	Version   int
+	Name      string
+	Applied   bool      // applied by this call
+	AppliedAt time.Time // when it was applied
 }
 
 // Migrate applies every embedded migration not yet applied. Concurrent
@@ -81,12 +83,18 @@ func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 			return err
 		}
 		for _, m := range ms {
-			var n int
-			if err := tx.QueryRow(ctx, d.q(`SELECT count(*) FROM {schema}.keel_migrations WHERE version = $1`), m.version).Scan(&n); err != nil {
+			var at []time.Time
+			err := pgxQuerier{db: tx}.query(ctx, d.q(`SELECT applied_at FROM {schema}.keel_migrations WHERE version = $1`),
+				[]any{m.version}, func(scan func(...any) error) error {
+					var t time.Time
+					at = append(at, t)
+					return scan(&at[len(at)-1])
+				})
+			if err != nil {
 				return err
 			}
-			if n > 0 {
-				out = append(out, Migration{Version: m.version, Name: m.name})
+			if len(at) > 0 {
+				out = append(out, Migration{Version: m.version, Name: m.name, AppliedAt: at[0].UTC()})
 				continue
 			}
 			if _, err := tx.Exec(ctx, d.q(m.sql)); err != nil {
@@ -95,7 +103,7 @@ func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 			if _, err := tx.Exec(ctx, d.q(`INSERT INTO {schema}.keel_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
 			}
-			out = append(out, Migration{Version: m.version, Name: m.name, Applied: true})
+			out = append(out, Migration{Version: m.version, Name: m.name, Applied: true, AppliedAt: time.Now().UTC()})
 		}
 		return nil
 	})

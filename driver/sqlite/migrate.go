@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed migrations/*.sql
@@ -50,9 +51,10 @@ func loadMigrations() ([]migration, error) {
 
 // Migration is one applied or pending schema version.
 type Migration struct {
-	Version int
-	Name    string
-	Applied bool
+	Version   int
+	Name      string
+	Applied   bool      // applied by this call
+	AppliedAt time.Time // when it was applied
 }
 
 // Migrate applies every embedded migration not yet applied, each in its own
@@ -82,7 +84,11 @@ func (d *Driver) migrate(ctx context.Context) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Migration{Version: m.version, Name: m.name, Applied: applied})
+		var at int64
+		if err := d.wdb.QueryRowContext(ctx, `SELECT applied_at FROM keel_migrations WHERE version = ?`, m.version).Scan(&at); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+		out = append(out, Migration{Version: m.version, Name: m.name, Applied: applied, AppliedAt: fromMicros(at)})
 	}
 	return out, nil
 }
