@@ -17,10 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/sqlite"
 )
 
 type demoOptions struct {
+	dsn      string
+	schema   string
 	n        int
 	db       string
 	keep     bool
@@ -70,6 +73,8 @@ non-zero if a check fails or tasks are still unfinished at --deadline.`,
 	f := cmd.Flags()
 	f.IntVarP(&o.n, "n", "n", 300, "number of distinct tasks to enqueue (1-100000)")
 	f.StringVar(&o.db, "db", "", "SQLite file to use; it must hold no tasks yet and is kept (default: a new temporary file, removed afterwards)")
+	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN (postgres://...) to run the demo on instead of SQLite")
+	f.StringVar(&o.schema, "schema", "keel_demo", "with --dsn: the schema to use; it is DROPPED and created anew")
 	f.BoolVar(&o.keep, "keep", false, "keep the temporary database and print its path")
 	f.IntVar(&o.workers, "workers", 20, "handlers running at once (1-1000)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed for the simulated failures (default: random, printed so a plan can be replayed)")
@@ -86,6 +91,8 @@ func (o demoOptions) validate() error {
 		return fmt.Errorf("--workers must be between 1 and 1000, got %d", o.workers)
 	case o.deadline <= 0:
 		return fmt.Errorf("--deadline must be positive, got %v", o.deadline)
+	case o.dsn != "" && (o.db != "" || o.keep):
+		return errors.New("--dsn runs on PostgreSQL: --db and --keep are for SQLite")
 	case o.keep && o.db != "":
 		return errors.New("--keep applies to the temporary database only; a --db file is always kept")
 	case o.every <= 0:
@@ -135,8 +142,13 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) (*demoRe
 		return nil, err
 	}
 	defer cleanup()
-	drv, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
+	var drv driver.Driver
+	if o.dsn != "" {
+		if drv, err = openFreshPostgres(ctx, o.dsn, o.schema); err != nil {
+			return nil, err
+		}
+		path = "PostgreSQL schema " + o.schema
+	} else if drv, err = sqlite.Open(ctx, path, sqlite.Options{}); err != nil {
 		return nil, err
 	}
 	defer drv.Close()

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver/postgres"
+)
+
+func testPostgresDSN() string {
+	if dsn := os.Getenv("KEEL_TEST_POSTGRES"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// testSchema returns a fresh schema name, dropped when the test ends.
+func testSchema(t *testing.T) string {
+	var b [6]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	schema := "keel_cmd_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, testPostgresDSN())
+		if err != nil {
+			t.Errorf("drop schema: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return schema
+}
+
+func TestDemoOnPostgres(t *testing.T) {
+	t.Parallel()
+	schema := testSchema(t)
+	out, err := runKeel(t, "demo", "-n", "60", "--seed", "3", "--dsn", testPostgresDSN(), "--schema", schema, "--deadline", "45s")
+	if err != nil {
+		t.Fatalf("keel demo --dsn: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "checks:") || strings.Contains(out, "\n  FAIL  ") {
+		t.Fatalf("demo checks failed:\n%s", out)
+	}
+	// Read the schema independently of the demo's report.
+	ctx := context.Background()
+	d, err := postgres.Open(ctx, testPostgresDSN(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c, err := keel.NewClient(keel.Config{Driver: d, Types: demoTypes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := c.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total, terminal int64
+	for _, byState := range counts {
+		for state, n := range byState {
+			total += n
+			if state == keel.StateSucceeded || state == keel.StateDead {
+				terminal += n
+			}
+		}
+	}
+	if total != 60 || terminal != 60 {
+		t.Fatalf("%d tasks, %d terminal; want 60 and 60: %v", total, terminal, counts)
+	}
+}
+
+func TestBenchOnPostgres(t *testing.T) {
+	t.Parallel()
+	schema := testSchema(t)
+	out, err := runKeel(t, "bench", "-n", "2000", "--dsn", testPostgresDSN(), "--schema", schema)
+	if err != nil {
+		t.Fatalf("keel bench --dsn: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "worked 2000 tasks") || !strings.Contains(out, "succeeded in database: 2000") {
+		t.Fatalf("unexpected bench output:\n%s", out)
+	}
+}
