@@ -28,6 +28,7 @@ type benchOptions struct {
 	workers  int
 	db       string
 	dsn      string
+	prefill  int
 	schema   string
 	sync     string
 	batch    int
@@ -55,6 +56,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
 	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN (postgres://...) to bench instead of SQLite")
 	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the schema to use; it is DROPPED and created anew")
+	f.IntVar(&o.prefill, "prefill", 0, "work this many tasks down first (not measured), so the run starts on a table of succeeded rows")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
 	f.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -75,6 +77,8 @@ func (o benchOptions) validate() error {
 		return fmt.Errorf("--workers must be positive, got %d", o.workers)
 	case o.dsn != "" && o.db != "":
 		return errors.New("--db and --dsn are exclusive")
+	case o.prefill < 0:
+		return fmt.Errorf("--prefill must not be negative, got %d", o.prefill)
 	case o.batch < 1:
 		return fmt.Errorf("--insert-batch must be positive, got %d", o.batch)
 	}
@@ -168,6 +172,11 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		defer pprof.StopCPUProfile()
 	}
 	fmt.Fprintf(out, "keel bench: %s, %d workers\n", where, o.workers)
+	if o.prefill > 0 {
+		if err := b.prefillSucceeded(ctx, out, o, h); err != nil {
+			return err
+		}
+	}
 	switch {
 	case o.duration == 0:
 		return b.drain(ctx, out, o)
@@ -179,17 +188,50 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 }
 
 func (b *benchRun) insert(ctx context.Context, n, batch int) error {
+	return b.insertWith(ctx, b.client, n, batch)
+}
+
+func (b *benchRun) insertWith(ctx context.Context, c *keel.Client, n, batch int) error {
 	jobs := make([]keel.Job, 0, batch)
 	for n > 0 {
 		jobs = jobs[:0]
 		for range min(n, batch) {
 			jobs = append(jobs, keel.Job{Type: "bench.noop", Payload: struct{}{}})
 		}
-		if _, err := b.client.EnqueueMany(ctx, jobs); err != nil {
+		if _, err := c.EnqueueMany(ctx, jobs); err != nil {
 			return err
 		}
 		n -= len(jobs)
 	}
+	return nil
+}
+
+// prefillSucceeded works n tasks down with a client of its own before the
+// measured run, so the run starts on a table holding n succeeded rows.
+func (b *benchRun) prefillSucceeded(ctx context.Context, out io.Writer, o benchOptions, h *keel.Handlers) error {
+	start := time.Now()
+	pre, err := keel.NewClient(keel.Config{
+		Driver: b.drv, Handlers: h,
+		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	b.target = int64(o.prefill)
+	if err := b.insertWith(ctx, pre, o.prefill, o.batch); err != nil {
+		return err
+	}
+	if err := pre.Start(ctx); err != nil {
+		return err
+	}
+	<-b.reached
+	if err := pre.Stop(ctx); err != nil {
+		return err
+	}
+	b.worked.Store(0)
+	b.reached, b.once = make(chan struct{}), sync.Once{}
+	fmt.Fprintf(out, "prefilled %d succeeded tasks in %v (not measured)\n", o.prefill, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -217,7 +259,7 @@ func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) err
 	if err != nil {
 		return err
 	}
-	done := counts[keel.DefaultQueue][keel.StateSucceeded]
+	done := counts[keel.DefaultQueue][keel.StateSucceeded] - int64(o.prefill)
 	fmt.Fprintf(out, "worked %d tasks in %v: %.0f jobs/s (succeeded in database: %d)\n",
 		b.worked.Load(), el.Round(time.Millisecond), float64(b.worked.Load())/el.Seconds(), done)
 	if done != int64(o.n) {
