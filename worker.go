@@ -181,7 +181,9 @@ func (c *Client) leaseLost(ids []int64, all bool) {
 		return
 	}
 	for _, id := range ids {
-		if ex := c.running[id]; ex != nil {
+		// A task its handler completed with CompleteTx is no longer running
+		// in the database, but it was not lost: let the handler return.
+		if ex := c.running[id]; ex != nil && !ex.completedTx {
 			ex.cancel(ErrLeaseLost)
 		}
 	}
@@ -453,7 +455,9 @@ func (c *Client) finished(q *queueWorker, ex *execution, t driver.Transition, ap
 	case err != nil:
 		log.Error("keel: storing task outcome failed; the lease will expire and the task be rescued",
 			"task_id", row.ID, "type", row.Type, "attempt", row.Attempt, "error", err)
-	case !applied && !completedTx:
+	case completedTx:
+		// The handler's own transaction stored the outcome.
+	case !applied:
 		log.Warn("keel: task outcome rejected: lease lost or task cancelled",
 			"task_id", row.ID, "type", row.Type, "attempt", row.Attempt, "state", t.State)
 	case t.Error != nil:

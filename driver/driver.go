@@ -176,7 +176,9 @@ type HeartbeatParams struct {
 }
 
 // RescueParams sends running tasks whose lease expired before Now back to
-// pending with Backoff (or to dead on their last attempt).
+// pending (or to dead on their last attempt). A rescued task keeps its
+// place in line: its next run_at is the run_at it was claimed at plus
+// Backoff, so a backlog enqueued since does not push it back.
 type RescueParams struct {
 	Now     time.Time
 	Limit   int

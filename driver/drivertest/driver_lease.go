@@ -38,7 +38,7 @@ func testFencingAfterRescue(t *testing.T, e *env) {
 		t.Fatalf("rescued %v, want [%d]", ids(rows), row.ID)
 	}
 	for _, r := range []*driver.TaskRow{&rows[0], e.get(row.ID)} {
-		if r.State != driver.StatePending || r.Attempt != 1 || !r.RunAt.Equal(t1.Add(10*time.Second)) || r.LeaseOwner != "" {
+		if r.State != driver.StatePending || r.Attempt != 1 || !r.RunAt.Equal(row.RunAt.Add(10*time.Second)) || r.LeaseOwner != "" {
 			t.Fatalf("rescued: state %s attempt %d run_at %v owner %q", r.State, r.Attempt, r.RunAt, r.LeaseOwner)
 		}
 		if len(r.Errors) != 1 {

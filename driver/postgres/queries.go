@@ -87,7 +87,7 @@ FROM t
 WHERE k.id = ANY($3::bigint[]) AND k.state = 'running' AND k.lease_owner = $4
 RETURNING k.id`),
 
-		expired: q(nowCTE + `SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, t.now
+		expired: q(nowCTE + `SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, k.run_at, t.now
 FROM {schema}.keel_tasks k, t
 WHERE k.state = 'running' AND k.lease_expires_at < t.now
 ORDER BY k.lease_expires_at
@@ -133,14 +133,23 @@ func qualified(alias, cols string) string {
 
 // Insert implements driver.Driver: all tasks in one transaction.
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	var out []driver.InsertResult
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		var err error
-		out, err = d.insertNotify(ctx, pgxQuerier{db: tx}, params)
-		return err
-	})
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
+	out, err := d.insertNotify(ctx, pgxQuerier{db: tx}, params)
 	if err != nil {
 		return nil, err
+	}
+	// The caller learns exactly what happened: a context that ended before
+	// the commit writes nothing; once committing, the commit is not
+	// abandoned halfway because the context ended.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("insert tasks: commit: %w", err)
 	}
 	return out, nil
 }
@@ -362,12 +371,12 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			attempt, maxAttempts int
 			fence                int64
 			attemptedAt          *time.Time
-			dbNow                time.Time
+			runAt, dbNow         time.Time
 		}
 		var list []expired
 		err := q.query(ctx, d.sql.expired, []any{d.now(p.Now), p.Limit}, func(scan func(...any) error) error {
 			var e expired
-			if err := scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.dbNow); err != nil {
+			if err := scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt, &e.dbNow); err != nil {
 				return err
 			}
 			list = append(list, e)
@@ -380,7 +389,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			// Offsets are taken from the database's now, which the
 			// transition adds them back to.
 			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
-				RunAt: e.dbNow.Add(p.Backoff(e.typ, e.attempt)),
+				RunAt: e.runAt.Add(p.Backoff(e.typ, e.attempt)),
 				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: e.dbNow.UTC(),
 					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
 			if e.attemptedAt != nil {

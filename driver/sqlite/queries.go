@@ -70,7 +70,7 @@ const sqlHeartbeat = `UPDATE keel_tasks SET lease_expires_at = ?1, updated_at = 
 WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'running' AND lease_owner = ?4
 RETURNING id`
 
-const sqlExpired = `SELECT id, type, attempt, max_attempts, fence, lease_owner, attempted_at FROM keel_tasks
+const sqlExpired = `SELECT id, type, attempt, max_attempts, fence, lease_owner, attempted_at, run_at FROM keel_tasks
 WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`
 
 const sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
@@ -369,6 +369,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			attempt, maxAttempts int
 			fence                int64
 			attemptedAt          sql.NullInt64
+			runAt                int64
 		}
 		rows, err := tx.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
 		if err != nil {
@@ -377,7 +378,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		var list []expired
 		for rows.Next() {
 			var e expired
-			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt); err != nil {
+			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt); err != nil {
 				rows.Close()
 				return fmt.Errorf("rescue: %w", err)
 			}
@@ -388,7 +389,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		}
 		for _, e := range list {
 			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
-				RunAt: p.Now.Add(p.Backoff(e.typ, e.attempt)),
+				RunAt: fromMicros(e.runAt).Add(p.Backoff(e.typ, e.attempt)),
 				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: p.Now,
 					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
 			if e.attemptedAt.Valid {
