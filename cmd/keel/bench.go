@@ -22,17 +22,18 @@ import (
 )
 
 type benchOptions struct {
-	n        int
-	duration time.Duration
-	rate     int
-	workers  int
-	db       string
-	dsn      string
-	prefill  int
-	schema   string
-	sync     string
-	batch    int
-	profile  string
+	n         int
+	duration  time.Duration
+	rate      int
+	workers   int
+	db        string
+	dsn       string
+	prefill   int
+	producers int
+	schema    string
+	sync      string
+	batch     int
+	profile   string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -56,6 +57,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
 	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN (postgres://...) to bench instead of SQLite")
 	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the schema to use; it is DROPPED and created anew")
+	f.IntVar(&o.producers, "producers", 4, "with --duration (no --rate): goroutines inserting at once")
 	f.IntVar(&o.prefill, "prefill", 0, "work this many tasks down first (not measured), so the run starts on a table of succeeded rows")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
@@ -77,6 +79,8 @@ func (o benchOptions) validate() error {
 		return fmt.Errorf("--workers must be positive, got %d", o.workers)
 	case o.dsn != "" && o.db != "":
 		return errors.New("--db and --dsn are exclusive")
+	case o.producers < 1:
+		return fmt.Errorf("--producers must be positive, got %d", o.producers)
 	case o.prefill < 0:
 		return fmt.Errorf("--prefill must not be negative, got %d", o.prefill)
 	case o.batch < 1:
@@ -277,25 +281,42 @@ func (b *benchRun) continuous(ctx context.Context, out io.Writer, o benchOptions
 		return err
 	}
 	deadline := time.Now().Add(o.duration)
-	inserted := 0
+	var inserted atomic.Int64
 	start := time.Now()
-	for time.Now().Before(deadline) {
-		// Keep the backlog bounded so the figure is a sustained rate.
-		if int64(inserted)-b.worked.Load() > int64(4*o.batch) {
-			time.Sleep(time.Millisecond)
-			continue
+	// Several producers, as an application has many request handlers; the
+	// backlog stays bounded so the figure is a sustained rate.
+	errs := make(chan error, o.producers)
+	for range o.producers {
+		go func() {
+			for time.Now().Before(deadline) {
+				if inserted.Load()-b.worked.Load() > int64(4*o.batch*o.producers) {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err := b.insert(ctx, o.batch, o.batch); err != nil {
+					errs <- err
+					return
+				}
+				inserted.Add(int64(o.batch))
+			}
+			errs <- nil
+		}()
+	}
+	var firstErr error
+	for range o.producers {
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
 		}
-		if err := b.insert(ctx, o.batch, o.batch); err != nil {
-			return err
-		}
-		inserted += o.batch
+	}
+	if firstErr != nil {
+		return firstErr
 	}
 	worked := b.worked.Load()
 	el := time.Since(start)
 	if err := b.client.Stop(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "inserted %d and worked %d tasks in %v: %.0f jobs/s\n", inserted, worked, el.Round(time.Millisecond), float64(worked)/el.Seconds())
+	fmt.Fprintf(out, "inserted %d and worked %d tasks in %v: %.0f jobs/s\n", inserted.Load(), worked, el.Round(time.Millisecond), float64(worked)/el.Seconds())
 	return nil
 }
 
