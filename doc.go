@@ -4,8 +4,10 @@
 //
 // Tasks are rows in a database reached through a storage driver. The
 // embedded default is driver/sqlite (one file, zero setup, no cgo);
-// PostgreSQL and MySQL drivers are planned. Changing the driver is
-// configuration, not a code change.
+// driver/postgres serves many worker processes on many machines sharing
+// one database (FOR UPDATE SKIP LOCKED claims, LISTEN/NOTIFY wake-ups, a
+// node registry and an elected leader for maintenance); a MySQL driver is
+// planned. Changing the driver is configuration, not a code change.
 //
 // # Quick start
 //
