@@ -8,9 +8,11 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -144,6 +146,20 @@ type ClaimParams struct {
 	Owner          string
 	Now            time.Time
 	LeaseExpiresAt time.Time
+}
+
+// SortClaimed puts claimed rows in the order a claim must return them:
+// priority DESC, run_at ASC, id ASC (UPDATE … RETURNING has no order).
+func SortClaimed(rows []TaskRow) {
+	slices.SortFunc(rows, func(a, b TaskRow) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(b.Priority, a.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
 }
 
 // Transition moves one running task out of running. It applies only while

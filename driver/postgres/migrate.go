@@ -4,52 +4,15 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/keelq/keel/internal/migrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations and checks they are numbered
-// 1..n without gaps.
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %q: name must start with a number and '_'", e.Name())
-		}
-		body, err := migrationFS.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migrations: expected version %d, found %s", i+1, m.name)
-		}
-	}
-	return ms, nil
-}
 
 // Migration is one schema version and whether this call applied it.
 type Migration struct {
@@ -68,7 +31,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 
 // Migrations applies pending migrations and reports every known version.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
-	ms, err := loadMigrations()
+	ms, err := migrate.Load(migrationFS, "migrations")
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +48,7 @@ func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 		for _, m := range ms {
 			var at []time.Time
 			err := pgxQuerier{db: tx}.query(ctx, d.q(`SELECT applied_at FROM {schema}.keel_migrations WHERE version = $1`),
-				[]any{m.version}, func(scan func(...any) error) error {
+				[]any{m.Version}, func(scan func(...any) error) error {
 					var t time.Time
 					at = append(at, t)
 					return scan(&at[len(at)-1])
@@ -94,16 +57,16 @@ func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 				return err
 			}
 			if len(at) > 0 {
-				out = append(out, Migration{Version: m.version, Name: m.name, AppliedAt: at[0].UTC()})
+				out = append(out, Migration{Version: m.Version, Name: m.Name, AppliedAt: at[0].UTC()})
 				continue
 			}
-			if _, err := tx.Exec(ctx, d.q(m.sql)); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, d.q(m.SQL)); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, d.q(`INSERT INTO {schema}.keel_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, d.q(`INSERT INTO {schema}.keel_migrations (version, name) VALUES ($1, $2)`), m.Version, m.Name); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			out = append(out, Migration{Version: m.version, Name: m.name, Applied: true, AppliedAt: time.Now().UTC()})
+			out = append(out, Migration{Version: m.Version, Name: m.Name, Applied: true, AppliedAt: time.Now().UTC()})
 		}
 		return nil
 	})

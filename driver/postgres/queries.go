@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -243,16 +242,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := &out[i], &out[j]
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		if !a.RunAt.Equal(b.RunAt) {
-			return a.RunAt.Before(b.RunAt)
-		}
-		return a.ID < b.ID
-	})
+	driver.SortClaimed(out)
 	return out, nil
 }
 

@@ -4,50 +4,13 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/keelq/keel/internal/migrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
-
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations and checks they are numbered
-// 1..n without gaps.
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %q: name must start with a number and '_'", e.Name())
-		}
-		body, err := migrationFS.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migrations: expected version %d, found %s", i+1, m.name)
-		}
-	}
-	return ms, nil
-}
 
 // Migration is one applied or pending schema version.
 type Migration struct {
@@ -70,7 +33,7 @@ func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 }
 
 func (d *Driver) migrate(ctx context.Context) ([]Migration, error) {
-	ms, err := loadMigrations()
+	ms, err := migrate.Load(migrationFS, "migrations")
 	if err != nil {
 		return nil, err
 	}
@@ -85,34 +48,34 @@ func (d *Driver) migrate(ctx context.Context) ([]Migration, error) {
 			return nil, err
 		}
 		var at int64
-		if err := d.wdb.QueryRowContext(ctx, `SELECT applied_at FROM keel_migrations WHERE version = ?`, m.version).Scan(&at); err != nil {
+		if err := d.wdb.QueryRowContext(ctx, `SELECT applied_at FROM keel_migrations WHERE version = ?`, m.Version).Scan(&at); err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
-		out = append(out, Migration{Version: m.version, Name: m.name, Applied: applied, AppliedAt: fromMicros(at)})
+		out = append(out, Migration{Version: m.Version, Name: m.Name, Applied: applied, AppliedAt: fromMicros(at)})
 	}
 	return out, nil
 }
 
 // applyMigration applies m unless present and reports whether it was new.
-func (d *Driver) applyMigration(ctx context.Context, m migration) (bool, error) {
+func (d *Driver) applyMigration(ctx context.Context, m migrate.Migration) (bool, error) {
 	tx, err := d.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one migrator at a time
 	if err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.name, err)
+		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM keel_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.name, err)
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM keel_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
+		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
 	}
 	if n > 0 {
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.name, err)
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO keel_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, micros(d.now())); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.name, err)
+		m.Version, m.Name, micros(d.now())); err != nil {
+		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
 	}
 	return true, tx.Commit()
 }

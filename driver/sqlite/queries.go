@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -203,16 +202,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := &out[i], &out[j]
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		if !a.RunAt.Equal(b.RunAt) {
-			return a.RunAt.Before(b.RunAt)
-		}
-		return a.ID < b.ID
-	})
+	driver.SortClaimed(out)
 	return out, nil
 }
 
