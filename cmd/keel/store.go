@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
@@ -32,7 +33,11 @@ func openFreshPostgres(ctx context.Context, dsn, schema string) (*postgres.Drive
 	if !isPostgresDSN(dsn) {
 		return nil, fmt.Errorf("--dsn must be a postgres:// URL, got %q", dsn)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn) // accepts the pool's own DSN parameters
+	if err != nil {
+		return nil, fmt.Errorf("--dsn: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
