@@ -1,0 +1,286 @@
+package mysql_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/drivertest"
+	"github.com/keelq/keel/driver/mysql"
+)
+
+// testDSN is the server the tests use (a go-sql-driver DSN); each test
+// creates its own database there. KEEL_TEST_MYSQL overrides it.
+func testDSN() string {
+	if dsn := os.Getenv("KEEL_TEST_MYSQL"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// admin creates and drops the tests' databases.
+var admin *sql.DB
+
+func TestMain(m *testing.M) {
+	var err error
+	admin, err = sql.Open("mysql", testDSN())
+	if err == nil {
+		err = admin.Ping()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mysql tests need MySQL or MariaDB at", testDSN(), "(start it, or set KEEL_TEST_MYSQL):", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	admin.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// open returns a driver on a fresh database, dropped when the test ends.
+func open(t *testing.T, opts mysql.Options) *mysql.Driver {
+	t.Helper()
+	return openParams(t, opts, nil)
+}
+
+// openParams is open with DSN parameters (session variables) for the driver.
+func openParams(t *testing.T, opts mysql.Options, params map[string]string) *mysql.Driver {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	name := "keel_test_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+	})
+	cfg, err := gomysql.ParseDSN(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = name
+	for k, v := range params {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[k] = v
+	}
+	d, err := mysql.Open(ctx, cfg.FormatDSN(), opts)
+	if err != nil {
+		t.Fatalf("open database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return d
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	drivertest.Run(t, func(t *testing.T) driver.Driver { return open(t, mysql.Options{CallerClock: true}) })
+}
+
+// TestConcurrentClaims: 8 workers claim 20,000 tasks until none remain.
+// No task is claimed twice, none is missed, and the lock conflicts the
+// workers cause are retried inside the driver, never returned.
+func TestConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := open(t, mysql.Options{MaxConns: 12})
+	const tasks, workers = 20000, 8
+	now := time.Now().UTC()
+	params := make([]driver.InsertParams, tasks)
+	for i := range params {
+		params[i] = driver.InsertParams{Queue: "default", Type: "t", Priority: i % 3, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)),
+			MaxAttempts: 3, RunAt: now, Timeout: time.Minute, PayloadDigest: fmt.Sprint(i), Now: now}
+	}
+	for len(params) > 0 {
+		n := min(len(params), 2000)
+		if _, err := d.Insert(ctx, params[:n]); err != nil {
+			t.Fatal(err)
+		}
+		params = params[n:]
+	}
+	var mu sync.Mutex
+	claimed := map[int64]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("w%d", w)
+			for {
+				now := time.Now()
+				rows, err := d.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 20, Owner: owner, Now: now,
+					LeaseExpiresAt: now.Add(time.Minute)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(rows) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range rows {
+					if prev, dup := claimed[r.ID]; dup {
+						mu.Unlock()
+						errs <- fmt.Errorf("task %d claimed by %s and %s", r.ID, prev, owner)
+						return
+					}
+					claimed[r.ID] = owner
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(claimed) != tasks {
+		t.Errorf("claimed %d distinct tasks, want %d", len(claimed), tasks)
+	}
+	counts, err := d.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range counts {
+		if c.State != driver.StateRunning || c.Count != tasks {
+			t.Errorf("count %+v, want %d running", c, tasks)
+		}
+	}
+	t.Logf("%d lock conflicts retried", d.LockRetries())
+}
+
+// TestLockWaitRetried: a heartbeat that waits longer than
+// innodb_lock_wait_timeout for a row another transaction holds gets error
+// 1205; the driver retries it and succeeds once the lock is gone.
+func TestLockWaitRetried(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := openParams(t, mysql.Options{CallerClock: true}, map[string]string{"innodb_lock_wait_timeout": "1"})
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := d.Insert(ctx, []driver.InsertParams{{Queue: "default", Type: "t", Payload: []byte(`{}`), MaxAttempts: 3,
+		RunAt: now, Timeout: time.Minute, PayloadDigest: "d", Now: now}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 1, Owner: "w", Now: now, LeaseExpiresAt: now.Add(time.Minute)})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v, %d rows", err, len(rows))
+	}
+	tx, err := d.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM keel_tasks WHERE id = ? FOR UPDATE`, rows[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		released <- tx.Commit()
+	}()
+	held, err := d.Heartbeat(ctx, driver.HeartbeatParams{Owner: "w", IDs: []int64{rows[0].ID}, Now: now, LeaseExpiresAt: now.Add(2 * time.Minute)})
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || len(held) != 1 {
+		t.Fatalf("heartbeat: %v, held %v", err, held)
+	}
+	if d.LockRetries() < 1 {
+		t.Fatalf("LockRetries = %d, want at least 1", d.LockRetries())
+	}
+	if got, err := d.Get(ctx, rows[0].ID); err != nil || !got.LeaseExpiresAt.Equal(now.Add(2*time.Minute)) {
+		t.Fatalf("lease after heartbeat: %v, %v", got.LeaseExpiresAt, err)
+	}
+}
+
+// TestDatabaseClock: without CallerClock, run times and leases come from
+// the database clock even when the worker's clock is a day off.
+func TestDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := open(t, mysql.Options{})
+	skewed := func() time.Time { return time.Now().Add(-24 * time.Hour) }
+	var dbNow time.Time
+	if err := d.DB().QueryRowContext(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}, Now: skewed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Enqueue(ctx, "t", nil, keel.Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := info.CreatedAt.Sub(dbNow); diff < -time.Minute || diff > time.Minute {
+		t.Fatalf("created_at %v is %v from the database clock %v", info.CreatedAt, diff, dbNow)
+	}
+	if diff := info.RunAt.Sub(info.CreatedAt); diff != time.Hour {
+		t.Fatalf("run_at - created_at = %v, want the 1h delay", diff)
+	}
+	claim := func() []driver.TaskRow {
+		t.Helper()
+		rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 10, Owner: "w", Now: skewed(),
+			LeaseExpiresAt: skewed().Add(30 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	// Due is judged by the database: the delayed task is an hour away.
+	if rows := claim(); len(rows) != 0 {
+		t.Fatalf("claimed %d tasks an hour early", len(rows))
+	}
+	now := time.Now()
+	if _, err := c.Enqueue(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	rows := claim()
+	if len(rows) != 1 {
+		t.Fatalf("claimed %d due tasks, want 1", len(rows))
+	}
+	if lease := rows[0].LeaseExpiresAt.Sub(now); lease < 20*time.Second || lease > 2*time.Minute {
+		t.Fatalf("lease expires %v from now, want about 30s by the database clock", lease)
+	}
+}
+
+// TestDSNForms: a mysql:// URL is accepted, and a DSN must name a database.
+func TestDSNForms(t *testing.T) {
+	cfg, err := mysql.ParseDSN("mysql://root:pw@db.example:3307/keel?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.User != "root" || cfg.Passwd != "pw" || cfg.Addr != "db.example:3307" || cfg.DBName != "keel" ||
+		cfg.Timeout != 5*time.Second || !cfg.ParseTime || cfg.Loc != time.UTC || !cfg.ClientFoundRows {
+		t.Fatalf("parsed %+v", cfg)
+	}
+	if _, err := mysql.ParseDSN("root@tcp(127.0.0.1:3306)/"); err == nil {
+		t.Fatal("a DSN without a database was accepted")
+	}
+}

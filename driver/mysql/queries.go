@@ -1,0 +1,166 @@
+package mysql
+
+import (
+	"strings"
+)
+
+// All of the driver's SQL lives in this file (the node registry's in
+// nodes.go). {now} stands for the statement's one "now": the caller's clock
+// when Options.CallerClock is set, else the database's UTC_TIMESTAMP(6),
+// which MySQL evaluates once per statement. Other instants are passed as
+// microsecond offsets from it. Lists of ids ({ids}, {pairs}) are expanded to
+// placeholders by count, never from user input.
+
+// nowExpr replaces {now}: its argument is the caller's time or NULL.
+const nowExpr = `CAST(COALESCE(?, UTC_TIMESTAMP(6)) AS DATETIME(6))`
+
+// stmt is a query whose {now} markers became placeholders; nowAt marks,
+// for each placeholder in order, whether it takes the now argument.
+type stmt struct {
+	text  string
+	nowAt []bool
+}
+
+// prepare turns a template into a stmt.
+func prepare(tmpl string) stmt {
+	var s stmt
+	parts := strings.Split(tmpl, "{now}")
+	for i, p := range parts {
+		for range strings.Count(p, "?") {
+			s.nowAt = append(s.nowAt, false)
+		}
+		if i < len(parts)-1 {
+			s.nowAt = append(s.nowAt, true)
+		}
+	}
+	s.text = strings.Join(parts, nowExpr)
+	return s
+}
+
+// args puts now in every {now} slot and args, in order, in the others.
+func (s stmt) args(now any, args ...any) []any {
+	out := make([]any, 0, len(s.nowAt))
+	for _, isNow := range s.nowAt {
+		if isNow {
+			out = append(out, now)
+		} else {
+			out = append(out, args[0])
+			args = args[1:]
+		}
+	}
+	return out
+}
+
+// with expands a list marker into n comma-separated groups of group.
+func (s stmt) with(marker, group string, n int, groupArgs int) stmt {
+	i := strings.Index(s.text, marker)
+	// Placeholders before the marker keep their places.
+	before := strings.Count(s.text[:i], "?")
+	list := strings.Repeat(group+", ", n)
+	list = list[:len(list)-2]
+	nowAt := append([]bool{}, s.nowAt[:before]...)
+	for range n * groupArgs {
+		nowAt = append(nowAt, false)
+	}
+	nowAt = append(nowAt, s.nowAt[before:]...)
+	return stmt{text: s.text[:i] + list + s.text[i+len(marker):], nowAt: nowAt}
+}
+
+const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
+	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
+	finished_at, updated_at, errors, result, meta`
+
+// insertRow is one row of a (multi-row) insert.
+var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?, {now}, {now}, '[]', ?)`)
+
+var (
+	sqlInsert = prepare(`INSERT INTO keel_tasks (queue, type, priority, payload, state, max_attempts, run_at,
+	timeout_ms, idem_key, payload_digest, created_at, updated_at, errors, meta) VALUES {rows}`)
+
+	// The holder of a key is read with a locking read: it sees the latest
+	// committed row whatever the transaction's snapshot.
+	sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ? LOCK IN SHARE MODE`
+
+	sqlClaimPick = prepare(`SELECT id FROM keel_tasks
+WHERE state = 'pending' AND queue = ? AND run_at <= {now}
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`)
+
+	sqlClaimMark = prepare(`UPDATE keel_tasks
+SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?,
+	lease_expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), attempted_at = {now},
+	started_at = COALESCE(started_at, {now}), updated_at = {now}
+WHERE id IN ({ids}) AND state = 'pending'`)
+
+	sqlClaimLoad = prepare(`SELECT id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms,
+	created_at, lease_expires_at, attempted_at
+FROM keel_tasks WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
+
+	sqlSucceedPick = prepare(`SELECT id FROM keel_tasks
+WHERE id IN ({ids}) AND (id, fence) IN ({pairs}) AND state = 'running' AND lease_owner = ?
+FOR UPDATE`)
+
+	sqlSucceedMark = prepare(`UPDATE keel_tasks
+SET state = 'succeeded', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
+WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
+
+	// MySQL assigns left to right, each assignment seeing the ones before
+	// (MariaDB's SIMULTANEOUS_ASSIGNMENT mode does not): no assignment below
+	// reads a column assigned before it, so both orders give one result.
+	sqlTransition = prepare(`UPDATE keel_tasks
+SET state = ?,
+	run_at = COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), run_at),
+	result = COALESCE(?, result),
+	attempt = attempt - ?,
+	errors = CASE WHEN ? IS NULL THEN errors ELSE JSON_ARRAY_APPEND(
+		CASE WHEN JSON_LENGTH(errors) >= 20 THEN JSON_REMOVE(errors, '$[0]') ELSE errors END,
+		'$', JSON_EXTRACT(?, '$')) END,
+	finished_at = CASE WHEN ? IN ('succeeded', 'dead') THEN {now} ELSE NULL END,
+	lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
+WHERE id = ? AND fence = ? AND state = 'running' AND lease_owner = ?`)
+
+	sqlHeartbeatPick = prepare(`SELECT id FROM keel_tasks
+WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?
+FOR UPDATE`)
+
+	sqlHeartbeatMark = prepare(`UPDATE keel_tasks
+SET lease_expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), updated_at = {now}
+WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
+
+	sqlExpired = prepare(`SELECT id, type, attempt, max_attempts, fence, lease_owner, attempted_at, run_at, {now}
+FROM keel_tasks
+WHERE state = 'running' AND lease_expires_at < {now}
+ORDER BY lease_expires_at
+LIMIT ?
+FOR UPDATE SKIP LOCKED`)
+
+	sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
+
+	sqlGetIDs = prepare(`SELECT ` + taskColumns + ` FROM keel_tasks WHERE id IN ({ids})`)
+
+	sqlCancel = prepare(`UPDATE keel_tasks
+SET state = 'cancelled', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
+WHERE id = ? AND state IN ('pending', 'running')`)
+
+	sqlRetry = prepare(`UPDATE keel_tasks
+SET state = 'pending', attempt = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
+WHERE id = ? AND state IN ('dead', 'cancelled')`)
+
+	sqlCounts = `SELECT queue, state, COUNT(*) FROM keel_tasks GROUP BY queue, state ORDER BY queue, state`
+
+	// The row changes hands when it is ours or expired. expires_at's
+	// condition holds after owner's assignment (the new owner is ours) and
+	// before it (SIMULTANEOUS_ASSIGNMENT: ours or expired) alike.
+	sqlLead = prepare(`INSERT INTO keel_leaders (name, owner, expires_at)
+VALUES (?, ?, TIMESTAMPADD(MICROSECOND, ?, {now}))
+ON DUPLICATE KEY UPDATE
+	owner = IF(owner = VALUES(owner) OR expires_at < {now}, VALUES(owner), owner),
+	expires_at = IF(owner = VALUES(owner) OR expires_at < {now}, VALUES(expires_at), expires_at)`)
+
+	sqlLeader = `SELECT owner FROM keel_leaders WHERE name = ? FOR UPDATE`
+
+	sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
+
+	sqlList = `SELECT ` + taskColumns + ` FROM keel_tasks`
+)

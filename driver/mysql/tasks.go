@@ -1,0 +1,610 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// maxInsertRows is the most tasks one multi-row INSERT carries (14
+// placeholders each, well under MySQL's 65,535).
+const maxInsertRows = 500
+
+// Insert implements driver.Driver: all tasks in one transaction.
+func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if out, err = d.insert(ctx, tx, params); err != nil {
+			return err
+		}
+		// A context that ended before the commit writes nothing.
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InsertTx implements driver.Driver. The inserts run under a savepoint so
+// a failure leaves nothing of the batch in the caller's transaction. A
+// deadlock there rolls back the caller's whole transaction, so it is
+// returned, not retried.
+func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	tx, err := callerTx(dtx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT keel_insert`); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	out, err := d.insert(ctx, tx, params)
+	if err != nil {
+		undo := context.WithoutCancel(ctx)
+		if _, rbErr := tx.ExecContext(undo, `ROLLBACK TO SAVEPOINT keel_insert`); rbErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("insert tasks: undo: %w", rbErr))
+		}
+		tx.ExecContext(undo, `RELEASE SAVEPOINT keel_insert`) //nolint:errcheck // the savepoint is empty now
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT keel_insert`); err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	return out, nil
+}
+
+// insert inserts params in the transaction q: tasks without idempotency
+// keys with multi-row INSERTs (they cannot conflict), the others one
+// INSERT each. Results keep the order of params.
+func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out := make([]driver.InsertResult, len(params))
+	var plain []int
+	for i, p := range params {
+		if p.IdemKey == "" {
+			plain = append(plain, i)
+		}
+	}
+	for len(plain) > 0 {
+		n := min(len(plain), maxInsertRows)
+		rows, err := d.insertMany(ctx, q, params, plain[:n])
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range plain[:n] {
+			out[i] = driver.InsertResult{Task: rows[j]}
+		}
+		plain = plain[n:]
+	}
+	for i, p := range params {
+		if p.IdemKey == "" {
+			continue
+		}
+		res, err := d.insertKeyed(ctx, q, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+// insertMany writes the tasks params[which] with one INSERT and reads them
+// back. A multi-row INSERT of known size takes consecutive auto-increment
+// values (every innodb_autoinc_lock_mode), auto_increment_increment apart
+// (read at Open); the read-back checks that every row is the one inserted.
+func (d *Driver) insertMany(ctx context.Context, q querier, params []driver.InsertParams, which []int) ([]*driver.TaskRow, error) {
+	var text strings.Builder
+	text.WriteString(sqlInsert.text[:strings.Index(sqlInsert.text, "{rows}")])
+	args := make([]any, 0, len(which)*len(insertRow.nowAt))
+	for j, i := range which {
+		p := params[i]
+		if j > 0 {
+			text.WriteString(", ")
+		}
+		text.WriteString(insertRow.text)
+		args = append(args, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
+			p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), nil, p.PayloadDigest, nullBytes(p.Meta))...)
+	}
+	res, err := q.ExecContext(ctx, text.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	first, err := res.LastInsertId()
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: %w", err)
+	}
+	ids := make([]int64, len(which))
+	for j := range ids {
+		ids[j] = first + int64(j)*d.idStep
+	}
+	rows, err := d.getMany(ctx, q, ids)
+	if err != nil {
+		return nil, fmt.Errorf("insert tasks: read back: %w", err)
+	}
+	byID := make(map[int64]*driver.TaskRow, len(rows))
+	for i := range rows {
+		byID[rows[i].ID] = &rows[i]
+	}
+	out := make([]*driver.TaskRow, len(which))
+	for j, i := range which {
+		r := byID[ids[j]]
+		if r == nil || r.PayloadDigest != params[i].PayloadDigest {
+			return nil, fmt.Errorf("insert tasks: row %d is not the task inserted there", ids[j])
+		}
+		out[j] = r
+	}
+	return out, nil
+}
+
+// insertKeyed inserts one task with an idempotency key. The unique index on
+// the held key decides: a duplicate-key error means the key is held, and the
+// holder is loaded instead.
+func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertParams) (driver.InsertResult, error) {
+	text := sqlInsert.text[:strings.Index(sqlInsert.text, "{rows}")] + insertRow.text
+	res, err := q.ExecContext(ctx, text, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
+		p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), p.IdemKey, p.PayloadDigest, nullBytes(p.Meta))...)
+	if err == nil {
+		id, err := res.LastInsertId()
+		if err != nil {
+			return driver.InsertResult{}, fmt.Errorf("insert task: %w", err)
+		}
+		row, err := d.getWith(ctx, q, id)
+		if err != nil {
+			return driver.InsertResult{}, fmt.Errorf("insert task: read back: %w", err)
+		}
+		return driver.InsertResult{Task: row}, nil
+	}
+	if !isDuplicate(err) {
+		return driver.InsertResult{}, fmt.Errorf("insert task: %w", err)
+	}
+	rows, err := q.QueryContext(ctx, sqlByKey, p.IdemKey)
+	if err != nil {
+		return driver.InsertResult{}, fmt.Errorf("load task holding idempotency key: %w", err)
+	}
+	held, err := scanTasks(rows, nil)
+	if err != nil {
+		return driver.InsertResult{}, fmt.Errorf("load task holding idempotency key: %w", err)
+	}
+	if len(held) == 0 {
+		// The holder finished and released the key in between; the caller
+		// may retry.
+		return driver.InsertResult{}, errors.New("insert task: idempotency key holder vanished, try again")
+	}
+	row := &held[0]
+	if row.PayloadDigest != p.PayloadDigest {
+		return driver.InsertResult{}, fmt.Errorf("insert task: key held by task %d: %w", row.ID, driver.ErrIdempotencyConflict)
+	}
+	return driver.InsertResult{Task: row, Duplicate: true}, nil
+}
+
+// idArgs returns ids as arguments, sorted so that every statement locks
+// rows in the same order.
+func idArgs(ids []int64) []any {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	out := make([]any, len(sorted))
+	for i, id := range sorted {
+		out[i] = id
+	}
+	return out
+}
+
+// Claim implements driver.Driver: in one short transaction, lock up to
+// Limit ready rows (FOR UPDATE SKIP LOCKED), mark them running and read
+// them back.
+func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	now := d.now(p.Now)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, sqlClaimPick.text, sqlClaimPick.args(now, p.Queue, p.Limit)...)
+		if err != nil {
+			return err
+		}
+		ids, err := scanIDs(rows)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		mark := sqlClaimMark.with("{ids}", "?", len(ids), 1)
+		args := append([]any{p.Owner, offset(p.LeaseExpiresAt, p.Now)}, idArgs(ids)...)
+		if _, err := tx.ExecContext(ctx, mark.text, mark.args(now, args...)...); err != nil {
+			return err
+		}
+		load := sqlClaimLoad.with("{ids}", "?", len(ids), 1)
+		rows, err = tx.QueryContext(ctx, load.text, load.args(nil, append(idArgs(ids), p.Owner)...)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
+			var timeoutMS int64
+			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
+				&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt); err != nil {
+				return err
+			}
+			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+			r.RunAt, r.CreatedAt = r.RunAt.UTC(), r.CreatedAt.UTC()
+			r.LeaseExpiresAt, r.AttemptedAt = r.LeaseExpiresAt.UTC(), r.AttemptedAt.UTC()
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks: %w", err)
+	}
+	driver.SortClaimed(out)
+	return out, nil
+}
+
+// Finish implements driver.Driver: in one transaction, successes without a
+// result with one fenced UPDATE (after locking the rows that still qualify,
+// to learn which applied), other transitions one statement each.
+func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
+	var ok []int64
+	var ids []int64
+	var pairs []any
+	var others []driver.Transition
+	for _, t := range p.Transitions {
+		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+			ids, pairs = append(ids, t.ID), append(pairs, t.ID, t.Fence)
+		} else {
+			others = append(others, t)
+		}
+	}
+	now := d.now(p.Now)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		ok = ok[:0]
+		if len(ids) > 0 {
+			pick := sqlSucceedPick.with("{ids}", "?", len(ids), 1).with("{pairs}", "(?, ?)", len(ids), 2)
+			args := append(idArgs(ids), pairs...)
+			rows, err := tx.QueryContext(ctx, pick.text, pick.args(nil, append(args, p.Owner)...)...)
+			if err != nil {
+				return err
+			}
+			held, err := scanIDs(rows)
+			if err != nil {
+				return err
+			}
+			if len(held) > 0 {
+				mark := sqlSucceedMark.with("{ids}", "?", len(held), 1)
+				if _, err := tx.ExecContext(ctx, mark.text, mark.args(now, append(idArgs(held), p.Owner)...)...); err != nil {
+					return err
+				}
+				ok = append(ok, held...)
+			}
+		}
+		for _, t := range others {
+			applied, err := d.transition(ctx, tx, p.Owner, now, p.Now, t)
+			if err != nil {
+				return err
+			}
+			if applied {
+				ok = append(ok, t.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish tasks: %w", err)
+	}
+	return ok, nil
+}
+
+// FinishTx implements driver.Driver.
+func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+	tx, err := callerTx(dtx)
+	if err != nil {
+		return false, err
+	}
+	return d.transition(ctx, tx, owner, d.now(now), now, t)
+}
+
+// transition applies t with one fenced UPDATE. nowArg is the statement's
+// now argument (nil: the database clock); offsets are taken from now.
+func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg any, now time.Time, t driver.Transition) (bool, error) {
+	var errJSON any
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+		}
+		errJSON = string(b)
+	}
+	var runAt any
+	if !t.RunAt.IsZero() {
+		runAt = offset(t.RunAt, now)
+	}
+	refund := 0
+	if t.Refund {
+		refund = 1
+	}
+	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(nowArg, string(t.State), runAt,
+		nullBytes(t.Result), refund, errJSON, errJSON, string(t.State), t.ID, t.Fence, owner)...)
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Heartbeat implements driver.Driver: lock the leases Owner still holds,
+// then extend them, in one transaction.
+func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	if len(p.IDs) == 0 {
+		return nil, nil
+	}
+	var held []int64
+	now := d.now(p.Now)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		pick := sqlHeartbeatPick.with("{ids}", "?", len(p.IDs), 1)
+		rows, err := tx.QueryContext(ctx, pick.text, pick.args(nil, append(idArgs(p.IDs), p.Owner)...)...)
+		if err != nil {
+			return err
+		}
+		if held, err = scanIDs(rows); err != nil || len(held) == 0 {
+			return err
+		}
+		mark := sqlHeartbeatMark.with("{ids}", "?", len(held), 1)
+		args := append([]any{offset(p.LeaseExpiresAt, p.Now)}, idArgs(held)...)
+		_, err = tx.ExecContext(ctx, mark.text, mark.args(now, append(args, p.Owner)...)...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	return held, nil
+}
+
+// Rescue implements driver.Driver.
+func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		type expired struct {
+			id                   int64
+			typ, owner           string
+			attempt, maxAttempts int
+			fence                int64
+			attemptedAt          sql.NullTime
+			runAt, dbNow         time.Time
+		}
+		var list []expired
+		rows, err := tx.QueryContext(ctx, sqlExpired.text, sqlExpired.args(d.now(p.Now), p.Limit)...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var e expired
+			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt, &e.dbNow); err != nil {
+				rows.Close()
+				return err
+			}
+			list = append(list, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, e := range list {
+			// The transition runs at the instant the expiry was judged.
+			dbNow := e.dbNow.UTC()
+			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
+				RunAt: e.runAt.UTC().Add(p.Backoff(e.typ, e.attempt)),
+				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: dbNow,
+					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
+			if e.attemptedAt.Valid {
+				t.Error.Start = e.attemptedAt.Time.UTC()
+			}
+			if e.attempt >= e.maxAttempts {
+				t.State, t.RunAt = driver.StateDead, time.Time{}
+			}
+			applied, err := d.transition(ctx, tx, e.owner, dbNow, dbNow, t)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				continue
+			}
+			row, err := d.getWith(ctx, tx, e.id)
+			if err != nil {
+				return err
+			}
+			out = append(out, *row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rescue: %w", err)
+	}
+	return out, nil
+}
+
+// Get implements driver.Driver.
+func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
+	return d.getWith(ctx, d.db, id)
+}
+
+func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
+	rows, err := q.QueryContext(ctx, sqlGet, id)
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	got, err := scanTasks(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	if len(got) == 0 {
+		return nil, driver.ErrNotFound
+	}
+	return &got[0], nil
+}
+
+// getMany loads the tasks with the given ids, in no particular order.
+func (d *Driver) getMany(ctx context.Context, q querier, ids []int64) ([]driver.TaskRow, error) {
+	s := sqlGetIDs.with("{ids}", "?", len(ids), 1)
+	rows, err := q.QueryContext(ctx, s.text, s.args(nil, idArgs(ids)...)...)
+	if err != nil {
+		return nil, err
+	}
+	return scanTasks(rows, make([]driver.TaskRow, 0, len(ids)))
+}
+
+// update runs one conditional single-row UPDATE and, when it matched, reads
+// the row back in the same transaction. It returns nil when nothing matched.
+func (d *Driver) update(ctx context.Context, s stmt, now time.Time, id int64) (*driver.TaskRow, error) {
+	var row *driver.TaskRow
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		row = nil
+		res, err := tx.ExecContext(ctx, s.text, s.args(d.now(now), id)...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		row, err = d.getWith(ctx, tx, id)
+		return err
+	})
+	return row, err
+}
+
+// Cancel implements driver.Driver.
+func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	row, err := d.update(ctx, sqlCancel, now, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel task %d: %w", id, err)
+	}
+	if row == nil {
+		return nil, d.missingOrWrongState(ctx, id)
+	}
+	return row, nil
+}
+
+// Retry implements driver.Driver.
+func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	row, err := d.update(ctx, sqlRetry, now, id)
+	if isDuplicate(err) {
+		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retry task %d: %w", id, err)
+	}
+	if row == nil {
+		return nil, d.missingOrWrongState(ctx, id)
+	}
+	return row, nil
+}
+
+func (d *Driver) missingOrWrongState(ctx context.Context, id int64) error {
+	if _, err := d.Get(ctx, id); err != nil {
+		return err
+	}
+	return fmt.Errorf("task %d: %w", id, driver.ErrWrongState)
+}
+
+// List implements driver.Driver.
+func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where, args = append(where, cond), append(args, v)
+	}
+	if p.State != "" {
+		add("state = ?", string(p.State))
+	}
+	if p.Type != "" {
+		add("type = ?", p.Type)
+	}
+	if p.Queue != "" {
+		add("queue = ?", p.Queue)
+	}
+	if p.BeforeID > 0 {
+		add("id < ?", p.BeforeID)
+	}
+	q := sqlList
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	rows, err := d.db.QueryContext(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	out, err := scanTasks(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Counts implements driver.Driver.
+func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
+	rows, err := d.db.QueryContext(ctx, sqlCounts)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.QueueCount
+	for rows.Next() {
+		var c driver.QueueCount
+		var state string
+		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return nil, fmt.Errorf("count tasks: %w", err)
+		}
+		c.State = driver.State(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Lead implements driver.Driver: take or renew the lease row with one
+// conditional upsert, then read who holds it, in one transaction.
+func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
+	leading := false
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, sqlLead.text, sqlLead.args(d.now(p.Now), p.Name, p.Owner, p.TTL.Microseconds())...); err != nil {
+			return err
+		}
+		var owner string
+		if err := tx.QueryRowContext(ctx, sqlLeader, p.Name).Scan(&owner); err != nil {
+			return err
+		}
+		leading = owner == p.Owner
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("elect leader: %w", err)
+	}
+	return leading, nil
+}
+
+// Resign implements driver.Driver.
+func (d *Driver) Resign(ctx context.Context, name, owner string) error {
+	err := d.retry(ctx, func() error {
+		_, err := d.db.ExecContext(ctx, sqlResign, name, owner)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resign leadership: %w", err)
+	}
+	return nil
+}
