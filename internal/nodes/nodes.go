@@ -49,7 +49,13 @@ func (r *Registrar) Start(ctx context.Context) {
 func (r *Registrar) RunOnce(ctx context.Context) {
 	p := r.cfg.Node
 	p.Now = r.cfg.Now()
-	if err := r.cfg.Driver.RegisterNode(ctx, p); err != nil && ctx.Err() == nil {
+	// The refresh is not abandoned when Stop cancels ctx: a statement cut
+	// off client-side can still commit on the server after Stop's
+	// RemoveNode, putting the stopped node back. It is bounded instead.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	err := r.cfg.Driver.RegisterNode(rctx, p)
+	cancel()
+	if err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Warn("keel: node registry refresh failed", "node", p.Name, "error", err)
 	}
 	if !r.cfg.Leading() {
