@@ -55,8 +55,8 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.rate, "rate", 0, "with --duration: insert this many tasks a second and report pickup latency")
 	f.IntVar(&o.workers, "workers", 200, "concurrent handlers (the queue's MaxWorkers)")
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
-	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN (postgres://...) to bench instead of SQLite")
-	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the schema to use; it is DROPPED and created anew")
+	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL (postgres://...) or MySQL/MariaDB (mysql://...) DSN to bench instead of SQLite")
+	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the PostgreSQL schema or MySQL database to use; it is DROPPED and created anew")
 	f.IntVar(&o.producers, "producers", 4, "with --duration (no --rate): goroutines inserting at once")
 	f.IntVar(&o.prefill, "prefill", 0, "work this many tasks down first (not measured), so the run starts on a table of succeeded rows")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
@@ -130,11 +130,11 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	var drv driver.Driver
 	var where string
 	if o.dsn != "" {
-		pg, err := openFreshPostgres(ctx, o.dsn, o.schema)
+		fresh, err := openFresh(ctx, o.dsn, o.schema)
 		if err != nil {
 			return err
 		}
-		drv, where = pg, fmt.Sprintf("PostgreSQL schema %s (dropped and created anew)", o.schema)
+		drv, where = fresh, fmt.Sprintf("%s, schema/database %s (dropped and created anew)", serverName(o.dsn), o.schema)
 	} else {
 		lite, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: sqlite.Synchronous(o.sync)})
 		if err != nil {

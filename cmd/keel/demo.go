@@ -73,8 +73,8 @@ non-zero if a check fails or tasks are still unfinished at --deadline.`,
 	f := cmd.Flags()
 	f.IntVarP(&o.n, "n", "n", 300, "number of distinct tasks to enqueue (1-100000)")
 	f.StringVar(&o.db, "db", "", "SQLite file to use; it must hold no tasks yet and is kept (default: a new temporary file, removed afterwards)")
-	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL DSN (postgres://...) to run the demo on instead of SQLite")
-	f.StringVar(&o.schema, "schema", "keel_demo", "with --dsn: the schema to use; it is DROPPED and created anew")
+	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL (postgres://...) or MySQL/MariaDB (mysql://...) DSN to run the demo on instead of SQLite")
+	f.StringVar(&o.schema, "schema", "keel_demo", "with --dsn: the PostgreSQL schema or MySQL database to use; it is DROPPED and created anew")
 	f.BoolVar(&o.keep, "keep", false, "keep the temporary database and print its path")
 	f.IntVar(&o.workers, "workers", 20, "handlers running at once (1-1000)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed for the simulated failures (default: random, printed so a plan can be replayed)")
@@ -144,10 +144,10 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) (*demoRe
 	defer cleanup()
 	var drv driver.Driver
 	if o.dsn != "" {
-		if drv, err = openFreshPostgres(ctx, o.dsn, o.schema); err != nil {
+		if drv, err = openFresh(ctx, o.dsn, o.schema); err != nil {
 			return nil, err
 		}
-		path = "PostgreSQL schema " + o.schema
+		path = serverName(o.dsn) + " " + o.schema
 	} else if drv, err = sqlite.Open(ctx, path, sqlite.Options{}); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
 )
@@ -33,7 +34,7 @@ processes at once.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runMigrate(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
-	cmd.Flags().StringVar(&o.dsn, "dsn", "", "database: a postgres:// URL or a SQLite file path (env KEEL_DSN)")
+	cmd.Flags().StringVar(&o.dsn, "dsn", "", "database: a postgres:// or mysql:// URL, or a SQLite file path (env KEEL_DSN)")
 	cmd.Flags().StringVar(&o.schema, "schema", "keel", "PostgreSQL schema for keel's tables")
 	return cmd
 }
@@ -55,7 +56,21 @@ func runMigrate(ctx context.Context, out io.Writer, o migrateOptions) error {
 		at      time.Time
 	}
 	var rows []row
-	if isPostgresDSN(o.dsn) {
+	if isMySQLDSN(o.dsn) {
+		d, err := mysql.Open(ctx, o.dsn, mysql.Options{})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		ms, err := d.Migrations(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			rows = append(rows, row{m.Version, m.Name, m.AppliedAt})
+		}
+		fmt.Fprintln(out, "MySQL/MariaDB")
+	} else if isPostgresDSN(o.dsn) {
 		d, err := postgres.Open(ctx, o.dsn, postgres.Options{Schema: o.schema})
 		if err != nil {
 			return err
