@@ -30,6 +30,7 @@ type benchOptions struct {
 	dsn       string
 	prefill   int
 	producers int
+	separate  bool
 	schema    string
 	sync      string
 	batch     int
@@ -57,6 +58,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
 	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL (postgres://...) or MySQL/MariaDB (mysql://...) DSN to bench instead of SQLite")
 	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the PostgreSQL schema or MySQL database to use; it is DROPPED and created anew")
+	f.BoolVar(&o.separate, "separate-producer", false, "with --rate: enqueue through a second, enqueue-only client, as another process would")
 	f.IntVar(&o.producers, "producers", 4, "with --duration (no --rate): goroutines inserting at once")
 	f.IntVar(&o.prefill, "prefill", 0, "work this many tasks down first (not measured), so the run starts on a table of succeeded rows")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
@@ -337,6 +339,16 @@ func (b *benchRun) latency(ctx context.Context, out io.Writer, o benchOptions) e
 	if err := b.client.Start(ctx); err != nil {
 		return err
 	}
+	producer := b.client
+	if o.separate {
+		// An enqueue-only client: its enqueues cannot wake the workers
+		// directly, as if another process made them; the workers learn of
+		// them from the driver's notifications or their poll.
+		var err error
+		if producer, err = keel.NewClient(keel.Config{Driver: b.drv, Types: []string{"bench.noop"}}); err != nil {
+			return err
+		}
+	}
 	interval := time.Second / time.Duration(o.rate)
 	total := int(o.duration / interval)
 	next := time.Now()
@@ -345,7 +357,7 @@ func (b *benchRun) latency(ctx context.Context, out io.Writer, o benchOptions) e
 			time.Sleep(d)
 		}
 		next = next.Add(interval)
-		if _, err := b.client.Enqueue(ctx, "bench.noop", struct{}{}); err != nil {
+		if _, err := producer.Enqueue(ctx, "bench.noop", struct{}{}); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -89,5 +90,28 @@ func TestBenchOnPostgres(t *testing.T) {
 	}
 	if !strings.Contains(out, "worked 2000 tasks") || !strings.Contains(out, "succeeded in database: 2000") {
 		t.Fatalf("unexpected bench output:\n%s", out)
+	}
+}
+
+// TestBenchSeparateProducerOnPostgres: with an enqueue-only producer the
+// workers hear of tasks by LISTEN/NOTIFY, well before their 1s poll.
+func TestBenchSeparateProducerOnPostgres(t *testing.T) {
+	t.Parallel()
+	schema := testSchema(t)
+	out, err := runKeel(t, "bench", "--duration", "2s", "--rate", "20", "--separate-producer", "--dsn", testPostgresDSN(), "--schema", schema)
+	if err != nil {
+		t.Fatalf("keel bench --separate-producer: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "worked 40;") || !strings.Contains(out, "pickup latency p50") {
+		t.Fatalf("unexpected bench output:\n%s", out)
+	}
+	_, p50, _ := strings.Cut(out, "pickup latency p50 ")
+	p50, _, _ = strings.Cut(p50, " ")
+	d, err := time.ParseDuration(p50)
+	if err != nil {
+		t.Fatalf("parse p50 %q: %v", p50, err)
+	}
+	if d > 500*time.Millisecond {
+		t.Fatalf("median pickup %v: the workers waited for their poll instead of the notification\n%s", d, out)
 	}
 }
