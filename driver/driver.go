@@ -315,6 +315,21 @@ type Driver interface {
 	Close() error
 }
 
+// Migration is one schema version of a driver and whether the call that
+// reported it applied it.
+type Migration struct {
+	Version   int
+	Name      string
+	Applied   bool      // applied by this call
+	AppliedAt time.Time // when it was applied
+}
+
+// Migrator is implemented by drivers that apply their migrations on demand
+// and report every schema version (keel migrate).
+type Migrator interface {
+	Migrations(ctx context.Context) ([]Migration, error)
+}
+
 // DBer is implemented by drivers built on database/sql; DB returns the
 // handle a caller should begin transactions on for EnqueueTx and CompleteTx.
 type DBer interface {

@@ -10,9 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keelq/keel/driver/mysql"
-	"github.com/keelq/keel/driver/postgres"
-	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/driver"
 )
 
 type migrateOptions struct {
@@ -44,69 +42,34 @@ func runMigrate(ctx context.Context, out io.Writer, o migrateOptions) error {
 		o.dsn = os.Getenv("KEEL_DSN")
 	}
 	if o.dsn == "" {
-		return errors.New("--dsn is required (a postgres:// URL or a SQLite file path)")
+		return errors.New("--dsn is required (a postgres:// or mysql:// URL, or a SQLite file path)")
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	start := time.Now()
-	type row struct {
-		version int
-		name    string
-		at      time.Time
+	drv, where, err := openStore(ctx, o.dsn, o.schema)
+	if err != nil {
+		return err
 	}
-	var rows []row
-	if isMySQLDSN(o.dsn) {
-		d, err := mysql.Open(ctx, o.dsn, mysql.Options{})
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		ms, err := d.Migrations(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			rows = append(rows, row{m.Version, m.Name, m.AppliedAt})
-		}
-		fmt.Fprintln(out, "MySQL/MariaDB")
-	} else if isPostgresDSN(o.dsn) {
-		d, err := postgres.Open(ctx, o.dsn, postgres.Options{Schema: o.schema})
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		ms, err := d.Migrations(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			rows = append(rows, row{m.Version, m.Name, m.AppliedAt})
-		}
-		fmt.Fprintf(out, "PostgreSQL schema %s\n", d.Schema())
-	} else {
-		d, err := sqlite.Open(ctx, o.dsn, sqlite.Options{})
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		ms, err := d.Migrations(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			rows = append(rows, row{m.Version, m.Name, m.AppliedAt})
-		}
-		fmt.Fprintf(out, "SQLite %s\n", d.Path())
+	defer drv.Close()
+	m, ok := drv.(driver.Migrator)
+	if !ok {
+		return fmt.Errorf("%s: this driver does not report migrations", where)
 	}
+	rows, err := m.Migrations(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, where)
 	// Open applies what is missing, so a version this run applied shows an
 	// applied time after the run started.
 	for _, r := range rows {
 		note := ""
-		if !r.at.Before(start) {
+		if !r.AppliedAt.Before(start) {
 			note = "  (applied now)"
 		}
-		fmt.Fprintf(out, "  %03d  %-28s  applied %s%s\n", r.version, r.name, r.at.Format(time.RFC3339), note)
+		fmt.Fprintf(out, "  %03d  %-28s  applied %s%s\n", r.Version, r.Name, r.AppliedAt.Format(time.RFC3339), note)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/driver/sqlite"
 )
 
 // isPostgresDSN reports whether dsn names a PostgreSQL database.
@@ -21,6 +22,24 @@ func isPostgresDSN(dsn string) bool {
 
 // isMySQLDSN reports whether dsn names a MySQL or MariaDB database.
 func isMySQLDSN(dsn string) bool { return strings.HasPrefix(dsn, "mysql://") }
+
+// openStore opens the database dsn names, applying its migrations:
+// PostgreSQL (tables in schema) for postgres://, MySQL/MariaDB for
+// mysql://, else the SQLite file at dsn. where describes it for messages.
+func openStore(ctx context.Context, dsn, schema string) (drv driver.Driver, where string, err error) {
+	switch {
+	case isPostgresDSN(dsn):
+		drv, err = postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
+		where = "PostgreSQL schema " + schema
+	case isMySQLDSN(dsn):
+		drv, err = mysql.Open(ctx, dsn, mysql.Options{})
+		where = "MySQL/MariaDB"
+	default:
+		drv, err = sqlite.Open(ctx, dsn, sqlite.Options{})
+		where = "SQLite " + dsn
+	}
+	return drv, where, err
+}
 
 // openFresh opens a server database emptied for a benchmark or the demo:
 // on PostgreSQL the schema named space is dropped and created anew, on

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/migrate"
 )
 
@@ -16,12 +17,7 @@ import (
 var migrationFS embed.FS
 
 // Migration is one schema version and whether this call applied it.
-type Migration struct {
-	Version   int
-	Name      string
-	Applied   bool      // applied by this call
-	AppliedAt time.Time // when it was applied
-}
+type Migration = driver.Migration
 
 // Migrate applies every embedded migration not yet applied. Concurrent
 // migrators serialise on a named lock (GET_LOCK).

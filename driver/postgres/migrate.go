@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/migrate"
 )
 
@@ -15,12 +16,7 @@ import (
 var migrationFS embed.FS
 
 // Migration is one schema version and whether this call applied it.
-type Migration struct {
-	Version   int
-	Name      string
-	Applied   bool      // applied by this call
-	AppliedAt time.Time // when it was applied
-}
+type Migration = driver.Migration
 
 // Migrate applies every embedded migration not yet applied. Concurrent
 // migrators serialise on an advisory lock.

@@ -4,21 +4,16 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"time"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/migrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// Migration is one applied or pending schema version.
-type Migration struct {
-	Version   int
-	Name      string
-	Applied   bool      // applied by this call
-	AppliedAt time.Time // when it was applied
-}
+// Migration is one schema version and whether this call applied it.
+type Migration = driver.Migration
 
 // Migrate applies every embedded migration not yet applied, each in its own
 // transaction, and is safe to run from several processes at once.
