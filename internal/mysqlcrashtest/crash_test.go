@@ -42,28 +42,28 @@ func TestKilledWorkerNothingLost(t *testing.T) {
 		}
 		return false
 	})
-	before := len(e.runningOf(victim.node))
+	before := len(e.runningOf(victim.Name))
 	killedAt := e.kill(victim)
 	// The server may still be committing what the victim sent before it
 	// died; what is running after that was left behind.
 	time.Sleep(300 * time.Millisecond)
-	held := e.runningOf(victim.node)
+	held := e.runningOf(victim.Name)
 	done := e.counts()[driver.StateSucceeded]
 	t.Logf("killed %s (leader %q) running %d tasks just before, holding %d after; %d of %d succeeded",
-		victim.node, e.leader(), before, len(held), done, total)
+		victim.Name, e.leader(), before, len(held), done, total)
 	if done >= total-500 {
 		t.Fatalf("the kill landed too late: %d of %d tasks had succeeded", done, total)
 	}
 	if len(held) == 0 {
-		t.Fatalf("%s held no running task after the kill", victim.node)
+		t.Fatalf("%s held no running task after the kill", victim.Name)
 	}
-	e.startWorker(victim.node+"-restarted", 20*time.Millisecond)
+	e.startWorker(victim.Name+"-restarted", 20*time.Millisecond)
 
 	e.waitAllSucceeded(total, 60*time.Second)
 	finished := time.Since(killedAt)
 	e.checkExactlyOnce(total)
-	if n := len(e.runningOf(victim.node)); n != 0 {
-		t.Fatalf("%d tasks still running under the killed %s", n, victim.node)
+	if n := len(e.runningOf(victim.Name)); n != 0 {
+		t.Fatalf("%d tasks still running under the killed %s", n, victim.Name)
 	}
 
 	rescued := e.rescued()
@@ -79,8 +79,8 @@ func TestKilledWorkerNothingLost(t *testing.T) {
 			if ae.Outcome != driver.OutcomeLeaseExpired {
 				continue
 			}
-			if ae.Node != victim.node {
-				t.Errorf("task %d: lease expired under %s; only %s was killed", r.ID, ae.Node, victim.node)
+			if ae.Node != victim.Name {
+				t.Errorf("task %d: lease expired under %s; only %s was killed", r.ID, ae.Node, victim.Name)
 			}
 			rescue := ae.End.Sub(killedAt)
 			maxRescue = max(maxRescue, rescue)
@@ -103,8 +103,8 @@ func TestKilledWorkerNothingLost(t *testing.T) {
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			t.Fatal(err)
 		}
-		if node != victim.node {
-			t.Errorf("task %d was running under %s at the kill but was not rescued (effect by %q)", id, victim.node, node)
+		if node != victim.Name {
+			t.Errorf("task %d was running under %s at the kill but was not rescued (effect by %q)", id, victim.Name, node)
 		}
 	}
 	t.Logf("%d tasks rescued at most %v after the kill (bound %v); all %d succeeded %v after the kill",

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keelq/keel/internal/proctest"
 )
 
 // mariadbd is the server binary .ci/run starts MariaDB with.
@@ -143,8 +145,8 @@ func TestMariaDBRestart(t *testing.T) {
 	// The same processes did the work: none gave up when the server went.
 	for _, w := range workers {
 		select {
-		case <-w.exited:
-			t.Errorf("worker %s exited during the test:\n%s", w.node, tail(w.stderr.String(), 4096))
+		case <-w.Exited:
+			t.Errorf("worker %s exited during the test:\n%s", w.Name, proctest.Tail(w.Stderr.String(), 4096))
 		default:
 		}
 	}

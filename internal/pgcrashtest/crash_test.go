@@ -47,19 +47,19 @@ func TestKilledWorkerRescuedAndAppliedOnce(t *testing.T) {
 		}
 		return false
 	})
-	before := len(e.runningOf(victim.node))
+	before := len(e.runningOf(victim.Name))
 	killedAt := e.kill(victim)
 	// The server may still be committing what the victim sent before it
 	// died; what is running after that was left behind.
 	time.Sleep(300 * time.Millisecond)
-	held := e.runningOf(victim.node)
+	held := e.runningOf(victim.Name)
 	done := e.counts()[driver.StateSucceeded]
 	t.Logf("killed %s (leader %s) running %d tasks just before, holding %d after; %d of %d succeeded",
-		victim.node, e.leader(), before, len(held), done, total)
+		victim.Name, e.leader(), before, len(held), done, total)
 	if done >= total-1000 {
 		t.Fatalf("the kill landed too late: %d of %d tasks had succeeded", done, total)
 	}
-	e.startWorker(victim.node+"-restarted", 20*time.Millisecond)
+	e.startWorker(victim.Name+"-restarted", 20*time.Millisecond)
 
 	e.waitAllSucceeded(total, 75*time.Second)
 	e.checkExactlyOnce(total)
@@ -81,8 +81,8 @@ func TestKilledWorkerRescuedAndAppliedOnce(t *testing.T) {
 			if ae.Outcome != driver.OutcomeLeaseExpired {
 				continue
 			}
-			if ae.Node != victim.node {
-				t.Fatalf("task %d: lease expired under %s; only %s was killed", r.ID, ae.Node, victim.node)
+			if ae.Node != victim.Name {
+				t.Fatalf("task %d: lease expired under %s; only %s was killed", r.ID, ae.Node, victim.Name)
 			}
 			next, ok := nextStart(r, ae.Attempt)
 			if !ok {
@@ -118,8 +118,8 @@ func TestKilledWorkerRescuedAndAppliedOnce(t *testing.T) {
 	for _, id := range held {
 		if !slices.Contains(ids, id) {
 			var node string
-			if err := e.pool.QueryRow(e.ctx, `SELECT node FROM `+e.schema+`.effects WHERE task_id = $1`, id).Scan(&node); err != nil || node != victim.node {
-				t.Errorf("task %d was running under %s at the kill but was not rescued (effect by %q, %v)", id, victim.node, node, err)
+			if err := e.pool.QueryRow(e.ctx, `SELECT node FROM `+e.schema+`.effects WHERE task_id = $1`, id).Scan(&node); err != nil || node != victim.Name {
+				t.Errorf("task %d was running under %s at the kill but was not rescued (effect by %q, %v)", id, victim.Name, node, err)
 			}
 		}
 	}
@@ -209,7 +209,7 @@ func TestLeaderFailover(t *testing.T) {
 	e.waitAllSucceeded(total, 60*time.Second)
 	e.checkExactlyOnce(total)
 	rescued := e.rescued()
-	newLog := workers[next].stderr.String()
+	newLog := workers[next].Stderr.String()
 	for _, r := range rescued {
 		if !slices.Contains(held, r.ID) {
 			t.Errorf("task %d rescued but not held by the killed leader", r.ID)

@@ -1,8 +1,6 @@
 package pgcrashtest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/proctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -136,25 +134,6 @@ func TestHelperProcess(t *testing.T) {
 	select {}
 }
 
-// syncBuffer is a bytes.Buffer safe to write from exec and read from the
-// test at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is one test's bundle: its own schema, a control pool (not touched by
 // session kills), a driver and an enqueue-only client on it.
 type env struct {
@@ -202,12 +181,7 @@ func setup(t *testing.T, name string) *env {
 }
 
 // worker is one worker process.
-type worker struct {
-	node   string
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	exited chan struct{}
-}
+type worker = proctest.Proc
 
 // startWorker starts a worker process and waits until it runs.
 func (e *env) startWorker(node string, delay time.Duration) *worker {
@@ -215,65 +189,14 @@ func (e *env) startWorker(node string, delay time.Duration) *worker {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=4m")
 	dsn := dsnWith(baseDSN(), map[string]string{"application_name": e.app, "pool_max_conns": "12"})
 	cmd.Env = append(os.Environ(), envDSN+"="+dsn, envSchema+"="+e.schema, envNode+"="+node, envDelay+"="+delay.String())
-	w := &worker{node: node, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = w.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		once := sync.Once{}
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				once.Do(func() { close(ready) })
-			}
-		}
-		cmd.Wait() //nolint:errcheck // killed, or the test reports its stderr
-		close(w.exited)
-	}()
-	e.t.Cleanup(func() {
-		cmd.Process.Kill() //nolint:errcheck // it may have exited
-		<-w.exited
-		if e.t.Failed() {
-			e.t.Logf("worker %s stderr (last 4 kB):\n%s", node, tail(w.stderr.String(), 4096))
-		}
-	})
-	select {
-	case <-ready:
-	case <-w.exited:
-		e.t.Fatalf("worker %s exited before it was ready:\n%s", node, w.stderr.String())
-	case <-time.After(30 * time.Second):
-		e.t.Fatalf("worker %s not ready after 30s:\n%s", node, w.stderr.String())
-	}
-	return w
+	return proctest.Start(e.t, node, cmd)
 }
 
 // kill SIGKILLs the worker and waits until it is gone; it returns the time
 // just before the signal.
 func (e *env) kill(w *worker) time.Time {
 	e.t.Helper()
-	at := time.Now()
-	if err := w.cmd.Process.Kill(); err != nil {
-		e.t.Fatal(err)
-	}
-	select {
-	case <-w.exited:
-	case <-time.After(10 * time.Second):
-		e.t.Fatalf("worker %s still running 10s after SIGKILL", w.node)
-	}
-	return at
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
+	return w.Kill(e.t)
 }
 
 // enqueue stores n tasks in batches and returns their ids.
