@@ -115,3 +115,15 @@ func TestBenchSeparateProducerOnPostgres(t *testing.T) {
 		t.Fatalf("median pickup %v: the workers waited for their poll instead of the notification\n%s", d, out)
 	}
 }
+
+// TestBenchRejectsBadSchemaBeforeDropping: a bad --schema is refused before
+// anything is dropped or written.
+func TestBenchRejectsBadSchemaBeforeDropping(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{"Bad;", "1abc", ""} {
+		out, err := runKeel(t, "bench", "-n", "1", "--dsn", testPostgresDSN(), "--schema", schema)
+		if err == nil || !strings.Contains(err.Error()+out, "invalid schema name") {
+			t.Errorf("--schema %q: %v\n%s", schema, err, out)
+		}
+	}
+}

@@ -57,6 +57,9 @@ func openFresh(ctx context.Context, dsn, space string) (driver.Driver, error) {
 // openFreshPostgres drops schema, then opens the driver on it (which
 // creates it anew).
 func openFreshPostgres(ctx context.Context, dsn, schema string) (*postgres.Driver, error) {
+	if !validDatabaseName(schema) || schema[0] >= '0' && schema[0] <= '9' {
+		return nil, fmt.Errorf("invalid schema name %q: use 1-63 lower-case letters, digits and '_', not starting with a digit", schema)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn) // accepts the pool's own DSN parameters
 	if err != nil {
 		return nil, fmt.Errorf("--dsn: %w", err)
