@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -15,6 +16,7 @@ import (
 	"github.com/keelq/keel/internal/nodes"
 	"github.com/keelq/keel/internal/notify"
 	"github.com/keelq/keel/internal/rescuer"
+	"github.com/keelq/keel/internal/service"
 )
 
 // Client enqueues and inspects tasks and, when it has handlers, runs
@@ -40,6 +42,14 @@ type Client struct {
 	rescuer   *rescuer.Rescuer
 	listener  *notify.Listener // nil unless the driver is a driver.Notifier
 	registrar *nodes.Registrar
+
+	settings     atomic.Pointer[settingsSnapshot]
+	settingsMu   sync.Mutex // serializes writers of settings
+	settingsLoop *service.Loop
+
+	rateMu  sync.Mutex
+	rates   map[string]float64 // finish rate per queue, for ETA
+	ratesAt time.Time
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -278,11 +288,13 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 
 // ListParams filters List. Zero fields do not filter.
 type ListParams struct {
-	State    State
-	Type     string
-	Queue    string
-	BeforeID int64 // for paging: only ids below this
-	Limit    int   // default 100, at most 1000
+	State         State
+	Type          string
+	Queue         string
+	CreatedAfter  time.Time // inclusive; zero: no bound
+	CreatedBefore time.Time // exclusive; zero: no bound
+	BeforeID      int64     // for paging: only ids below this
+	Limit         int       // default 100, at most 1000
 }
 
 // List returns tasks newest first.
@@ -293,7 +305,10 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
 	if p.Limit < 0 || p.Limit > 1000 {
 		return nil, invalid("limit must be in 0..1000, got %d", p.Limit)
 	}
-	rows, err := c.drv.List(ctx, driver.ListParams{State: p.State, Type: p.Type, Queue: p.Queue, BeforeID: p.BeforeID, Limit: p.Limit})
+	rows, err := c.drv.List(ctx, driver.ListParams{
+		State: p.State, Type: p.Type, Queue: p.Queue, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore,
+		BeforeID: p.BeforeID, Limit: p.Limit,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +340,15 @@ func (c *Client) backoff(taskType string, attempt int) time.Duration {
 	p := c.cfg.backoffPolicy()
 	if o, ok := c.types[taskType]; ok && o.backoff != nil {
 		p.Base, p.Max = o.backoff.Base, o.backoff.Max
+	}
+	if s, ok := c.snapshot().types[taskType]; ok {
+		if s.BackoffBase > 0 {
+			p.Base = s.BackoffBase
+		}
+		if s.BackoffMax > 0 {
+			p.Max = s.BackoffMax
+		}
+		p.Max = max(p.Max, p.Base)
 	}
 	return p.Delay(attempt)
 }

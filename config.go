@@ -73,6 +73,10 @@ type Config struct {
 	// RescueInterval is how often the leader looks for expired leases.
 	// Default 10s.
 	RescueInterval time.Duration
+	// SettingsInterval is how often workers read the runtime settings of
+	// queues and types (pause, concurrency, timeout, retry policy) that any
+	// node may change. Default 2s.
+	SettingsInterval time.Duration
 	// ClaimBatch caps how many tasks one claim takes. Default 100.
 	ClaimBatch int
 	// TimeoutGrace is how long a handler may keep running after its context
@@ -125,6 +129,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.HeartbeatInterval, 10*time.Second)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.RescueInterval, 10*time.Second)
+	setDefault(&c.SettingsInterval, 2*time.Second)
 	setDefault(&c.ClaimBatch, 100)
 	setDefault(&c.TimeoutGrace, 5*time.Second)
 	setDefault(&c.MaxPayloadBytes, 1<<20)
@@ -161,7 +166,7 @@ func (c Config) validate() error {
 	}{
 		{"Timeout", c.Timeout}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
 		{"LeaseTTL", c.LeaseTTL}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"TimeoutGrace", c.TimeoutGrace},
+		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"SettingsInterval", c.SettingsInterval}, {"TimeoutGrace", c.TimeoutGrace},
 	}
 	for _, p := range positive {
 		if p.d < 0 {

@@ -73,7 +73,10 @@ type TaskInfo struct {
 	AttemptedAt time.Time // start of the latest attempt
 	FinishedAt  time.Time // zero until succeeded, dead or cancelled
 	UpdatedAt   time.Time
-	Meta        json.RawMessage
+	// Node is the process running the current attempt, or the one that ran
+	// the successful attempt; empty otherwise.
+	Node string
+	Meta json.RawMessage
 	// Duplicate is set by Enqueue when an idempotency key matched an existing
 	// task, which is returned instead of inserting a new one.
 	Duplicate bool
@@ -85,6 +88,6 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Payload: r.Payload, Result: r.Result,
 		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
-		UpdatedAt: r.UpdatedAt, Meta: r.Meta,
+		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
 	}
 }

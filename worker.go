@@ -65,6 +65,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	sort.Strings(names)
 	c.registrar = newRegistrar(c, names)
+	c.settingsLoop = c.startSettingsRefresh(ctx)
 	c.completer.Start(ctx)
 	c.heartbeat.Start(ctx)
 	c.elector.Start(ctx)
@@ -124,6 +125,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.rescuer.Stop()
 	c.heartbeat.Stop()
 	c.registrar.Stop()
+	c.settingsLoop.Stop()
 	c.elector.Stop()
 	c.listener.Stop()
 	c.cfg.Logger.Info("keel: workers stopped", "node", c.cfg.Node, "cancelled_in_flight", forced)
@@ -223,7 +225,8 @@ func newQueueWorker(c *Client, name string, limit int) *queueWorker {
 func (q *queueWorker) free() int {
 	q.c.mu.Lock()
 	defer q.c.mu.Unlock()
-	return min(q.limit-q.active, 2*q.limit-q.active-q.finishing)
+	limit := q.c.queueLimit(q.name, q.limit)
+	return max(0, min(limit-q.active, 2*limit-q.active-q.finishing))
 }
 
 // run is the claim loop: claim while slots are free and the queue yields
@@ -292,11 +295,13 @@ func (q *queueWorker) claim(n int) (int, error) {
 	now := c.cfg.Now()
 	rows, err := c.drv.Claim(c.workCtx, driver.ClaimParams{
 		Queue: q.name, Limit: n, Owner: c.cfg.Node, Now: now, LeaseExpiresAt: now.Add(c.cfg.LeaseTTL),
+		ExcludeTypes: c.snapshot().pausedTypes,
 	})
 	if err != nil {
 		return 0, err
 	}
 	for i := range rows {
+		c.applyTypeSettings(&rows[i])
 		c.startExecution(q, &rows[i])
 	}
 	return len(rows), nil

@@ -141,8 +141,10 @@ type InsertResult struct {
 // Priority, Payload, State, Attempt, MaxAttempts, Fence, RunAt, Timeout,
 // LeaseOwner, LeaseExpiresAt, AttemptedAt and CreatedAt; Get has the rest.
 type ClaimParams struct {
-	Queue          string
-	Limit          int
+	Queue string
+	Limit int
+	// ExcludeTypes are task types not to claim (paused types). Default none.
+	ExcludeTypes   []string
 	Owner          string
 	Now            time.Time
 	LeaseExpiresAt time.Time
@@ -204,19 +206,91 @@ type RescueParams struct {
 
 // ListParams filters a listing. Zero fields do not filter. Results are
 // ordered by id descending, starting below BeforeID when it is set.
+// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound created_at.
 type ListParams struct {
-	State    State
-	Type     string
-	Queue    string
-	BeforeID int64
-	Limit    int
+	State         State
+	Type          string
+	Queue         string
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	BeforeID      int64
+	Limit         int
 }
 
-// QueueCount is the number of tasks of one queue in one state.
+// QueueCount is the number of tasks of one queue and type in one state.
 type QueueCount struct {
 	Queue string
+	Type  string
 	State State
 	Count int64
+}
+
+// MatchParams selects finished tasks for a bulk operation (requeue or purge
+// of dead letters). State is required and must be dead or cancelled; the
+// other zero fields do not filter. FinishedAfter (inclusive) and
+// FinishedBefore (exclusive) bound finished_at. At most Limit rows (1..10000)
+// are changed per call, lowest ids first, so callers page through large
+// sets and can show progress.
+type MatchParams struct {
+	State          State
+	Type           string
+	Queue          string
+	FinishedAfter  time.Time
+	FinishedBefore time.Time
+	Limit          int
+}
+
+// AheadParams locates a pending task in its queue's line: Ahead counts the
+// ready tasks (run_at <= Now) of Queue that a claim takes before a task with
+// Priority, RunAt and ID (priority DESC, run_at ASC, id ASC).
+type AheadParams struct {
+	Queue    string
+	Priority int
+	RunAt    time.Time
+	ID       int64
+	Now      time.Time
+}
+
+// SettingKind says what a runtime setting applies to.
+type SettingKind string
+
+// The kinds of runtime settings.
+const (
+	SettingQueue SettingKind = "queue"
+	SettingType  SettingKind = "type"
+)
+
+// Setting is one row of keel_settings: runtime settings of one queue or one
+// task type, changed without a restart and applied by every node within its
+// settings refresh interval. Zero numeric fields mean "not set here" (the
+// process configuration or the task's own value applies).
+type Setting struct {
+	Kind   SettingKind
+	Name   string
+	Paused bool // queue: no claims; type: its tasks are not claimed
+	// Concurrency caps how many of a queue's tasks run at once on each node
+	// (queues only).
+	Concurrency int
+	Timeout     time.Duration // type: overrides the attempt timeout
+	MaxAttempts int           // type: overrides the task's max attempts
+	BackoffBase time.Duration // type: first retry delay
+	BackoffMax  time.Duration // type: retry delay cap
+	UpdatedAt   time.Time
+}
+
+// SettingPatch changes some fields of one setting, creating its row when it
+// does not exist. Nil fields keep their stored value (or the zero value on
+// a new row); a pointer to zero clears a numeric override.
+type SettingPatch struct {
+	Kind        SettingKind
+	Name        string
+	Paused      *bool
+	Concurrency *int
+	Timeout     *time.Duration
+	MaxAttempts *int
+	BackoffBase *time.Duration
+	BackoffMax  *time.Duration
+	Now         time.Time
 }
 
 // LeadParams tries to take or keep the leadership Name for TTL.
@@ -296,8 +370,26 @@ type Driver interface {
 	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// List returns tasks matching params.
 	List(ctx context.Context, params ListParams) ([]TaskRow, error)
-	// Counts returns task counts by queue and state.
+	// Counts returns task counts by queue, type and state.
 	Counts(ctx context.Context) ([]QueueCount, error)
+	// CountFinished returns, by queue and state, how many tasks reached
+	// succeeded or dead at or after since (finished_at): the recent
+	// throughput and dead-letter rate.
+	CountFinished(ctx context.Context, since time.Time) ([]QueueCount, error)
+	// CountAhead counts the ready tasks a claim takes before the given
+	// position (see AheadParams).
+	CountAhead(ctx context.Context, params AheadParams) (int64, error)
+	// RetryMatching moves up to Limit matching dead or cancelled tasks back
+	// to pending, like Retry, and returns how many it moved. A task whose
+	// idempotency key is now held by another task is skipped.
+	RetryMatching(ctx context.Context, params MatchParams, now time.Time) (int64, error)
+	// PurgeMatching deletes up to Limit matching dead or cancelled tasks and
+	// returns how many it deleted.
+	PurgeMatching(ctx context.Context, params MatchParams) (int64, error)
+	// PatchSetting applies a settings change and returns the stored row.
+	PatchSetting(ctx context.Context, patch SettingPatch) (*Setting, error)
+	// ListSettings returns every stored setting ordered by kind and name.
+	ListSettings(ctx context.Context) ([]Setting, error)
 	// Lead takes or renews a leadership lease and reports whether Owner holds it.
 	Lead(ctx context.Context, params LeadParams) (bool, error)
 	// Resign gives up a leadership lease held by owner.

@@ -1,0 +1,285 @@
+package keel
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// Filter selects dead or cancelled tasks for RetryMatching and
+// PurgeMatching. State defaults to dead; zero fields do not filter.
+// FinishedAfter is inclusive, FinishedBefore exclusive.
+type Filter struct {
+	State          State
+	Type           string
+	Queue          string
+	FinishedAfter  time.Time
+	FinishedBefore time.Time
+	// Limit caps how many tasks one call changes, lowest ids first, so a
+	// caller can page through a large set. Default 1000, at most 10000.
+	Limit int
+}
+
+func (f Filter) params() (driver.MatchParams, error) {
+	if f.State == "" {
+		f.State = StateDead
+	}
+	if f.State != StateDead && f.State != StateCancelled {
+		return driver.MatchParams{}, invalid("filter state must be dead or cancelled, got %q", f.State)
+	}
+	if f.Type != "" && !validName(f.Type) {
+		return driver.MatchParams{}, invalid("invalid task type %q", f.Type)
+	}
+	if f.Queue != "" && !validName(f.Queue) {
+		return driver.MatchParams{}, invalid("invalid queue name %q", f.Queue)
+	}
+	if f.Limit == 0 {
+		f.Limit = 1000
+	}
+	if f.Limit < 1 || f.Limit > 10000 {
+		return driver.MatchParams{}, invalid("limit must be in 1..10000, got %d", f.Limit)
+	}
+	if !f.FinishedAfter.IsZero() && !f.FinishedBefore.IsZero() && !f.FinishedAfter.Before(f.FinishedBefore) {
+		return driver.MatchParams{}, invalid("finished_after must be before finished_before")
+	}
+	return driver.MatchParams{
+		State: f.State, Type: f.Type, Queue: f.Queue,
+		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Limit: f.Limit,
+	}, nil
+}
+
+// RetryMatching requeues up to f.Limit matching dead (or cancelled) tasks:
+// they become pending, runnable now, with their attempts reset. It returns
+// how many it moved; call it again until it returns 0 to requeue them all.
+// A task whose idempotency key another task now holds stays where it is.
+func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
+	p, err := f.params()
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.drv.RetryMatching(ctx, p, c.cfg.Now())
+	if err != nil {
+		return 0, fmt.Errorf("keel: requeue tasks: %w", err)
+	}
+	if n > 0 {
+		c.wakeQueue(f.Queue)
+	}
+	return n, nil
+}
+
+// PurgeMatching deletes up to f.Limit matching dead (or cancelled) tasks
+// for good and returns how many it deleted.
+func (c *Client) PurgeMatching(ctx context.Context, f Filter) (int64, error) {
+	p, err := f.params()
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.drv.PurgeMatching(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("keel: purge tasks: %w", err)
+	}
+	return n, nil
+}
+
+// QueueInfo is one queue: its task counts and runtime settings.
+type QueueInfo struct {
+	Name   string
+	Counts map[State]int64
+	// Paused queues are not claimed from on any node.
+	Paused bool
+	// Concurrency, when set, caps the queue's running tasks on each node
+	// below the node's configured MaxWorkers. 0: not set.
+	Concurrency int
+	UpdatedAt   time.Time // of the settings; zero if never set
+}
+
+// TypeInfo is one task type: its task counts and runtime settings.
+type TypeInfo struct {
+	Name   string
+	Counts map[State]int64
+	// Paused types are not claimed on any node.
+	Paused bool
+	// Overrides; zero means not set (the task's own value applies).
+	Timeout     time.Duration
+	MaxAttempts int
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	UpdatedAt   time.Time
+}
+
+// Queues lists every queue that holds tasks, is configured on this client,
+// or has settings, ordered by name.
+func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
+	counts, settings, err := c.overview(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*QueueInfo{}
+	get := func(name string) *QueueInfo {
+		if q, ok := byName[name]; ok {
+			return q
+		}
+		q := &QueueInfo{Name: name, Counts: map[State]int64{}}
+		byName[name] = q
+		return q
+	}
+	for name := range c.cfg.Queues {
+		get(name)
+	}
+	for _, r := range counts {
+		get(r.Queue).Counts[r.State] += r.Count
+	}
+	for _, s := range settings {
+		if s.Kind != driver.SettingQueue {
+			continue
+		}
+		q := get(s.Name)
+		q.Paused, q.Concurrency, q.UpdatedAt = s.Paused, s.Concurrency, s.UpdatedAt
+	}
+	out := make([]QueueInfo, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b QueueInfo) int { return compareStrings(a.Name, b.Name) })
+	return out, nil
+}
+
+// Types lists every task type that holds tasks, is known to this client,
+// or has settings, ordered by name.
+func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
+	counts, settings, err := c.overview(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*TypeInfo{}
+	get := func(name string) *TypeInfo {
+		if t, ok := byName[name]; ok {
+			return t
+		}
+		t := &TypeInfo{Name: name, Counts: map[State]int64{}}
+		byName[name] = t
+		return t
+	}
+	for name := range c.types {
+		get(name)
+	}
+	for _, r := range counts {
+		get(r.Type).Counts[r.State] += r.Count
+	}
+	for _, s := range settings {
+		if s.Kind != driver.SettingType {
+			continue
+		}
+		t := get(s.Name)
+		t.Paused, t.Timeout, t.MaxAttempts, t.UpdatedAt = s.Paused, s.Timeout, s.MaxAttempts, s.UpdatedAt
+		t.BackoffBase, t.BackoffMax = s.BackoffBase, s.BackoffMax
+	}
+	out := make([]TypeInfo, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b TypeInfo) int { return compareStrings(a.Name, b.Name) })
+	return out, nil
+}
+
+func (c *Client) overview(ctx context.Context) ([]driver.QueueCount, []driver.Setting, error) {
+	counts, err := c.drv.Counts(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("keel: count tasks: %w", err)
+	}
+	settings, err := c.drv.ListSettings(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("keel: list settings: %w", err)
+	}
+	return counts, settings, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// QueueUpdate changes a queue's runtime settings; nil fields keep theirs.
+// Every node applies a change within Config.SettingsInterval.
+type QueueUpdate struct {
+	Paused      *bool
+	Concurrency *int // 0 clears the cap; at most 10000
+}
+
+// UpdateQueue stores a change to queue name's runtime settings and returns
+// the queue.
+func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*QueueInfo, error) {
+	if !validName(name) {
+		return nil, invalid("invalid queue name %q", name)
+	}
+	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
+		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
+	}
+	if u.Paused == nil && u.Concurrency == nil {
+		return nil, invalid("nothing to change")
+	}
+	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
+		Kind: driver.SettingQueue, Name: name, Paused: u.Paused, Concurrency: u.Concurrency, Now: c.cfg.Now(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("keel: update queue %s: %w", name, err)
+	}
+	c.applySetting(*s)
+	return &QueueInfo{Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, UpdatedAt: s.UpdatedAt}, nil
+}
+
+// TypeUpdate changes a task type's runtime settings; nil fields keep
+// theirs, a pointer to zero clears an override. Every node applies a change
+// within Config.SettingsInterval.
+type TypeUpdate struct {
+	Paused      *bool
+	Timeout     *time.Duration // at least 1ms, or 0 to clear
+	MaxAttempts *int           // 1..1000, or 0 to clear
+	BackoffBase *time.Duration // positive, or 0 to clear
+	BackoffMax  *time.Duration // positive and not below the base, or 0 to clear
+}
+
+// UpdateType stores a change to task type name's runtime settings and
+// returns the type.
+func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*TypeInfo, error) {
+	if !validName(name) {
+		return nil, invalid("invalid task type %q", name)
+	}
+	if u.Paused == nil && u.Timeout == nil && u.MaxAttempts == nil && u.BackoffBase == nil && u.BackoffMax == nil {
+		return nil, invalid("nothing to change")
+	}
+	if u.Timeout != nil && *u.Timeout != 0 && (*u.Timeout < time.Millisecond || *u.Timeout > 24*time.Hour) {
+		return nil, invalid("timeout must be in 1ms..24h, got %v", *u.Timeout)
+	}
+	if u.MaxAttempts != nil && (*u.MaxAttempts < 0 || *u.MaxAttempts > 1000) {
+		return nil, invalid("max_attempts must be in 1..1000, got %d", *u.MaxAttempts)
+	}
+	for _, d := range []*time.Duration{u.BackoffBase, u.BackoffMax} {
+		if d != nil && (*d < 0 || *d > 7*24*time.Hour) {
+			return nil, invalid("backoff must be in 0..168h, got %v", *d)
+		}
+	}
+	if u.BackoffBase != nil && u.BackoffMax != nil && *u.BackoffMax != 0 && *u.BackoffMax < *u.BackoffBase {
+		return nil, invalid("backoff_max (%v) must not be below backoff_base (%v)", *u.BackoffMax, *u.BackoffBase)
+	}
+	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
+		Kind: driver.SettingType, Name: name, Paused: u.Paused, Timeout: u.Timeout, MaxAttempts: u.MaxAttempts,
+		BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Now: c.cfg.Now(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("keel: update type %s: %w", name, err)
+	}
+	c.applySetting(*s)
+	return &TypeInfo{
+		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts,
+		BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax, UpdatedAt: s.UpdatedAt,
+	}, nil
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The wire types of the v1 API. The CLI and tests decode responses into
+// the same types, so a change here is a change of the API.
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("1.5s", "2m", "1h30m").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts only a duration string such as "30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: use a form such as \"30s\" or \"5m\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// EnqueueRequest is the body of POST /v1/tasks and one item of a batch.
+// Only Type is required; Payload defaults to null.
+type EnqueueRequest struct {
+	Type        string            `json:"type"`
+	Payload     json.RawMessage   `json:"payload,omitempty"`
+	Queue       string            `json:"queue,omitempty"`
+	Priority    *int              `json:"priority,omitempty"`
+	RunAt       *time.Time        `json:"run_at,omitempty"`
+	Delay       *Duration         `json:"delay,omitempty"`
+	MaxAttempts *int              `json:"max_attempts,omitempty"`
+	Timeout     *Duration         `json:"timeout,omitempty"`
+	UniqueBy    string            `json:"unique_by,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+	// IdempotencyKey is the caller's own key; for a single task the
+	// Idempotency-Key header may carry it instead (both must then agree).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// BatchRequest is the body of POST /v1/tasks/batch: all tasks are stored
+// or none.
+type BatchRequest struct {
+	Tasks []EnqueueRequest `json:"tasks"`
+}
+
+// AttemptError is one failed attempt in a task's history.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	Node    string    `json:"node,omitempty"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Outcome string    `json:"outcome"`
+	Error   string    `json:"error"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// Task is a task as the API returns it.
+type Task struct {
+	ID          int64           `json:"id"`
+	Type        string          `json:"type"`
+	Queue       string          `json:"queue"`
+	Priority    int             `json:"priority"`
+	State       string          `json:"state"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	Payload     json.RawMessage `json:"payload"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Errors      []AttemptError  `json:"errors"`
+	Timeout     Duration        `json:"timeout"`
+	RunAt       time.Time       `json:"run_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	AttemptedAt *time.Time      `json:"attempted_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	// Node ran the current attempt (running) or the successful one.
+	Node string          `json:"node,omitempty"`
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// ETA is the estimated start of a pending task, when there is one.
+	ETA *time.Time `json:"eta,omitempty"`
+	// Duplicate is set on an enqueue answered with an existing task.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// BatchResponse answers POST /v1/tasks/batch, in request order.
+type BatchResponse struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// TaskList answers GET /v1/tasks and GET /v1/dead, newest first. Pass
+// NextCursor as ?cursor= for the next page; it is empty on the last one.
+type TaskList struct {
+	Tasks      []Task `json:"tasks"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// BulkRequest selects dead letters for POST /v1/dead/requeue and
+// POST /v1/dead/purge. State defaults to "dead" ("cancelled" is allowed).
+// Limit (default 1000, at most 10000) caps one call; call again until
+// Count is 0.
+type BulkRequest struct {
+	State          string     `json:"state,omitempty"`
+	Type           string     `json:"type,omitempty"`
+	Queue          string     `json:"queue,omitempty"`
+	FinishedAfter  *time.Time `json:"finished_after,omitempty"`
+	FinishedBefore *time.Time `json:"finished_before,omitempty"`
+	Limit          int        `json:"limit,omitempty"`
+}
+
+// BulkResponse says how many tasks a bulk call changed.
+type BulkResponse struct {
+	Count int64 `json:"count"`
+}
+
+// Queue is one queue with its counts by state and runtime settings.
+type Queue struct {
+	Name        string           `json:"name"`
+	Counts      map[string]int64 `json:"counts"`
+	Paused      bool             `json:"paused"`
+	Concurrency int              `json:"concurrency,omitempty"`
+	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
+}
+
+// QueueList answers GET /v1/queues.
+type QueueList struct {
+	Queues []Queue `json:"queues"`
+}
+
+// QueuePatch is the body of PATCH /v1/queues/{name}; absent fields keep
+// their value. Concurrency 0 clears the cap.
+type QueuePatch struct {
+	Paused      *bool `json:"paused,omitempty"`
+	Concurrency *int  `json:"concurrency,omitempty"`
+}
+
+// TaskType is one task type with its counts and runtime settings.
+type TaskType struct {
+	Name        string           `json:"name"`
+	Counts      map[string]int64 `json:"counts"`
+	Paused      bool             `json:"paused"`
+	Timeout     *Duration        `json:"timeout,omitempty"`
+	MaxAttempts int              `json:"max_attempts,omitempty"`
+	BackoffBase *Duration        `json:"backoff_base,omitempty"`
+	BackoffMax  *Duration        `json:"backoff_max,omitempty"`
+	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
+}
+
+// TypeList answers GET /v1/types.
+type TypeList struct {
+	Types []TaskType `json:"types"`
+}
+
+// TypePatch is the body of PATCH /v1/types/{name}; absent fields keep
+// their value, "0s" or 0 clears an override.
+type TypePatch struct {
+	Paused      *bool     `json:"paused,omitempty"`
+	Timeout     *Duration `json:"timeout,omitempty"`
+	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffBase *Duration `json:"backoff_base,omitempty"`
+	BackoffMax  *Duration `json:"backoff_max,omitempty"`
+}
+
+// QueueStats is one queue in Stats.
+type QueueStats struct {
+	Name         string           `json:"name"`
+	Counts       map[string]int64 `json:"counts"`
+	PerSecond    float64          `json:"per_second"`
+	DeadLastHour int64            `json:"dead_last_hour"`
+}
+
+// Stats answers GET /v1/stats.
+type Stats struct {
+	At           time.Time        `json:"at"`
+	Counts       map[string]int64 `json:"counts"`
+	Queues       []QueueStats     `json:"queues"`
+	DeadLastHour int64            `json:"dead_last_hour"`
+	Alert        bool             `json:"alert"`
+	Nodes        int              `json:"nodes"`
+}
+
+// Problem is an error body (RFC 9457, application/problem+json).
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}

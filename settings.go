@@ -1,0 +1,125 @@
+package keel
+
+import (
+	"context"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/service"
+)
+
+// settingsSnapshot is the runtime settings (keel_settings) as last read.
+type settingsSnapshot struct {
+	queues      map[string]driver.Setting
+	types       map[string]driver.Setting
+	pausedTypes []string
+}
+
+func newSnapshot(rows []driver.Setting) *settingsSnapshot {
+	s := &settingsSnapshot{queues: map[string]driver.Setting{}, types: map[string]driver.Setting{}}
+	for _, r := range rows {
+		switch r.Kind {
+		case driver.SettingQueue:
+			s.queues[r.Name] = r
+		case driver.SettingType:
+			s.types[r.Name] = r
+			if r.Paused {
+				s.pausedTypes = append(s.pausedTypes, r.Name)
+			}
+		}
+	}
+	return s
+}
+
+func (c *Client) snapshot() *settingsSnapshot {
+	if s := c.settings.Load(); s != nil {
+		return s
+	}
+	return &settingsSnapshot{}
+}
+
+// queueLimit is how many of queue's tasks may run at once on this node now:
+// the configured MaxWorkers, lowered by a concurrency setting, 0 when the
+// queue is paused.
+func (c *Client) queueLimit(queue string, configured int) int {
+	s, ok := c.snapshot().queues[queue]
+	switch {
+	case !ok:
+		return configured
+	case s.Paused:
+		return 0
+	case s.Concurrency > 0:
+		return min(configured, s.Concurrency)
+	}
+	return configured
+}
+
+// applyTypeSettings overrides a claimed row's timeout and max attempts with
+// its type's runtime settings.
+func (c *Client) applyTypeSettings(row *driver.TaskRow) {
+	s, ok := c.snapshot().types[row.Type]
+	if !ok {
+		return
+	}
+	if s.Timeout > 0 {
+		row.Timeout = s.Timeout
+	}
+	if s.MaxAttempts > 0 {
+		row.MaxAttempts = s.MaxAttempts
+	}
+}
+
+// applySetting puts one changed setting into the snapshot at once (the
+// refresh loop brings the others' changes) and wakes the queues it may
+// have unblocked.
+func (c *Client) applySetting(s driver.Setting) {
+	c.settingsMu.Lock()
+	old := c.snapshot()
+	rows := make([]driver.Setting, 0, len(old.queues)+len(old.types)+1)
+	for _, r := range old.queues {
+		if s.Kind != driver.SettingQueue || r.Name != s.Name {
+			rows = append(rows, r)
+		}
+	}
+	for _, r := range old.types {
+		if s.Kind != driver.SettingType || r.Name != s.Name {
+			rows = append(rows, r)
+		}
+	}
+	c.settings.Store(newSnapshot(append(rows, s)))
+	c.settingsMu.Unlock()
+	c.wakeQueue("")
+}
+
+// refreshSettings reads keel_settings every SettingsInterval so that a
+// change made through any node applies here too.
+func (c *Client) startSettingsRefresh(ctx context.Context) *service.Loop {
+	load := func(ctx context.Context) {
+		lctx, cancel := context.WithTimeout(ctx, max(c.cfg.SettingsInterval, time.Second))
+		defer cancel()
+		rows, err := c.drv.ListSettings(lctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.cfg.Logger.Warn("keel: reading runtime settings failed", "error", err)
+			}
+			return
+		}
+		c.settingsMu.Lock()
+		c.settings.Store(newSnapshot(rows))
+		c.settingsMu.Unlock()
+		c.wakeQueue("") // a resumed queue or a raised limit frees slots
+	}
+	load(ctx) // workers start with the stored settings
+	return service.Start(ctx, func(ctx context.Context) {
+		t := time.NewTicker(c.cfg.SettingsInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				load(ctx)
+			}
+		}
+	})
+}

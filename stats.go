@@ -1,0 +1,134 @@
+package keel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// throughputWindow is how far back Stats and ETA look for the rate at which
+// a queue's tasks finish.
+const throughputWindow = 5 * time.Minute
+
+// AlertDeadPerHour: more dead letters than this in the last hour raise
+// Stats.Alert (seed 003 §4.2).
+const AlertDeadPerHour = 3
+
+// QueueStats is one queue's figures in Stats.
+type QueueStats struct {
+	Name   string
+	Counts map[State]int64
+	// PerSecond is how many of the queue's tasks finished (succeeded or
+	// dead) per second over the last five minutes.
+	PerSecond float64
+	// DeadLastHour counts tasks dead-lettered in the last hour.
+	DeadLastHour int64
+}
+
+// Stats is a snapshot of the whole system for dashboards and alerts.
+type Stats struct {
+	At     time.Time
+	Counts map[State]int64 // every queue
+	Queues []QueueStats    // ordered by name
+	// DeadLastHour counts tasks dead-lettered in the last hour; Alert is
+	// set when it is above AlertDeadPerHour.
+	DeadLastHour int64
+	Alert        bool
+	Nodes        int // registered worker processes
+}
+
+// Stats counts tasks by queue and state, the recent throughput and the
+// dead letters of the last hour.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	now := c.cfg.Now()
+	queues, err := c.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	finished, err := c.drv.CountFinished(ctx, now.Add(-time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("keel: count finished tasks: %w", err)
+	}
+	recent, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
+	if err != nil {
+		return nil, fmt.Errorf("keel: count finished tasks: %w", err)
+	}
+	nodes, err := c.drv.ListNodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keel: list nodes: %w", err)
+	}
+	s := &Stats{At: now, Counts: map[State]int64{}, Nodes: len(nodes)}
+	idx := map[string]int{}
+	for _, q := range queues {
+		idx[q.Name] = len(s.Queues)
+		s.Queues = append(s.Queues, QueueStats{Name: q.Name, Counts: q.Counts})
+		for st, n := range q.Counts {
+			s.Counts[st] += n
+		}
+	}
+	for _, r := range finished {
+		if i, ok := idx[r.Queue]; ok && r.State == StateDead {
+			s.Queues[i].DeadLastHour += r.Count
+			s.DeadLastHour += r.Count
+		}
+	}
+	for _, r := range recent {
+		if i, ok := idx[r.Queue]; ok {
+			s.Queues[i].PerSecond += float64(r.Count) / throughputWindow.Seconds()
+		}
+	}
+	s.Alert = s.DeadLastHour > AlertDeadPerHour
+	return s, nil
+}
+
+// ETA estimates when a pending task will start: from the ready tasks ahead
+// of it in its queue (higher priority, or same priority and earlier) and
+// the rate at which the queue's tasks finished over the last five minutes
+// (seed 003 §3.1). ok is false when there is no estimate: the task is not
+// pending, or tasks wait ahead of it and none finished recently.
+func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, err error) {
+	if t == nil || t.State != StatePending {
+		return time.Time{}, false, nil
+	}
+	now := c.cfg.Now()
+	if t.RunAt.After(now) {
+		// Scheduled: the backlog at that time cannot be known yet.
+		return t.RunAt, true, nil
+	}
+	ahead, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt, ID: t.ID, Now: now})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("keel: estimate start: %w", err)
+	}
+	if ahead == 0 {
+		return now, true, nil
+	}
+	rate, err := c.queueRate(ctx, t.Queue, now)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if rate <= 0 {
+		return time.Time{}, false, nil
+	}
+	return now.Add(time.Duration(float64(ahead) / rate * float64(time.Second))), true, nil
+}
+
+// queueRate is the queue's recent finish rate per second, cached briefly so
+// a burst of ETA requests costs one query.
+func (c *Client) queueRate(ctx context.Context, queue string, now time.Time) (float64, error) {
+	c.rateMu.Lock()
+	defer c.rateMu.Unlock()
+	if c.rates == nil || now.Sub(c.ratesAt) > 2*time.Second || now.Before(c.ratesAt) {
+		rows, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
+		if err != nil {
+			return 0, fmt.Errorf("keel: count finished tasks: %w", err)
+		}
+		c.rates = map[string]float64{}
+		for _, r := range rows {
+			c.rates[r.Queue] += float64(r.Count) / throughputWindow.Seconds()
+		}
+		c.ratesAt = now
+	}
+	return c.rates[queue], nil
+}
