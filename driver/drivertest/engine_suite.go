@@ -50,6 +50,13 @@ var engineTests = []test{
 	{"StopReleasesBlockedTasks", testEngineStopForced},
 	{"StopWaitsForFinishingTasks", testEngineStopGraceful},
 	{"StopDoesNotWaitForHandlerIgnoringContext", testEngineStopIgnored},
+	{"QueuePauseAcrossNodes", testEngineQueuePause},
+	{"QueueConcurrencySetting", testEngineQueueConcurrency},
+	{"TypePause", testEngineTypePause},
+	{"TypeOverrides", testEngineTypeOverrides},
+	{"SettingsBadInputWritesNothing", testEngineSettingsBadInput},
+	{"BulkDeadLetters", testEngineBulkDeadLetters},
+	{"ETAAndStats", testEngineETAAndStats},
 }
 
 // args is the payload of the suite's tasks.
