@@ -142,7 +142,11 @@ func TestListBadInput(t *testing.T) {
 	t.Parallel()
 	c, _ := setup(t)
 	ctx := context.Background()
-	for _, p := range []keel.ListParams{{State: "done"}, {Limit: -1}, {Limit: 1001}} {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, p := range []keel.ListParams{
+		{State: "done"}, {Limit: -1}, {Limit: 1001},
+		{CreatedAfter: t0, CreatedBefore: t0}, {CreatedAfter: t0.Add(time.Hour), CreatedBefore: t0},
+	} {
 		if _, err := c.List(ctx, p); !errors.Is(err, keel.ErrInvalid) {
 			t.Fatalf("List(%+v): %v, want ErrInvalid", p, err)
 		}
@@ -176,6 +180,7 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"negative ClaimBatch":           func(c *keel.Config) { c.ClaimBatch = -1 },
 		"ClaimBatch over 1000":          func(c *keel.Config) { c.ClaimBatch = 1001 },
 		"negative MaxPayloadBytes":      func(c *keel.Config) { c.MaxPayloadBytes = -1 },
+		"negative SettingsInterval":     func(c *keel.Config) { c.SettingsInterval = -time.Second },
 		"bad queue name":                func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"bad queue": {}} },
 		"empty queue name":              func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"": {}} },
 		"negative MaxWorkers":           func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"q": {MaxWorkers: -1}} },
@@ -253,5 +258,25 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 			}()
 			f(keel.NewHandlers())
 		}()
+	}
+}
+
+// TestAnyType: a server-style client accepts any valid type name; others
+// only the types they know. Invalid names are rejected either way.
+func TestAnyType(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	strict, _ := setup(t)
+	if _, err := strict.Enqueue(ctx, "t.unknown", payload{}); !errors.Is(err, keel.ErrUnknownType) {
+		t.Fatalf("strict client, unknown type: %v", err)
+	}
+	requireEmpty(t, strict)
+	open, _ := setup(t, func(c *keel.Config) { c.AnyType = true })
+	info, err := open.Enqueue(ctx, "t.unknown", payload{N: 1})
+	if err != nil || info.Type != "t.unknown" || info.State != keel.StatePending {
+		t.Fatalf("AnyType client: %+v, %v", info, err)
+	}
+	if _, err := open.Enqueue(ctx, "bad name", payload{}); !errors.Is(err, keel.ErrInvalid) {
+		t.Fatalf("AnyType client, invalid name: %v", err)
 	}
 }

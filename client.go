@@ -164,7 +164,7 @@ func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
 		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
 	}
 	defaults, known := c.types[j.Type]
-	if !known {
+	if !known && !c.cfg.AnyType {
 		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)
 	}
 	if options.merge(options{}, j.Options).backoff != nil {
@@ -304,6 +304,9 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
 	}
 	if p.Limit < 0 || p.Limit > 1000 {
 		return nil, invalid("limit must be in 0..1000, got %d", p.Limit)
+	}
+	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
+		return nil, invalid("created_after must be before created_before")
 	}
 	rows, err := c.drv.List(ctx, driver.ListParams{
 		State: p.State, Type: p.Type, Queue: p.Queue, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore,

@@ -34,6 +34,10 @@ type Config struct {
 	// Types declares task types this client may enqueue without handling
 	// them itself (another process runs them). Default none.
 	Types []string
+	// AnyType lets Enqueue accept any valid task type, not only those with
+	// a handler or in Types: for servers that store tasks other processes
+	// work (keel serve). Default false.
+	AnyType bool
 	// Queues are the queues Start works, each with its concurrency. Default
 	// {"default": {MaxWorkers: 10}}.
 	Queues map[string]QueueConfig
