@@ -6,8 +6,14 @@
 // embedded default is driver/sqlite (one file, zero setup, no cgo);
 // driver/postgres serves many worker processes on many machines sharing
 // one database (FOR UPDATE SKIP LOCKED claims, LISTEN/NOTIFY wake-ups, a
-// node registry and an elected leader for maintenance); a MySQL driver is
-// planned. Changing the driver is configuration, not a code change.
+// node registry and an elected leader for maintenance); driver/mysql does
+// the same on MySQL 8 and MariaDB 10.6+. Changing the driver is
+// configuration, not a code change.
+//
+// The same engine runs as a server: `keel serve` (package server and
+// cmd/keel) adds an HTTP API, HTTP-target task types for workers in other
+// languages and an operator CLI. package server's handler can also be
+// mounted in a Go program's own HTTP server.
 //
 // # Quick start
 //
@@ -109,6 +115,21 @@
 // it by timer when due; tasks enqueued by other processes are found by
 // polling every Config.PollInterval.
 //
+// # Operating
+//
+// Queues and Types list every queue and task type with their counts by
+// state and runtime settings. UpdateQueue pauses, resumes or caps a
+// queue's concurrency per node; UpdateType pauses a task type or overrides
+// its timeout, max attempts and backoff. These settings live in the
+// database: every client with workers re-reads them every
+// Config.SettingsInterval (2s), so a change made anywhere applies on every
+// node without a restart. RetryMatching and PurgeMatching requeue or
+// delete dead letters in bulk by type, queue and finish time, a page at a
+// time. Stats reports counts, per-queue throughput and the dead letters of
+// the last hour (Alert above AlertDeadPerHour); ETA estimates when a
+// pending task will start from the backlog ahead of it and its queue's
+// recent throughput.
+//
 // # Defaults
 //
 // Every Config field's comment ends with its default:
@@ -119,6 +140,7 @@
 //	LeaseTTL           30s, renewed every HeartbeatInterval (10s)
 //	PollInterval       1s
 //	RescueInterval     10s
+//	SettingsInterval   2s
 //	ClaimBatch         100
 //	TimeoutGrace       5s
 //	MaxPayloadBytes    1 MiB
