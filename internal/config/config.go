@@ -1,0 +1,283 @@
+// Package config is the configuration of keel serve: one TOML file
+// (keel.toml), overridden by KEEL_* environment variables, overridden by
+// command-line flags. Every field's comment ends with its default.
+//
+// Load reads all three, fills defaults, validates and reports where each
+// value came from (Values). Unknown keys in the file, unknown KEEL_HTTP_*,
+// KEEL_ENGINE_*, KEEL_RETENTION_* and KEEL_LOG_* variables and values that
+// do not parse are errors, never ignored; an empty variable counts as unset.
+//
+// Durations are strings: a Go duration ("30s", "1h30m") or whole days
+// ("30d"). Sizes are integers in bytes.
+//
+// The environment variables (see Fields for the full list):
+//
+//	KEEL_CONFIG                     the file, when --config is not given
+//	KEEL_LISTEN                     listen
+//	KEEL_SHUTDOWN_TIMEOUT           shutdown_timeout
+//	KEEL_DSN, KEEL_DB, KEEL_SCHEMA  database.dsn, database.db, database.schema
+//	KEEL_TOKEN                      adds one admin token to [[tokens]]
+//	KEEL_HTTP_<FIELD>               [http] fields, e.g. KEEL_HTTP_READ_TIMEOUT
+//	KEEL_ENGINE_<FIELD>             [engine] fields, e.g. KEEL_ENGINE_MAX_ATTEMPTS
+//	KEEL_RETENTION_<FIELD>          [retention] fields, e.g. KEEL_RETENTION_DEAD
+//	KEEL_LOG_<FIELD>                [log] fields: KEEL_LOG_LEVEL, KEEL_LOG_FORMAT
+package config
+
+import "time"
+
+// DefaultPath is the file Load reads when no path is given and KEEL_CONFIG
+// is unset, if it exists.
+const DefaultPath = "keel.toml"
+
+// DefaultQueue is the queue of types that do not name one, and the one
+// queue configured when the file has no [queues].
+const DefaultQueue = "default"
+
+// Roles a token can have: admin may do everything, enqueue may add and read
+// tasks, read may only read.
+const (
+	RoleAdmin   = "admin"
+	RoleEnqueue = "enqueue"
+	RoleRead    = "read"
+)
+
+// Config is keel serve's configuration.
+type Config struct {
+	// Listen is the HTTP API's address. Without tokens only a loopback
+	// address is allowed. Default "127.0.0.1:7400".
+	Listen string `toml:"listen"`
+	// ShutdownTimeout bounds a graceful stop on SIGINT or SIGTERM: open
+	// requests finish, then running tasks get what is left before they are
+	// cancelled and released. Default "30s".
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+
+	Database Database `toml:"database"`
+	// Tokens are the API's bearer tokens. Default none: the server then
+	// listens on loopback only and does not check requests.
+	Tokens    []Token   `toml:"tokens"`
+	HTTP      HTTP      `toml:"http"`
+	Engine    Engine    `toml:"engine"`
+	Retention Retention `toml:"retention"`
+	Log       Log       `toml:"log"`
+	// Queues this server works, by name. Default one queue, "default",
+	// with 10 workers. Only queues of types with a url are worked.
+	Queues map[string]Queue `toml:"queues"`
+	// Types are the task types the API accepts, by name. A type with a url
+	// is worked here by POSTing each task to it; a type without one is
+	// enqueue-only (another process works it). Default none.
+	Types map[string]Type `toml:"types"`
+
+	// File is the file read, "" if none. Set by Load.
+	File string `toml:"-"`
+	// Warnings are doubtful but valid settings. Set by Load.
+	Warnings []string `toml:"-"`
+
+	sources map[string]source
+}
+
+// Database says where tasks are stored.
+type Database struct {
+	// DSN is a postgres:// or mysql:// URL; empty means SQLite at DB.
+	// Default "".
+	DSN string `toml:"dsn"`
+	// DB is the SQLite file, used when DSN is empty. Default "./keel.db".
+	DB string `toml:"db"`
+	// Schema holds keel's tables on PostgreSQL. Default "keel".
+	Schema string `toml:"schema"`
+}
+
+// Token is one API bearer token.
+type Token struct {
+	// Token is the secret itself, at least 16 characters. Set it or
+	// TokenEnv.
+	Token string `toml:"token"`
+	// TokenEnv names an environment variable holding the token, so the
+	// secret need not sit in the file.
+	TokenEnv string `toml:"token_env"`
+	// Role is admin (everything), enqueue (add and read tasks) or read.
+	// Required.
+	Role string `toml:"role"`
+
+	// From says where the token came from, for messages. Set by Load.
+	From string `toml:"-"`
+}
+
+// HTTP configures the API's HTTP server.
+type HTTP struct {
+	// ReadHeaderTimeout bounds reading a request's headers. Default "5s".
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request. Default "30s".
+	ReadTimeout Duration `toml:"read_timeout"`
+	// WriteTimeout bounds writing a response. Default "30s".
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout closes keep-alive connections idle this long. Default
+	// "120s".
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxBodyBytes bounds a request body. Default 1048576 (1 MiB).
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// MaxBatch bounds the tasks of one batch enqueue. Default 1000.
+	MaxBatch int `toml:"max_batch"`
+}
+
+// Engine holds the task engine's settings (keel.Config). Per-type values
+// in [types] override the first four.
+type Engine struct {
+	// MaxAttempts is how often a task runs before it is dead-lettered:
+	// one run and MaxAttempts-1 retries, 1..1000. Default 4.
+	MaxAttempts int `toml:"max_attempts"`
+	// Timeout bounds one attempt. Default "60s".
+	Timeout Duration `toml:"timeout"`
+	// BackoffBase is the first retry delay, doubled on each further retry.
+	// Default "30s".
+	BackoffBase Duration `toml:"backoff_base"`
+	// BackoffMax caps the retry delay. Default "1h".
+	BackoffMax Duration `toml:"backoff_max"`
+	// BackoffJitter spreads retry delays by ± this fraction, 0 (none) to
+	// below 1. Default 0.2.
+	BackoffJitter float64 `toml:"backoff_jitter"`
+	// LeaseTTL is how long a claimed task stays this server's without a
+	// heartbeat; a task whose worker vanished is rescued after it. Default
+	// "30s".
+	LeaseTTL Duration `toml:"lease_ttl"`
+	// HeartbeatInterval is how often leases are renewed; below LeaseTTL.
+	// Default "10s".
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	// PollInterval is how often idle workers look for tasks other
+	// processes enqueued. Default "1s".
+	PollInterval Duration `toml:"poll_interval"`
+	// RescueInterval is how often expired leases are looked for. Default
+	// "10s".
+	RescueInterval Duration `toml:"rescue_interval"`
+	// SettingsInterval is how often runtime settings (pause, concurrency,
+	// per-type overrides) changed on any node are read. Default "2s".
+	SettingsInterval Duration `toml:"settings_interval"`
+	// ClaimBatch caps the tasks one claim takes, 1..1000. Default 100.
+	ClaimBatch int `toml:"claim_batch"`
+	// TimeoutGrace is how long a handler may run on after its context
+	// ended before its attempt is recorded anyway. Default "5s".
+	TimeoutGrace Duration `toml:"timeout_grace"`
+	// MaxPayloadBytes bounds a task's payload. Default 1048576 (1 MiB).
+	MaxPayloadBytes int `toml:"max_payload_bytes"`
+	// Node names this process in leases and attempt histories. Default ""
+	// (hostname-pid-random).
+	Node string `toml:"node"`
+}
+
+// Retention says how long finished tasks are kept. Recorded for the
+// archival that will come later: nothing deletes tasks yet.
+type Retention struct {
+	// Dead keeps dead letters this long, at least 7 days. Default "30d".
+	Dead Duration `toml:"dead"`
+	// Succeeded keeps succeeded tasks online this long before they are
+	// archived. Default "30d".
+	Succeeded Duration `toml:"succeeded"`
+}
+
+// Log configures keel serve's logs on stderr.
+type Log struct {
+	// Level is debug, info, warn or error. Default "info".
+	Level string `toml:"level"`
+	// Format is text or json. Default "text".
+	Format string `toml:"format"`
+}
+
+// Queue is one queue this server works.
+type Queue struct {
+	// Workers is how many of the queue's tasks run at once, 1..10000.
+	// Default 10.
+	Workers int `toml:"workers"`
+}
+
+// Type is one task type the API accepts.
+type Type struct {
+	// URL, when set, makes the type an HTTP target: each task is POSTed
+	// there and a 2xx answer succeeds it. Default "" (enqueue-only).
+	URL string `toml:"url"`
+	// ConnectTimeout bounds connecting to URL. Default "2s".
+	ConnectTimeout Duration `toml:"connect_timeout"`
+	// ReadTimeout bounds waiting for URL's answer. Default "10s".
+	ReadTimeout Duration `toml:"read_timeout"`
+	// MaxResultBytes bounds the answer kept as the task's result. Default
+	// 1048576 (1 MiB).
+	MaxResultBytes int64 `toml:"max_result_bytes"`
+	// Headers are sent with every request to URL. Default none.
+	Headers map[string]string `toml:"headers"`
+	// HeadersEnv are headers whose values are read from the named
+	// environment variables, for secrets. Default none.
+	HeadersEnv map[string]string `toml:"headers_env"`
+
+	// Queue the type's tasks go to. Default "default".
+	Queue string `toml:"queue"`
+	// Priority of the type's tasks; larger runs first. Default 0.
+	Priority int `toml:"priority"`
+	// MaxAttempts of the type's tasks. Default engine.max_attempts.
+	MaxAttempts int `toml:"max_attempts"`
+	// Timeout of one attempt. Default engine.timeout.
+	Timeout Duration `toml:"timeout"`
+	// BackoffBase is the type's first retry delay; only for types with a
+	// url. Default engine.backoff_base.
+	BackoffBase Duration `toml:"backoff_base"`
+	// BackoffMax caps the type's retry delay; only for types with a url.
+	// Default engine.backoff_max.
+	BackoffMax Duration `toml:"backoff_max"`
+}
+
+// IsTarget reports whether the type is worked here (it has a url).
+func (t Type) IsTarget() bool { return t.URL != "" }
+
+// Defaults returns the configuration with every default and no file.
+func Defaults() *Config {
+	return &Config{
+		Listen:          "127.0.0.1:7400",
+		ShutdownTimeout: Duration(30 * time.Second),
+		Database:        Database{DB: "./keel.db", Schema: "keel"},
+		HTTP: HTTP{
+			ReadHeaderTimeout: Duration(5 * time.Second),
+			ReadTimeout:       Duration(30 * time.Second),
+			WriteTimeout:      Duration(30 * time.Second),
+			IdleTimeout:       Duration(120 * time.Second),
+			MaxBodyBytes:      1 << 20,
+			MaxBatch:          1000,
+		},
+		Engine: Engine{
+			MaxAttempts:       4,
+			Timeout:           Duration(60 * time.Second),
+			BackoffBase:       Duration(30 * time.Second),
+			BackoffMax:        Duration(time.Hour),
+			BackoffJitter:     0.2,
+			LeaseTTL:          Duration(30 * time.Second),
+			HeartbeatInterval: Duration(10 * time.Second),
+			PollInterval:      Duration(time.Second),
+			RescueInterval:    Duration(10 * time.Second),
+			SettingsInterval:  Duration(2 * time.Second),
+			ClaimBatch:        100,
+			TimeoutGrace:      Duration(5 * time.Second),
+			MaxPayloadBytes:   1 << 20,
+		},
+		Retention: Retention{Dead: Duration(30 * 24 * time.Hour), Succeeded: Duration(30 * 24 * time.Hour)},
+		Log:       Log{Level: "info", Format: "text"},
+		Queues:    map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
+		Types:     map[string]Type{},
+		sources:   map[string]source{},
+	}
+}
+
+// Defaults of the entries of [queues] and [types].
+const (
+	defaultWorkers        = 10
+	defaultConnectTimeout = Duration(2 * time.Second)
+	defaultReadTimeout    = Duration(10 * time.Second)
+	defaultMaxResultBytes = 1 << 20
+)
+
+// WorkedQueues returns the queues this server works: those of its types
+// with a url, with their workers.
+func (c *Config) WorkedQueues() map[string]Queue {
+	out := map[string]Queue{}
+	for _, t := range c.Types {
+		if t.IsTarget() {
+			out[t.Queue] = c.Queues[t.Queue]
+		}
+	}
+	return out
+}

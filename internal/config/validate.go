@@ -1,0 +1,275 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// namePattern is keel's rule for queue and type names.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+var (
+	schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+	headerPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// MinDeadRetention is the shortest dead-letter retention allowed (seed 000
+// §3.2: keep dead letters at least a week).
+const MinDeadRetention = 7 * 24 * time.Hour
+
+// MinTokenLength is the shortest token accepted.
+const MinTokenLength = 16
+
+type checker struct {
+	c    *Config
+	errs []error
+}
+
+// bad records a problem with key, naming where its value came from when
+// that was not the file.
+func (v *checker) bad(key, format string, args ...any) {
+	label := key
+	switch v.c.Source(key) {
+	case SourceEnv:
+		if f, ok := lookupField(key); ok {
+			label += " (from " + f.Env + ")"
+		}
+	case SourceFlag:
+		label += " (from a flag)"
+	}
+	v.errs = append(v.errs, fmt.Errorf("%s: %s", label, fmt.Sprintf(format, args...)))
+}
+
+func (v *checker) positive(key string, d Duration) {
+	if d <= 0 {
+		v.bad(key, "must be positive, got %q", d)
+	}
+}
+
+func (c *Config) validate() error {
+	v := &checker{c: c}
+	c.Warnings = nil
+	c.validateServer(v)
+	c.validateEngine(v)
+	c.validateQueuesAndTypes(v)
+	return errors.Join(v.errs...)
+}
+
+func (c *Config) validateServer(v *checker) {
+	if host, port, err := net.SplitHostPort(c.Listen); err != nil {
+		v.bad("listen", "must be host:port such as 127.0.0.1:7400, got %q", c.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.bad("listen", "invalid port in %q", c.Listen)
+	} else if len(c.Tokens) == 0 && !IsLoopback(host) {
+		v.bad("listen", "%q is not a loopback address and no tokens are configured: add [[tokens]] (or set KEEL_TOKEN), or listen on 127.0.0.1", c.Listen)
+	}
+	v.positive("shutdown_timeout", c.ShutdownTimeout)
+
+	switch dsn := c.Database.DSN; {
+	case dsn == "":
+		if c.Database.DB == "" {
+			v.bad("database.db", "must name the SQLite file when database.dsn is empty")
+		}
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		if !schemaPattern.MatchString(c.Database.Schema) {
+			v.bad("database.schema", "must be 1-63 lower-case letters, digits and '_', not starting with a digit, got %q", c.Database.Schema)
+		}
+	case strings.HasPrefix(dsn, "mysql://"):
+	default:
+		v.bad("database.dsn", "must be a postgres:// or mysql:// URL (leave it empty for SQLite at database.db), got %q", RedactDSN(dsn))
+	}
+
+	seen := map[string]int{}
+	for i, t := range c.Tokens {
+		key := fmt.Sprintf("tokens[%d]", i)
+		if t.From == "env KEEL_TOKEN" {
+			key = "KEEL_TOKEN"
+		}
+		switch t.Role {
+		case RoleAdmin, RoleEnqueue, RoleRead:
+		default:
+			v.bad(key+".role", "must be admin, enqueue or read, got %q", t.Role)
+		}
+		switch {
+		case len(t.Token) < MinTokenLength:
+			v.bad(key+".token", "must be at least %d characters, got %d", MinTokenLength, len(t.Token))
+		case strings.ContainsAny(t.Token, " \t\r\n"):
+			v.bad(key+".token", "must not contain white space")
+		}
+		if j, dup := seen[t.Token]; dup && t.Token != "" {
+			v.bad(key+".token", "is the same token as tokens[%d]", j)
+		}
+		seen[t.Token] = i
+	}
+
+	for _, p := range []struct {
+		key string
+		d   Duration
+	}{
+		{"http.read_header_timeout", c.HTTP.ReadHeaderTimeout}, {"http.read_timeout", c.HTTP.ReadTimeout},
+		{"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout},
+	} {
+		v.positive(p.key, p.d)
+	}
+	if c.HTTP.MaxBodyBytes < 1024 {
+		v.bad("http.max_body_bytes", "must be at least 1024, got %d", c.HTTP.MaxBodyBytes)
+	}
+	if c.HTTP.MaxBatch < 1 || c.HTTP.MaxBatch > 10000 {
+		v.bad("http.max_batch", "must be in 1..10000, got %d", c.HTTP.MaxBatch)
+	}
+
+	if c.Retention.Dead.D() < MinDeadRetention {
+		v.bad("retention.dead", "must be at least 7d (dead letters are kept a week or more), got %q", c.Retention.Dead)
+	}
+	v.positive("retention.succeeded", c.Retention.Succeeded)
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		v.bad("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+}
+
+func (c *Config) validateEngine(v *checker) {
+	e := c.Engine
+	if e.MaxAttempts < 1 || e.MaxAttempts > 1000 {
+		v.bad("engine.max_attempts", "must be in 1..1000, got %d", e.MaxAttempts)
+	}
+	if e.Timeout.D() < time.Millisecond {
+		v.bad("engine.timeout", "must be at least 1ms, got %q", e.Timeout)
+	}
+	for _, p := range []struct {
+		key string
+		d   Duration
+	}{
+		{"engine.backoff_base", e.BackoffBase}, {"engine.backoff_max", e.BackoffMax},
+		{"engine.lease_ttl", e.LeaseTTL}, {"engine.heartbeat_interval", e.HeartbeatInterval},
+		{"engine.poll_interval", e.PollInterval}, {"engine.rescue_interval", e.RescueInterval},
+		{"engine.settings_interval", e.SettingsInterval}, {"engine.timeout_grace", e.TimeoutGrace},
+	} {
+		v.positive(p.key, p.d)
+	}
+	if e.BackoffMax < e.BackoffBase {
+		v.bad("engine.backoff_max", "%q must not be below engine.backoff_base %q", e.BackoffMax, e.BackoffBase)
+	}
+	if e.BackoffJitter < 0 || e.BackoffJitter >= 1 {
+		v.bad("engine.backoff_jitter", "must be in 0 (none) up to below 1, got %v", e.BackoffJitter)
+	}
+	if e.HeartbeatInterval >= e.LeaseTTL && e.HeartbeatInterval > 0 {
+		v.bad("engine.heartbeat_interval", "%q must be shorter than engine.lease_ttl %q", e.HeartbeatInterval, e.LeaseTTL)
+	}
+	if e.ClaimBatch < 1 || e.ClaimBatch > 1000 {
+		v.bad("engine.claim_batch", "must be in 1..1000, got %d", e.ClaimBatch)
+	}
+	if e.MaxPayloadBytes < 1 {
+		v.bad("engine.max_payload_bytes", "must be positive, got %d", e.MaxPayloadBytes)
+	} else if int64(e.MaxPayloadBytes) >= c.HTTP.MaxBodyBytes {
+		c.Warnings = append(c.Warnings, fmt.Sprintf(
+			"engine.max_payload_bytes (%d) is not below http.max_body_bytes (%d): the body limit rejects the largest payloads first",
+			e.MaxPayloadBytes, c.HTTP.MaxBodyBytes))
+	}
+	if e.Node != "" && !namePattern.MatchString(e.Node) {
+		v.bad("engine.node", "must be 1-128 letters, digits, '_', '.', ':' or '-', got %q", e.Node)
+	}
+}
+
+func (c *Config) validateQueuesAndTypes(v *checker) {
+	worked := c.WorkedQueues()
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		key := "queues." + name
+		if !namePattern.MatchString(name) {
+			v.bad(key, "invalid queue name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", name)
+		}
+		if w := c.Queues[name].Workers; w < 1 || w > 10000 {
+			v.bad(key+".workers", "must be in 1..10000, got %d", w)
+		}
+		if _, ok := worked[name]; !ok && c.Source("queues") == SourceFile {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: no type with a url uses this queue, so this server does not work it", key))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Types)) {
+		c.validateType(v, name, c.Types[name], worked)
+	}
+}
+
+func (c *Config) validateType(v *checker, name string, t Type, worked map[string]Queue) {
+	key := "types." + name
+	if !namePattern.MatchString(name) {
+		v.bad(key, "invalid type name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", name)
+	}
+	if !namePattern.MatchString(t.Queue) {
+		v.bad(key+".queue", "invalid queue name %q", t.Queue)
+	}
+	if t.Priority < -1_000_000 || t.Priority > 1_000_000 {
+		v.bad(key+".priority", "must be in -1000000..1000000, got %d", t.Priority)
+	}
+	if t.MaxAttempts < 1 || t.MaxAttempts > 1000 {
+		v.bad(key+".max_attempts", "must be in 1..1000, got %d", t.MaxAttempts)
+	}
+	if t.Timeout.D() < time.Millisecond {
+		v.bad(key+".timeout", "must be at least 1ms, got %q", t.Timeout)
+	}
+	if !t.IsTarget() {
+		for _, f := range []string{"connect_timeout", "read_timeout", "max_result_bytes", "headers", "headers_env", "backoff_base", "backoff_max"} {
+			if c.Source(key+"."+f) == SourceFile {
+				v.bad(key+"."+f, "applies only to a type with a url (the process that works an enqueue-only type sets its own)")
+			}
+		}
+		if _, ok := worked[t.Queue]; ok {
+			v.bad(key+".queue", "queue %q is worked by this server (types with a url use it), so this enqueue-only type's tasks would fail there with \"no handler\": give it a queue of its own", t.Queue)
+		}
+		return
+	}
+	if u, err := url.Parse(t.URL); err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.bad(key+".url", "must be an absolute http(s) URL, got %q", t.URL)
+	}
+	v.positive(key+".connect_timeout", t.ConnectTimeout)
+	v.positive(key+".read_timeout", t.ReadTimeout)
+	v.positive(key+".backoff_base", t.BackoffBase)
+	if t.BackoffMax < t.BackoffBase {
+		v.bad(key+".backoff_max", "%q must not be below backoff_base %q", t.BackoffMax, t.BackoffBase)
+	}
+	if t.MaxResultBytes < 1 {
+		v.bad(key+".max_result_bytes", "must be positive, got %d", t.MaxResultBytes)
+	}
+	for _, h := range slices.Sorted(maps.Keys(t.Headers)) {
+		if !headerPattern.MatchString(h) {
+			v.bad(key+".headers", "invalid header name %q", h)
+		}
+		if strings.ContainsAny(t.Headers[h], "\r\n\x00") {
+			v.bad(key+".headers."+h, "must not contain line breaks")
+		}
+	}
+	if _, ok := c.Queues[t.Queue]; !ok {
+		v.bad(key+".queue", "queue %q is not configured: add [queues.%s] with workers = N", t.Queue, t.Queue)
+	}
+	if t.ReadTimeout >= t.Timeout && t.Timeout > 0 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf(
+			"%s.read_timeout (%s) is not below the task timeout (%s): the attempt times out before the read does", key, t.ReadTimeout, t.Timeout))
+	}
+}
+
+// IsLoopback reports whether host (of a listen address) only accepts
+// connections from this machine.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+var dsnPassword = regexp.MustCompile(`^([a-z]+://[^:/@]*):[^@]*@`)
+
+// RedactDSN hides the password of a database URL.
+func RedactDSN(dsn string) string { return dsnPassword.ReplaceAllString(dsn, "${1}:xxxxx@") }

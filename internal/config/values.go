@@ -1,0 +1,101 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Values lists every effective setting with its source, secrets redacted:
+// the scalar fields in file order, then tokens, queues and types by name.
+func (c *Config) Values() []Value {
+	var out []Value
+	for _, f := range fields {
+		v := Value{Key: f.Key, Value: f.format(c), Source: c.Source(f.Key), Env: f.Env}
+		switch f.Key {
+		case "database.dsn":
+			v.Value = RedactDSN(v.Value)
+			if v.Value == "" {
+				v.Note = "SQLite at database.db"
+			}
+		case "database.db":
+			if c.Database.DSN != "" {
+				v.Note = "unused: database.dsn is set"
+			}
+		case "database.schema":
+			if !strings.HasPrefix(c.Database.DSN, "postgres") {
+				v.Note = "unused: PostgreSQL only"
+			}
+		case "engine.node":
+			if v.Value == "" {
+				v.Note = "hostname-pid-random"
+			}
+		}
+		out = append(out, v)
+	}
+	for i, t := range c.Tokens {
+		src := SourceFile
+		if t.From == "env KEEL_TOKEN" {
+			src = SourceEnv
+		}
+		out = append(out, Value{
+			Key:    fmt.Sprintf("tokens[%d]", i),
+			Value:  fmt.Sprintf("role=%s token=<redacted, %d chars>", t.Role, len(t.Token)),
+			Source: src, Note: t.From,
+		})
+	}
+	if len(c.Tokens) == 0 {
+		out = append(out, Value{Key: "tokens", Value: "none", Source: SourceDefault, Env: "KEEL_TOKEN", Note: "loopback only, requests not checked"})
+	}
+	worked := c.WorkedQueues()
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		key := "queues." + name + ".workers"
+		v := Value{Key: key, Value: strconv.Itoa(c.Queues[name].Workers), Source: c.Source(key)}
+		if _, ok := worked[name]; !ok {
+			v.Note = "not worked: no type with a url uses it"
+		}
+		out = append(out, v)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Types)) {
+		out = append(out, c.typeValues(name, c.Types[name])...)
+	}
+	return out
+}
+
+func (c *Config) typeValues(name string, t Type) []Value {
+	p := "types." + name + "."
+	val := func(field, value string) Value {
+		return Value{Key: p + field, Value: value, Source: c.Source(p + field)}
+	}
+	url := val("url", t.URL)
+	if !t.IsTarget() {
+		url.Note = "enqueue-only: another process works it"
+	}
+	out := []Value{
+		url,
+		val("queue", t.Queue),
+		val("priority", strconv.Itoa(t.Priority)),
+		val("max_attempts", strconv.Itoa(t.MaxAttempts)),
+		val("timeout", t.Timeout.String()),
+	}
+	if !t.IsTarget() {
+		return out
+	}
+	out = append(out,
+		val("connect_timeout", t.ConnectTimeout.String()),
+		val("read_timeout", t.ReadTimeout.String()),
+		val("max_result_bytes", strconv.FormatInt(t.MaxResultBytes, 10)),
+		val("backoff_base", t.BackoffBase.String()),
+		val("backoff_max", t.BackoffMax.String()),
+	)
+	for _, h := range slices.Sorted(maps.Keys(t.Headers)) {
+		v := Value{Key: p + "headers." + h, Value: "<redacted>", Source: SourceFile}
+		if env, ok := t.HeadersEnv[h]; ok {
+			v.Note = "from env " + env
+		}
+		out = append(out, v)
+	}
+	return out
+}
