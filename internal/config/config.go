@@ -15,6 +15,7 @@
 //	KEEL_CONFIG                     the file, when --config is not given
 //	KEEL_LISTEN                     listen
 //	KEEL_SHUTDOWN_TIMEOUT           shutdown_timeout
+//	KEEL_ANY_TYPE                   any_type
 //	KEEL_DSN, KEEL_DB, KEEL_SCHEMA  database.dsn, database.db, database.schema
 //	KEEL_TOKEN                      adds one admin token to [[tokens]]
 //	KEEL_HTTP_<FIELD>               [http] fields, e.g. KEEL_HTTP_READ_TIMEOUT
@@ -66,6 +67,10 @@ type Config struct {
 	// is worked here by POSTing each task to it; a type without one is
 	// enqueue-only (another process works it). Default none.
 	Types map[string]Type `toml:"types"`
+	// AnyType makes the API accept tasks of any valid type, not only those
+	// in [types], for other processes to work (keel.Config.AnyType). A
+	// misspelt type is then stored, not rejected. Default false.
+	AnyType bool `toml:"any_type"`
 
 	// File is the file read, "" if none. Set by Load.
 	File string `toml:"-"`
@@ -197,10 +202,13 @@ type Type struct {
 	ConnectTimeout Duration `toml:"connect_timeout"`
 	// ReadTimeout bounds waiting for URL's answer. Default "10s".
 	ReadTimeout Duration `toml:"read_timeout"`
-	// MaxResultBytes bounds the answer kept as the task's result. Default
-	// 1048576 (1 MiB).
+	// MaxResultBytes bounds the JSON answer kept as the task's result (a
+	// larger one succeeds without a result), at most 16 MiB. Default 65536
+	// (64 KiB).
 	MaxResultBytes int64 `toml:"max_result_bytes"`
-	// Headers are sent with every request to URL. Default none.
+	// Headers are sent with every request to URL; they may not set
+	// Keel-*, Idempotency-Key, Content-Type or framing headers. Default
+	// none.
 	Headers map[string]string `toml:"headers"`
 	// HeadersEnv are headers whose values are read from the named
 	// environment variables, for secrets. Default none.
@@ -267,7 +275,7 @@ const (
 	defaultWorkers        = 10
 	defaultConnectTimeout = Duration(2 * time.Second)
 	defaultReadTimeout    = Duration(10 * time.Second)
-	defaultMaxResultBytes = 1 << 20
+	defaultMaxResultBytes = 64 << 10
 )
 
 // WorkedQueues returns the queues this server works: those of its types

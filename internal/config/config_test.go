@@ -46,7 +46,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("read a file: %s", c.File)
 	}
 	want := map[string]string{
-		"listen": "127.0.0.1:7400", "shutdown_timeout": "30s",
+		"listen": "127.0.0.1:7400", "shutdown_timeout": "30s", "any_type": "false",
 		"database.dsn": "", "database.db": "./keel.db", "database.schema": "keel",
 		"http.read_header_timeout": "5s", "http.read_timeout": "30s", "http.write_timeout": "30s",
 		"http.idle_timeout": "2m", "http.max_body_bytes": "1048576", "http.max_batch": "1000",
@@ -144,6 +144,7 @@ url = "http://127.0.0.1:9/hook"
 const fullFile = `
 listen = "127.0.0.1:8000"
 shutdown_timeout = "10s"
+any_type = true
 
 [database]
 dsn = "postgres://keel:secret@db.example:5432/keel"
@@ -214,7 +215,7 @@ priority = -1
 func TestFile(t *testing.T) {
 	env := []string{"READER_TOKEN=fedcba9876543210-read", "MAILER_AUTH=Bearer s3cret"}
 	c := load(t, Options{Path: write(t, fullFile), Environ: env})
-	if c.Listen != "127.0.0.1:8000" || c.ShutdownTimeout.D() != 10*time.Second {
+	if c.Listen != "127.0.0.1:8000" || c.ShutdownTimeout.D() != 10*time.Second || !c.AnyType {
 		t.Fatalf("listen %q shutdown %v", c.Listen, c.ShutdownTimeout)
 	}
 	if c.Database.Schema != "jobs" || !strings.HasPrefix(c.Database.DSN, "postgres://") {
@@ -370,6 +371,7 @@ func TestErrors(t *testing.T) {
 		{"bad env duration", "", []string{"KEEL_ENGINE_TIMEOUT=soon"}, nil, `KEEL_ENGINE_TIMEOUT: invalid duration "soon"`},
 		{"bad env int", "", []string{"KEEL_ENGINE_MAX_ATTEMPTS=4.5"}, nil, `KEEL_ENGINE_MAX_ATTEMPTS: invalid integer "4.5"`},
 		{"bad env float", "", []string{"KEEL_ENGINE_BACKOFF_JITTER=lots"}, nil, `KEEL_ENGINE_BACKOFF_JITTER: invalid number "lots"`},
+		{"bad env bool", "", []string{"KEEL_ANY_TYPE=maybe"}, nil, `KEEL_ANY_TYPE: invalid boolean "maybe": use true or false`},
 		{"unknown env", "", []string{"KEEL_ENGINE_TIMOUT=1s"}, nil, "KEEL_ENGINE_TIMOUT: unknown setting"},
 		{"bad flag", "", nil, []Flag{{"--set", "engine.timeout", "x"}}, `--set: invalid duration "x"`},
 		{"unknown flag key", "", nil, []Flag{{"--set", "engine.nope", "1"}}, `--set: unknown setting "engine.nope"`},
@@ -423,7 +425,8 @@ func TestErrors(t *testing.T) {
 		{"url relative", "[types.email]\nurl = \"/send\"", nil, nil, `types.email.url: must be an absolute http(s) URL, got "/send"`},
 		{"connect timeout", target + "connect_timeout = \"0s\"", nil, nil, `types.hook.connect_timeout: must be positive, got "0s"`},
 		{"read timeout", target + "read_timeout = \"-2s\"", nil, nil, `types.hook.read_timeout: must be positive, got "-2s"`},
-		{"max result", target + "max_result_bytes = 0", nil, nil, "types.hook.max_result_bytes: must be positive, got 0"},
+		{"max result", target + "max_result_bytes = 0", nil, nil, "types.hook.max_result_bytes: must be in 1..16777216 (16 MiB), got 0"},
+		{"max result big", target + "max_result_bytes = 16777217", nil, nil, "types.hook.max_result_bytes: must be in 1..16777216"},
 		{"header name", target + "headers = { \"Bad Header\" = \"x\" }", nil, nil, `types.hook.headers: invalid header name "Bad Header"`},
 		{"header value", target + "headers = { \"X-A\" = \"a\\nb\" }", nil, nil, "types.hook.headers.X-A: must not contain line breaks"},
 		{"header env unset", target + "headers_env = { \"Authorization\" = \"NOPE_AUTH\" }", nil, nil, "types.hook.headers_env.Authorization: environment variable NOPE_AUTH is not set"},

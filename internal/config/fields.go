@@ -31,6 +31,7 @@ type Field struct {
 var fields = []Field{
 	{"listen", "KEEL_LISTEN", func(c *Config) any { return &c.Listen }},
 	{"shutdown_timeout", "KEEL_SHUTDOWN_TIMEOUT", func(c *Config) any { return &c.ShutdownTimeout }},
+	{"any_type", "KEEL_ANY_TYPE", func(c *Config) any { return &c.AnyType }},
 
 	{"database.dsn", "KEEL_DSN", func(c *Config) any { return &c.Database.DSN }},
 	{"database.db", "KEEL_DB", func(c *Config) any { return &c.Database.DB }},
@@ -104,6 +105,12 @@ func (f Field) set(c *Config, raw string) error {
 			return fmt.Errorf("invalid number %q", raw)
 		}
 		*p = v
+	case *bool:
+		v, err := strconv.ParseBool(raw)
+		if err != nil {
+			return fmt.Errorf("invalid boolean %q: use true or false", raw)
+		}
+		*p = v
 	case *Duration:
 		v, err := ParseDuration(raw)
 		if err != nil {
@@ -127,6 +134,8 @@ func (f Field) format(c *Config) string {
 		return strconv.FormatInt(*p, 10)
 	case *float64:
 		return strconv.FormatFloat(*p, 'g', -1, 64)
+	case *bool:
+		return strconv.FormatBool(*p)
 	case *Duration:
 		return p.String()
 	}

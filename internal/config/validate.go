@@ -173,9 +173,9 @@ func (c *Config) validateEngine(v *checker) {
 	}
 	if e.MaxPayloadBytes < 1 {
 		v.bad("engine.max_payload_bytes", "must be positive, got %d", e.MaxPayloadBytes)
-	} else if int64(e.MaxPayloadBytes) >= c.HTTP.MaxBodyBytes {
+	} else if int64(e.MaxPayloadBytes) > c.HTTP.MaxBodyBytes {
 		c.Warnings = append(c.Warnings, fmt.Sprintf(
-			"engine.max_payload_bytes (%d) is not below http.max_body_bytes (%d): the body limit rejects the largest payloads first",
+			"engine.max_payload_bytes (%d) is above http.max_body_bytes (%d): the body limit rejects the largest payloads first",
 			e.MaxPayloadBytes, c.HTTP.MaxBodyBytes))
 	}
 	if e.Node != "" && !namePattern.MatchString(e.Node) {
@@ -239,8 +239,8 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 	if t.BackoffMax < t.BackoffBase {
 		v.bad(key+".backoff_max", "%q must not be below backoff_base %q", t.BackoffMax, t.BackoffBase)
 	}
-	if t.MaxResultBytes < 1 {
-		v.bad(key+".max_result_bytes", "must be positive, got %d", t.MaxResultBytes)
+	if t.MaxResultBytes < 1 || t.MaxResultBytes > 16<<20 {
+		v.bad(key+".max_result_bytes", "must be in 1..16777216 (16 MiB), got %d", t.MaxResultBytes)
 	}
 	for _, h := range slices.Sorted(maps.Keys(t.Headers)) {
 		if !headerPattern.MatchString(h) {
