@@ -523,3 +523,36 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestExample: the example file loads, sets every scalar setting and sets
+// each to its default, and its commented-out types are valid.
+func TestExample(t *testing.T) {
+	c := load(t, Options{Path: write(t, Example)})
+	for _, f := range fields {
+		if c.Source(f.Key) != SourceFile {
+			t.Errorf("the example does not set %s", f.Key)
+		}
+		if got, want := f.format(c), f.format(Defaults()); got != want {
+			t.Errorf("the example sets %s = %q, the default is %q", f.Key, got, want)
+		}
+		if !strings.Contains(Example, f.Env) && f.Env != "" {
+			t.Errorf("the example does not name %s", f.Env)
+		}
+	}
+	var uncommented []string
+	inTypes := false
+	for _, line := range strings.Split(Example, "\n") {
+		if strings.HasPrefix(line, "# [types.") {
+			inTypes = true
+		}
+		if inTypes || strings.HasPrefix(line, "# [[tokens]]") || strings.HasPrefix(line, "# token") || strings.HasPrefix(line, "# role") {
+			line = strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ")
+		}
+		uncommented = append(uncommented, line)
+	}
+	env := []string{"MAILER_AUTH=Bearer x", "KEEL_ADMIN_TOKEN=0123456789abcdef"}
+	c = load(t, Options{Path: write(t, strings.Join(uncommented, "\n")), Environ: env})
+	if len(c.Types) != 2 || !c.Types["email.send"].IsTarget() || c.Types["report.build"].Queue != "reports" || len(c.Tokens) != 2 {
+		t.Fatalf("the commented-out examples: types %+v tokens %d", c.Types, len(c.Tokens))
+	}
+}
