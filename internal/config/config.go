@@ -77,7 +77,7 @@ type Config struct {
 	// Warnings are doubtful but valid settings. Set by Load.
 	Warnings []string `toml:"-"`
 
-	sources map[string]source
+	sources map[string]Source
 }
 
 // Database says where tasks are stored.
@@ -266,7 +266,7 @@ func Defaults() *Config {
 		Log:       Log{Level: "info", Format: "text"},
 		Queues:    map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
 		Types:     map[string]Type{},
-		sources:   map[string]source{},
+		sources:   map[string]Source{},
 	}
 }
 

@@ -394,7 +394,7 @@ func TestErrors(t *testing.T) {
 		{"token both", "[[tokens]]\ntoken = \"0123456789abcdef\"\ntoken_env = \"X\"\nrole = \"read\"", nil, nil, "tokens[0]: set token or token_env, not both"},
 		{"token none", "[[tokens]]\nrole = \"read\"", nil, nil, "tokens[0]: set token or token_env"},
 		{"token env unset", "[[tokens]]\ntoken_env = \"NOPE_TOKEN\"\nrole = \"read\"", nil, nil, "tokens[0].token_env: environment variable NOPE_TOKEN is not set"},
-		{"KEEL_TOKEN short", "", []string{"KEEL_TOKEN=abc"}, nil, "KEEL_TOKEN.token: must be at least 16 characters"},
+		{"KEEL_TOKEN short", "", []string{"KEEL_TOKEN=abc"}, nil, "KEEL_TOKEN: must be at least 16 characters"},
 		{"http timeout", "[http]\nread_header_timeout = \"0s\"", nil, nil, `http.read_header_timeout: must be positive, got "0s"`},
 		{"http negative", "[http]\nidle_timeout = \"-1s\"", nil, nil, `http.idle_timeout: must be positive, got "-1s"`},
 		{"max body", "[http]\nmax_body_bytes = 10", nil, nil, "http.max_body_bytes: must be at least 1024, got 10"},
@@ -487,7 +487,7 @@ timeout = "5s"
 func TestTokensAllowPublicListen(t *testing.T) {
 	c := load(t, Options{Path: write(t, "listen = \"0.0.0.0:7400\"\n[[tokens]]\ntoken_env = \"T\"\nrole = \"enqueue\""),
 		Environ: []string{"T=0123456789abcdef"}})
-	if c.Tokens[0].Token != "0123456789abcdef" || c.Tokens[0].From != "file, token_env T" {
+	if c.Tokens[0].Token != "0123456789abcdef" || c.Tokens[0].From != "file, from env T" {
 		t.Fatalf("token %+v", c.Tokens[0])
 	}
 }

@@ -16,8 +16,6 @@ const (
 	SourceFlag    Source = "flag"
 )
 
-type source = Source
-
 // Field is one scalar setting: its key in the file (and for --set) and its
 // environment variable.
 type Field struct {

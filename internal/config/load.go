@@ -173,6 +173,9 @@ func (c *Config) fillTypes(md toml.MetaData) {
 	}
 }
 
+// fromKeelToken is Token.From of the token KEEL_TOKEN adds.
+const fromKeelToken = "env KEEL_TOKEN"
+
 // applyEnv applies the KEEL_* variables; an empty one counts as unset.
 func (c *Config) applyEnv(env map[string]string) []error {
 	var errs []error
@@ -197,7 +200,7 @@ func (c *Config) applyEnv(env map[string]string) []error {
 		}
 	}
 	if tok := env["KEEL_TOKEN"]; tok != "" {
-		c.Tokens = append(c.Tokens, Token{Token: tok, Role: RoleAdmin, From: "env KEEL_TOKEN"})
+		c.Tokens = append(c.Tokens, Token{Token: tok, Role: RoleAdmin, From: fromKeelToken})
 		c.sources["tokens"] = SourceEnv
 	} else if len(c.Tokens) > 0 {
 		c.sources["tokens"] = SourceFile
@@ -219,7 +222,7 @@ func (c *Config) resolveSecrets(env map[string]string) []error {
 			if v == "" {
 				errs = append(errs, fmt.Errorf("%s.token_env: environment variable %s is not set", key, t.TokenEnv))
 			}
-			t.Token, t.From = v, "file, token_env "+t.TokenEnv
+			t.Token, t.From = v, "file, from env "+t.TokenEnv
 		case t.Token == "":
 			errs = append(errs, fmt.Errorf("%s: set token or token_env", key))
 		}

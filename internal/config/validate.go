@@ -89,9 +89,9 @@ func (c *Config) validateServer(v *checker) {
 
 	seen := map[string]int{}
 	for i, t := range c.Tokens {
-		key := fmt.Sprintf("tokens[%d]", i)
-		if t.From == "env KEEL_TOKEN" {
-			key = "KEEL_TOKEN"
+		key, tokenKey := fmt.Sprintf("tokens[%d]", i), fmt.Sprintf("tokens[%d].token", i)
+		if t.From == fromKeelToken {
+			key, tokenKey = "KEEL_TOKEN", "KEEL_TOKEN"
 		}
 		switch t.Role {
 		case RoleAdmin, RoleEnqueue, RoleRead:
@@ -100,12 +100,12 @@ func (c *Config) validateServer(v *checker) {
 		}
 		switch {
 		case len(t.Token) < MinTokenLength:
-			v.bad(key+".token", "must be at least %d characters, got %d", MinTokenLength, len(t.Token))
+			v.bad(tokenKey, "must be at least %d characters, got %d", MinTokenLength, len(t.Token))
 		case strings.ContainsAny(t.Token, " \t\r\n"):
-			v.bad(key+".token", "must not contain white space")
+			v.bad(tokenKey, "must not contain white space")
 		}
 		if j, dup := seen[t.Token]; dup && t.Token != "" {
-			v.bad(key+".token", "is the same token as tokens[%d]", j)
+			v.bad(tokenKey, "is the same token as tokens[%d]", j)
 		}
 		seen[t.Token] = i
 	}

@@ -36,15 +36,18 @@ func (c *Config) Values() []Value {
 		out = append(out, v)
 	}
 	for i, t := range c.Tokens {
-		src := SourceFile
-		if t.From == "env KEEL_TOKEN" {
-			src = SourceEnv
-		}
-		out = append(out, Value{
+		v := Value{
 			Key:    fmt.Sprintf("tokens[%d]", i),
 			Value:  fmt.Sprintf("role=%s token=<redacted, %d chars>", t.Role, len(t.Token)),
-			Source: src, Note: t.From,
-		})
+			Source: SourceFile,
+		}
+		switch {
+		case t.From == fromKeelToken:
+			v.Source, v.Env = SourceEnv, "KEEL_TOKEN"
+		case t.TokenEnv != "":
+			v.Note = "token from env " + t.TokenEnv
+		}
+		out = append(out, v)
 	}
 	if len(c.Tokens) == 0 {
 		out = append(out, Value{Key: "tokens", Value: "none", Source: SourceDefault, Env: "KEEL_TOKEN", Note: "loopback only, requests not checked"})
