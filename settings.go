@@ -91,10 +91,12 @@ func (c *Client) applySetting(s driver.Setting) {
 	c.wakeQueue("")
 }
 
-// refreshSettings reads keel_settings every SettingsInterval so that a
+// startSettingsRefresh reads keel_settings every SettingsInterval so that a
 // change made through any node applies here too.
 func (c *Client) startSettingsRefresh(ctx context.Context) *service.Loop {
-	load := func(ctx context.Context) {
+	// Start calls this holding c.mu: the first load must not wake queues
+	// (they have not started yet; wakeQueue takes c.mu).
+	load := func(ctx context.Context, wake bool) {
 		lctx, cancel := context.WithTimeout(ctx, max(c.cfg.SettingsInterval, time.Second))
 		defer cancel()
 		rows, err := c.drv.ListSettings(lctx)
@@ -107,9 +109,11 @@ func (c *Client) startSettingsRefresh(ctx context.Context) *service.Loop {
 		c.settingsMu.Lock()
 		c.settings.Store(newSnapshot(rows))
 		c.settingsMu.Unlock()
-		c.wakeQueue("") // a resumed queue or a raised limit frees slots
+		if wake {
+			c.wakeQueue("") // a resumed queue or a raised limit frees slots
+		}
 	}
-	load(ctx) // workers start with the stored settings
+	load(ctx, false) // workers start with the stored settings
 	return service.Start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(c.cfg.SettingsInterval)
 		defer t.Stop()
@@ -118,7 +122,7 @@ func (c *Client) startSettingsRefresh(ctx context.Context) *service.Loop {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				load(ctx)
+				load(ctx, true)
 			}
 		}
 	})
