@@ -2,6 +2,7 @@ package keel
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -106,10 +107,12 @@ func (c *Client) startSettingsRefresh(ctx context.Context) *service.Loop {
 			}
 			return
 		}
+		next := newSnapshot(rows)
 		c.settingsMu.Lock()
-		c.settings.Store(newSnapshot(rows))
+		changed := !reflect.DeepEqual(c.snapshot().queues, next.queues) || !reflect.DeepEqual(c.snapshot().types, next.types)
+		c.settings.Store(next)
 		c.settingsMu.Unlock()
-		if wake {
+		if wake && changed {
 			c.wakeQueue("") // a resumed queue or a raised limit frees slots
 		}
 	}
