@@ -196,3 +196,23 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 }
+
+// Node is one worker process in the node registry (GET /v1/nodes).
+type Node struct {
+	Name        string    `json:"name"`
+	Host        string    `json:"host"`
+	PID         int       `json:"pid"`
+	Queues      []string  `json:"queues"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+}
+
+// NodeList answers GET /v1/nodes, ordered by name.
+type NodeList struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// Health answers GET /healthz and a ready GET /readyz: {"status":"ok"}.
+type Health struct {
+	Status string `json:"status"`
+}

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// listDead handles GET /v1/dead: dead letters, newest first, a page at a
+// time.
+func (s *server) listDead(w http.ResponseWriter, r *http.Request) error {
+	q, err := queryParams(r, "type", "queue", "cursor", "limit")
+	if err != nil {
+		return err
+	}
+	list, err := s.listPage(r.Context(), keel.ListParams{State: keel.StateDead, Type: q["type"], Queue: q["queue"]}, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// requeueDead handles POST /v1/dead/requeue: BulkRequest → BulkResponse.
+func (s *server) requeueDead(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.decodeFilter(w, r)
+	if err != nil {
+		return err
+	}
+	n, err := s.c.RetryMatching(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, BulkResponse{Count: n})
+	return nil
+}
+
+// purgeDead handles POST /v1/dead/purge: BulkRequest → BulkResponse.
+func (s *server) purgeDead(w http.ResponseWriter, r *http.Request) error {
+	f, err := s.decodeFilter(w, r)
+	if err != nil {
+		return err
+	}
+	n, err := s.c.PurgeMatching(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, BulkResponse{Count: n})
+	return nil
+}
+
+// decodeFilter reads a BulkRequest; keel validates the filter.
+func (s *server) decodeFilter(w http.ResponseWriter, r *http.Request) (keel.Filter, error) {
+	var req BulkRequest
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return keel.Filter{}, err
+	}
+	f := keel.Filter{State: keel.State(req.State), Type: req.Type, Queue: req.Queue, Limit: req.Limit}
+	f.FinishedAfter = valueOr(req.FinishedAfter, time.Time{})
+	f.FinishedBefore = valueOr(req.FinishedBefore, time.Time{})
+	if req.Limit < 0 {
+		// keel reads 0 as its default; a negative limit is a caller's mistake.
+		return keel.Filter{}, badRequest("field \"limit\" must be in 1..10000, got %d", req.Limit)
+	}
+	return f, nil
+}
+
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

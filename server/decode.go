@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxDepth is the deepest nesting of arrays and objects a request body may
+// have, counting the body's own object as one level.
+const maxDepth = 64
+
+// jsonSpace is the white space JSON allows between tokens.
+const jsonSpace = " \t\r\n"
+
+// decodeJSON reads r's body into dst, a pointer to a struct, strictly:
+// Content-Type must be application/json (415), the body at most limit
+// bytes (413); the body must be one JSON object, nested at most maxDepth
+// deep, with only known fields, each once and of the right type (400,
+// naming the field).
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return &apiError{status: http.StatusRequestEntityTooLarge, detail: fmt.Sprintf("request body is larger than %d bytes", limit)}
+		}
+		return badRequest("reading the request body: %v", err)
+	}
+	return decodeBody(body, dst)
+}
+
+func checkContentType(v string) error {
+	unsupported := &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("Content-Type must be application/json, got %q", v)}
+	if v == "" {
+		return unsupported
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil || mt != "application/json" {
+		return unsupported
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("charset must be utf-8, got %q", cs)}
+	}
+	return nil
+}
+
+// decodeBody decodes a whole request body into dst (see decodeJSON).
+func decodeBody(body []byte, dst any) error {
+	if len(bytes.Trim(body, jsonSpace)) == 0 {
+		return badRequest("request body is empty: send a JSON object")
+	}
+	if err := scanBody(body); err != nil {
+		return err
+	}
+	return decodeValue(bytes.Trim(body, jsonSpace), reflect.ValueOf(dst).Elem(), "")
+}
+
+// scanBody checks, token by token and before anything is decoded, that
+// body is one syntactically valid JSON object nested at most maxDepth deep
+// with nothing after it.
+func scanBody(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	depth := 0
+	for first := true; first || depth > 0; first = false {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError(err)
+		}
+		if first && tok != json.Delim('{') {
+			return badRequest("request body must be a JSON object")
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			if depth > maxDepth {
+				return badRequest("request body is nested deeper than %d levels (at byte %d)", maxDepth, dec.InputOffset())
+			}
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("unexpected data after the JSON object at byte %d", dec.InputOffset())
+	}
+	return nil
+}
+
+func syntaxError(err error) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return badRequest("invalid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return badRequest("invalid JSON: unexpected end of the body")
+	}
+	return badRequest("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	timeType        = reflect.TypeFor[time.Time]()
+	durationType    = reflect.TypeFor[Duration]()
+)
+
+// decodeValue decodes raw, already checked to be valid JSON, into v. It
+// walks structs and slices itself so that an error names its field with
+// its full path ("tasks[3].delay"); other values go to encoding/json.
+// Object keys match json tags exactly; unknown and repeated keys are
+// errors. null leaves the zero value, except in a json.RawMessage, which
+// keeps it; a RawMessage is stored compacted.
+func decodeValue(raw []byte, v reflect.Value, path string) error {
+	t := v.Type()
+	if t == rawMessageType {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return fieldError(path, "invalid JSON")
+		}
+		v.SetBytes(buf.Bytes())
+		return nil
+	}
+	if string(raw) == "null" {
+		v.SetZero()
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return decodeLeaf(raw, v, path)
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(t.Elem())
+		if err := decodeValue(raw, p.Elem(), path); err != nil {
+			return err
+		}
+		v.Set(p)
+		return nil
+	case reflect.Struct:
+		return decodeObject(raw, v, path)
+	case reflect.Map:
+		if t.Key().Kind() == reflect.String {
+			return decodeMap(raw, v, path)
+		}
+	case reflect.Slice:
+		return decodeArray(raw, v, path)
+	}
+	return decodeLeaf(raw, v, path)
+}
+
+func decodeObject(raw []byte, v reflect.Value, path string) error {
+	if raw[0] != '{' {
+		return fieldError(path, "must be an object, got %s", jsonKind(raw))
+	}
+	fields := jsonFields(v.Type())
+	seen := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return syntaxError(err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError(err)
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return syntaxError(err)
+		}
+		i, ok := fields[key]
+		if !ok {
+			return badRequest("unknown field %q", join(path, key))
+		}
+		if seen[key] {
+			return badRequest("field %q appears more than once", join(path, key))
+		}
+		seen[key] = true
+		if err := decodeValue(val, v.Field(i), join(path, key)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decodeMap(raw []byte, v reflect.Value, path string) error {
+	if raw[0] != '{' {
+		return fieldError(path, "must be an object, got %s", jsonKind(raw))
+	}
+	m := reflect.MakeMap(v.Type())
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return syntaxError(err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError(err)
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return syntaxError(err)
+		}
+		k := reflect.ValueOf(key).Convert(v.Type().Key())
+		if m.MapIndex(k).IsValid() {
+			return badRequest("field %q appears more than once", join(path, key))
+		}
+		e := reflect.New(v.Type().Elem()).Elem()
+		if err := decodeValue(val, e, join(path, key)); err != nil {
+			return err
+		}
+		m.SetMapIndex(k, e)
+	}
+	v.Set(m)
+	return nil
+}
+
+func decodeArray(raw []byte, v reflect.Value, path string) error {
+	if raw[0] != '[' {
+		return fieldError(path, "must be an array, got %s", jsonKind(raw))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // [
+		return syntaxError(err)
+	}
+	s := reflect.MakeSlice(v.Type(), 0, 0)
+	for i := 0; dec.More(); i++ {
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return syntaxError(err)
+		}
+		e := reflect.New(v.Type().Elem()).Elem()
+		if err := decodeValue(val, e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			return err
+		}
+		s = reflect.Append(s, e)
+	}
+	v.Set(s)
+	return nil
+}
+
+// decodeLeaf decodes a value encoding/json handles whole (numbers,
+// strings, maps, types with their own UnmarshalJSON) and names the field
+// in its error.
+func decodeLeaf(raw []byte, v reflect.Value, path string) error {
+	t := v.Type()
+	err := json.Unmarshal(raw, v.Addr().Interface())
+	if err == nil && t == timeType {
+		// time.Time reads offsets it cannot write back (+24:00): refuse them
+		// rather than store a time no answer can show.
+		_, err = v.Interface().(time.Time).MarshalJSON()
+	}
+	if err == nil {
+		return nil
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		return fieldError(path, "must be %s, got %s", describe(t), te.Value)
+	}
+	if t == timeType {
+		return fieldError(path, "must be an RFC 3339 time such as \"2026-01-02T15:04:05Z\", got %s", truncate(string(raw), 64))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if path == "" {
+		return badRequest("request body: %s", msg)
+	}
+	return badRequest("field %q: %s", path, msg)
+}
+
+func fieldError(path, format string, args ...any) error {
+	if path == "" {
+		return badRequest("request body "+format, args...)
+	}
+	return badRequest("field %q "+format, append([]any{path}, args...)...)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// jsonFields maps the json names of t's fields to their indexes.
+func jsonFields(t reflect.Type) map[string]int {
+	m := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = i
+	}
+	return m
+}
+
+// describe names what a value of t looks like in JSON.
+func describe(t reflect.Type) string {
+	switch t {
+	case timeType:
+		return "an RFC 3339 time string"
+	case durationType:
+		return "a duration string such as \"30s\""
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return t.String()
+}
+
+// jsonKind names the kind of a raw JSON value.
+func jsonKind(raw []byte) string {
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

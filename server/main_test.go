@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/driver/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// databases are the drivers every endpoint test runs against: sqlite and
+// postgres, or those KEEL_TEST_DATABASES lists (comma-separated).
+var databases = func() []string {
+	if v := os.Getenv("KEEL_TEST_DATABASES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"sqlite", "postgres"}
+}()
+
+// testDSN is the PostgreSQL test database; KEEL_TEST_POSTGRES overrides it.
+func testDSN() string {
+	if dsn := os.Getenv("KEEL_TEST_POSTGRES"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// forEachDB runs fn as a parallel subtest per database.
+func forEachDB(t *testing.T, fn func(t *testing.T, db string)) {
+	t.Helper()
+	for _, db := range databases {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			fn(t, db)
+		})
+	}
+}
+
+// Task types the API's client knows; payloads above testPayloadLimit are
+// too large for it.
+const (
+	typeEmail        = "email.send"
+	typeReport       = "report.build"
+	testPayloadLimit = 4096
+)
+
+// bundle is one test's API: a server over a fresh database.
+type bundle struct {
+	url    string
+	client *keel.Client // the API's client
+	drv    driver.Driver
+	db     string
+	token  string // sent by call unless a call sets Authorization
+	log    *slog.Logger
+	close  func() // closes the driver early (idempotent)
+}
+
+// setup starts the API with o over a fresh database of kind db.
+func setup(t *testing.T, db string, o Options) *bundle {
+	t.Helper()
+	log := testLogger(t)
+	drv, closeDrv := openDriver(t, db)
+	c, err := keel.NewClient(keel.Config{
+		Driver: drv, Types: []string{typeEmail, typeReport}, Logger: log, MaxPayloadBytes: testPayloadLimit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Logger = log
+	h, err := New(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	b := &bundle{url: srv.URL, client: c, drv: drv, db: db, log: log, close: closeDrv}
+	for _, tok := range o.Tokens {
+		if tok.Role == RoleAdmin {
+			b.token = tok.Value
+		}
+	}
+	return b
+}
+
+// openDriver opens a fresh database: a SQLite file in the test's directory
+// or a PostgreSQL schema dropped at the end.
+func openDriver(t *testing.T, db string) (driver.Driver, func()) {
+	t.Helper()
+	ctx := context.Background()
+	var d driver.Driver
+	switch db {
+	case "sqlite":
+		sd, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = sd
+	case "postgres":
+		var b [6]byte
+		rand.Read(b[:]) //nolint:errcheck // never fails
+		schema := "keel_server_" + hex.EncodeToString(b[:])
+		dsn := testDSN()
+		pd, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", dsn, err)
+		}
+		d = pd
+		t.Cleanup(func() {
+			// Its own connection: the test may have closed the driver.
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Errorf("drop schema %s: %v", schema, err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+				t.Errorf("drop schema %s: %v", schema, err)
+			}
+		})
+	default:
+		t.Fatalf("unknown database %q", db)
+	}
+	var once sync.Once
+	closeDrv := func() {
+		once.Do(func() {
+			if err := d.Close(); err != nil {
+				t.Errorf("close %s: %v", db, err)
+			}
+		})
+	}
+	t.Cleanup(closeDrv)
+	return d, closeDrv
+}
+
+// testLogger sends logs to t.Log until the test ends.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+// result is an HTTP answer, read whole.
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call sends method path with body and returns the answer. hdr are header
+// name, value pairs; an empty value removes the header. Content-Type
+// defaults to application/json when there is a body, Authorization to the
+// bundle's token.
+func (b *bundle) call(t *testing.T, method, path, body string, hdr ...string) result {
+	t.Helper()
+	req, err := http.NewRequest(method, b.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read: %v", method, path, err)
+	}
+	return result{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// ok decodes a successful JSON answer with the wanted status into v.
+func (r result) ok(t *testing.T, status int, v any) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json", ct)
+	}
+	if v != nil {
+		reflect.ValueOf(v).Elem().SetZero() // fields absent from the answer must not keep old values
+		if err := json.Unmarshal(r.body, v); err != nil {
+			t.Fatalf("decode %s: %v", r.body, err)
+		}
+	}
+}
+
+// problem checks that the answer is a problem with status whose detail
+// contains want, and returns it.
+func (r result) problem(t *testing.T, status int, want string) Problem {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json: %s", ct, r.body)
+	}
+	var p Problem
+	dec := json.NewDecoder(strings.NewReader(string(r.body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("decode problem %s: %v", r.body, err)
+	}
+	if p.Status != status || p.Title != http.StatusText(status) || p.Type != "about:blank" || p.Detail == "" {
+		t.Fatalf("problem %+v: want status %d, its title, type about:blank and a detail", p, status)
+	}
+	if !strings.Contains(p.Detail, want) {
+		t.Fatalf("problem detail %q does not contain %q", p.Detail, want)
+	}
+	if strings.Contains(p.Detail, "goroutine ") || strings.Contains(p.Detail, ".go:") {
+		t.Fatalf("problem detail shows Go internals: %q", p.Detail)
+	}
+	return p
+}
+
+// state is what the database holds: every task and every runtime setting,
+// to check that a rejected request wrote nothing.
+type state struct {
+	tasks    []string
+	settings []driver.Setting
+}
+
+func (b *bundle) state(t *testing.T) state {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := b.drv.List(ctx, driver.ListParams{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st state
+	for _, r := range rows {
+		st.tasks = append(st.tasks, string(r.State)+"/"+r.Type+"/"+r.Queue+"/"+r.UpdatedAt.String())
+	}
+	slices.Sort(st.tasks)
+	if st.settings, err = b.drv.ListSettings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// unchanged fails the test if the database differs from before.
+func (b *bundle) unchanged(t *testing.T, before state) {
+	t.Helper()
+	after := b.state(t)
+	if !slices.Equal(before.tasks, after.tasks) {
+		t.Fatalf("tasks changed:\nbefore %v\nafter  %v", before.tasks, after.tasks)
+	}
+	if !slices.EqualFunc(before.settings, after.settings, func(a, b driver.Setting) bool { return a == b }) {
+		t.Fatalf("settings changed:\nbefore %+v\nafter  %+v", before.settings, after.settings)
+	}
+}
+
+// enqueue adds a task through the API and returns it.
+func (b *bundle) enqueue(t *testing.T, body string) Task {
+	t.Helper()
+	var task Task
+	b.call(t, "POST", "/v1/tasks", body).ok(t, http.StatusCreated, &task)
+	return task
+}
+
+// taskCount is how many tasks the database holds.
+func (b *bundle) taskCount(t *testing.T) int {
+	t.Helper()
+	return len(b.state(t).tasks)
+}

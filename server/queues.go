@@ -1,0 +1,137 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// listQueues handles GET /v1/queues.
+func (s *server) listQueues(w http.ResponseWriter, r *http.Request) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	qs, err := s.c.Queues(r.Context())
+	if err != nil {
+		return err
+	}
+	list := QueueList{Queues: make([]Queue, len(qs))}
+	for i := range qs {
+		list.Queues[i] = queueFromInfo(&qs[i])
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// pauseQueue handles POST /v1/queues/{name}/pause.
+func (s *server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.updateQueue(w, r, keel.QueueUpdate{Paused: new(true)})
+}
+
+// resumeQueue handles POST /v1/queues/{name}/resume.
+func (s *server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
+	return s.updateQueue(w, r, keel.QueueUpdate{Paused: new(false)})
+}
+
+// patchQueue handles PATCH /v1/queues/{name}: QueuePatch → Queue.
+func (s *server) patchQueue(w http.ResponseWriter, r *http.Request) error {
+	var p QueuePatch
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &p); err != nil {
+		return err
+	}
+	return s.updateQueue(w, r, keel.QueueUpdate{Paused: p.Paused, Concurrency: p.Concurrency})
+}
+
+func (s *server) updateQueue(w http.ResponseWriter, r *http.Request, u keel.QueueUpdate) error {
+	q, err := s.c.UpdateQueue(r.Context(), r.PathValue("name"), u)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, queueFromInfo(q))
+	return nil
+}
+
+func queueFromInfo(q *keel.QueueInfo) Queue {
+	return Queue{Name: q.Name, Counts: counts(q.Counts), Paused: q.Paused, Concurrency: q.Concurrency, UpdatedAt: optTime(q.UpdatedAt)}
+}
+
+// listTypes handles GET /v1/types.
+func (s *server) listTypes(w http.ResponseWriter, r *http.Request) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	ts, err := s.c.Types(r.Context())
+	if err != nil {
+		return err
+	}
+	list := TypeList{Types: make([]TaskType, len(ts))}
+	for i := range ts {
+		list.Types[i] = typeFromInfo(&ts[i])
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// pauseType handles POST /v1/types/{name}/pause.
+func (s *server) pauseType(w http.ResponseWriter, r *http.Request) error {
+	return s.updateType(w, r, keel.TypeUpdate{Paused: new(true)})
+}
+
+// resumeType handles POST /v1/types/{name}/resume.
+func (s *server) resumeType(w http.ResponseWriter, r *http.Request) error {
+	return s.updateType(w, r, keel.TypeUpdate{Paused: new(false)})
+}
+
+// patchType handles PATCH /v1/types/{name}: TypePatch → TaskType.
+func (s *server) patchType(w http.ResponseWriter, r *http.Request) error {
+	var p TypePatch
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &p); err != nil {
+		return err
+	}
+	return s.updateType(w, r, keel.TypeUpdate{
+		Paused: p.Paused, Timeout: stdDuration(p.Timeout), MaxAttempts: p.MaxAttempts,
+		BackoffBase: stdDuration(p.BackoffBase), BackoffMax: stdDuration(p.BackoffMax),
+	})
+}
+
+func (s *server) updateType(w http.ResponseWriter, r *http.Request, u keel.TypeUpdate) error {
+	t, err := s.c.UpdateType(r.Context(), r.PathValue("name"), u)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, typeFromInfo(t))
+	return nil
+}
+
+func typeFromInfo(t *keel.TypeInfo) TaskType {
+	return TaskType{
+		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, MaxAttempts: t.MaxAttempts,
+		Timeout: optDuration(t.Timeout), BackoffBase: optDuration(t.BackoffBase), BackoffMax: optDuration(t.BackoffMax),
+		UpdatedAt: optTime(t.UpdatedAt),
+	}
+}
+
+// counts converts task counts by state to the wire form (never null).
+func counts(m map[keel.State]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for st, n := range m {
+		out[string(st)] = n
+	}
+	return out
+}
+
+func stdDuration(d *Duration) *time.Duration {
+	if d == nil {
+		return nil
+	}
+	return new(time.Duration(*d))
+}
+
+// optDuration is nil for zero (no override).
+func optDuration(d time.Duration) *Duration {
+	if d == 0 {
+		return nil
+	}
+	return new(Duration(d))
+}

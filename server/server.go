@@ -1,0 +1,243 @@
+// Package server is keel's HTTP API v1: enqueue and inspect tasks, manage
+// dead letters, queues and task types, and read stats, over JSON with
+// errors as application/problem+json (RFC 9457). keel serve runs it; Go
+// programs can mount the http.Handler that New returns in their own server.
+//
+// Every route is described by the OpenAPI 3.1 document served at
+// GET /v1/openapi.json. Requests carry "Authorization: Bearer <token>";
+// each token has a Role. Browser-originated cross-origin state changes are
+// rejected (http.CrossOriginProtection).
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/keelq/keel"
+)
+
+// Role is what a token may do.
+type Role string
+
+// The roles. Admin may do everything; enqueue may add tasks (POST
+// /v1/tasks, POST /v1/tasks/batch) and read them back (GET
+// /v1/tasks/{id}); read may call every GET route under /v1.
+const (
+	RoleAdmin   Role = "admin"
+	RoleEnqueue Role = "enqueue"
+	RoleRead    Role = "read"
+)
+
+func (r Role) valid() bool { return r == RoleAdmin || r == RoleEnqueue || r == RoleRead }
+
+// Token is one bearer token and its role.
+type Token struct {
+	Value string
+	Role  Role
+}
+
+// Options configures the API. The zero value is valid: no authentication.
+type Options struct {
+	// Tokens are the accepted bearer tokens. Default none: every route is
+	// open (keel serve then listens on loopback only).
+	Tokens []Token
+	// MaxBodyBytes bounds a request body. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxBatch bounds the tasks of one POST /v1/tasks/batch. Default 1000.
+	MaxBatch int
+	// Logger receives internal errors and failed readiness checks. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = 1000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.MaxBodyBytes < 0 {
+		return fmt.Errorf("server: Options.MaxBodyBytes must be positive, got %d", o.MaxBodyBytes)
+	}
+	if o.MaxBatch < 0 {
+		return fmt.Errorf("server: Options.MaxBatch must be positive, got %d", o.MaxBatch)
+	}
+	seen := map[string]int{}
+	for i, t := range o.Tokens {
+		switch {
+		case t.Value == "":
+			return fmt.Errorf("server: Options.Tokens[%d]: empty token value", i)
+		case strings.ContainsFunc(t.Value, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			return fmt.Errorf("server: Options.Tokens[%d]: token value contains a space or control character", i)
+		case !t.Role.valid():
+			return fmt.Errorf("server: Options.Tokens[%d]: unknown role %q (use %q, %q or %q)", i, t.Role, RoleAdmin, RoleEnqueue, RoleRead)
+		}
+		if j, dup := seen[t.Value]; dup {
+			return fmt.Errorf("server: Options.Tokens[%d]: same value as Tokens[%d]", i, j)
+		}
+		seen[t.Value] = i
+	}
+	return nil
+}
+
+// server holds the API's state; its methods are the route handlers.
+type server struct {
+	c     *keel.Client
+	opts  Options
+	log   *slog.Logger
+	creds []credential
+	mux   *http.ServeMux
+}
+
+// route is one entry of the API: a Go 1.22 method pattern, who may call
+// it, and its handler, which returns an error to answer with a problem.
+type route struct {
+	pattern string
+	access  access
+	handle  func(w http.ResponseWriter, r *http.Request) error
+}
+
+// routes is the API. The OpenAPI document lists exactly these (a test
+// checks it).
+func (s *server) routes() []route {
+	return []route{
+		{"GET /healthz", public, s.healthz},
+		{"GET /readyz", public, s.readyz},
+		{"GET /v1/openapi.json", public, s.openapi},
+
+		{"POST /v1/tasks", enqueuers, s.enqueue},
+		{"POST /v1/tasks/batch", enqueuers, s.enqueueBatch},
+		{"GET /v1/tasks/{id}", taskReaders, s.getTask},
+		{"GET /v1/tasks", readers, s.listTasks},
+		{"POST /v1/tasks/{id}/cancel", admins, s.cancelTask},
+		{"POST /v1/tasks/{id}/retry", admins, s.retryTask},
+
+		{"GET /v1/dead", readers, s.listDead},
+		{"POST /v1/dead/requeue", admins, s.requeueDead},
+		{"POST /v1/dead/purge", admins, s.purgeDead},
+
+		{"GET /v1/queues", readers, s.listQueues},
+		{"POST /v1/queues/{name}/pause", admins, s.pauseQueue},
+		{"POST /v1/queues/{name}/resume", admins, s.resumeQueue},
+		{"PATCH /v1/queues/{name}", admins, s.patchQueue},
+
+		{"GET /v1/types", readers, s.listTypes},
+		{"POST /v1/types/{name}/pause", admins, s.pauseType},
+		{"POST /v1/types/{name}/resume", admins, s.resumeType},
+		{"PATCH /v1/types/{name}", admins, s.patchType},
+
+		{"GET /v1/stats", readers, s.stats},
+		{"GET /v1/nodes", readers, s.nodes},
+	}
+}
+
+// New returns the API v1 handler for c. It rejects invalid Options: an
+// empty or duplicate token value, or an unknown role.
+func New(c *keel.Client, o Options) (http.Handler, error) {
+	s, err := newServer(c, o)
+	if err != nil {
+		return nil, err
+	}
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusForbidden, "cross-origin request rejected: browsers may not change state through this API from another origin")
+	}))
+	return cop.Handler(s), nil
+}
+
+func newServer(c *keel.Client, o Options) (*server, error) {
+	if c == nil {
+		return nil, errors.New("server: nil keel.Client")
+	}
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	s := &server{c: c, opts: o, log: o.Logger, creds: credentials(o.Tokens), mux: http.NewServeMux()}
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.pattern, s.guard(rt))
+	}
+	return s, nil
+}
+
+// guard authenticates and authorizes a request for rt, then runs it.
+func (s *server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.access != public {
+			role, ok := s.authenticate(r)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				writeProblem(w, http.StatusUnauthorized, "missing or unknown bearer token: send Authorization: Bearer <token>")
+				return
+			}
+			if !rt.access.allows(role) {
+				writeProblem(w, http.StatusForbidden, fmt.Sprintf("role %q may not call %s", role, rt.pattern))
+				return
+			}
+		}
+		if err := rt.handle(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+// ServeHTTP dispatches to the mux, answering its 404 and 405 with problems
+// and any panic with a generic 500.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("keel server: panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			writeProblem(w, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// Not found or method not allowed: learn which from the mux, answer
+		// with a problem.
+		rec := &headerRecorder{header: http.Header{}}
+		s.mux.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			writeProblem(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+			return
+		}
+		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /v1/openapi.json", r.Method, r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// headerRecorder keeps the status and headers a handler writes and drops
+// its body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (h *headerRecorder) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
+}

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// readyTimeout bounds the database query of GET /readyz.
+const readyTimeout = 2 * time.Second
+
+// openapiJSON is the API's OpenAPI 3.1 document, written by hand.
+//
+//go:embed openapi.json
+var openapiJSON []byte
+
+// healthz handles GET /healthz: the process is alive.
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, Health{Status: "ok"})
+	return nil
+}
+
+// readyz handles GET /readyz: 200 when the database answers a cheap query
+// (looking up a task id that never exists) within readyTimeout, else 503.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	_, err := s.c.Get(ctx, 0)
+	if err != nil && !errors.Is(err, keel.ErrNotFound) {
+		if r.Context().Err() == nil {
+			s.log.Warn("keel server: readiness check failed", "error", err)
+		}
+		writeProblem(w, http.StatusServiceUnavailable, "the database did not answer within "+readyTimeout.String())
+		return nil
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ok"})
+	return nil
+}
+
+// openapi handles GET /v1/openapi.json.
+func (s *server) openapi(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(openapiJSON) //nolint:errcheck // the client went away
+	return nil
+}
+
+// stats handles GET /v1/stats.
+func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	st, err := s.c.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	out := Stats{
+		At: st.At.UTC(), Counts: counts(st.Counts), Queues: make([]QueueStats, len(st.Queues)),
+		DeadLastHour: st.DeadLastHour, Alert: st.Alert, Nodes: st.Nodes,
+	}
+	for i, q := range st.Queues {
+		out.Queues[i] = QueueStats{Name: q.Name, Counts: counts(q.Counts), PerSecond: q.PerSecond, DeadLastHour: q.DeadLastHour}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// nodes handles GET /v1/nodes.
+func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	ns, err := s.c.Nodes(r.Context())
+	if err != nil {
+		return err
+	}
+	list := NodeList{Nodes: make([]Node, len(ns))}
+	for i, n := range ns {
+		queues := n.Queues
+		if queues == nil {
+			queues = []string{}
+		}
+		list.Nodes[i] = Node{Name: n.Name, Host: n.Host, PID: n.PID, Queues: queues, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}

@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// enqueue handles POST /v1/tasks: EnqueueRequest → 201 Task (new, with
+// Location) or 200 Task with duplicate set (an idempotency key matched).
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var req EnqueueRequest
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
+			return badRequest("the Idempotency-Key header and the body's idempotency_key differ")
+		}
+		req.IdempotencyKey = key
+	}
+	j := job(req)
+	info, err := s.c.Enqueue(r.Context(), j.Type, j.Payload, j.Options...)
+	if err != nil {
+		return err
+	}
+	// The task is stored: from here on nothing may turn the answer into an
+	// error, or the caller would submit it again.
+	t := s.taskWithETA(r.Context(), info)
+	if info.Duplicate {
+		writeJSON(w, http.StatusOK, t)
+		return nil
+	}
+	w.Header().Set("Location", "/v1/tasks/"+strconv.FormatInt(info.ID, 10))
+	writeJSON(w, http.StatusCreated, t)
+	return nil
+}
+
+// enqueueBatch handles POST /v1/tasks/batch: BatchRequest → 201
+// BatchResponse, every task stored or none.
+func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
+	if r.Header.Get("Idempotency-Key") != "" {
+		return badRequest("the Idempotency-Key header applies to POST /v1/tasks; give each task of a batch its own idempotency_key")
+	}
+	var req BatchRequest
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	switch {
+	case len(req.Tasks) == 0:
+		return badRequest("field \"tasks\" must hold at least one task")
+	case len(req.Tasks) > s.opts.MaxBatch:
+		return badRequest("field \"tasks\" holds %d tasks, the limit is %d", len(req.Tasks), s.opts.MaxBatch)
+	}
+	jobs := make([]keel.Job, len(req.Tasks))
+	for i, t := range req.Tasks {
+		jobs[i] = job(t)
+	}
+	infos, err := s.c.EnqueueMany(r.Context(), jobs)
+	if err != nil {
+		return err
+	}
+	resp := BatchResponse{Tasks: make([]Task, len(infos))}
+	for i, info := range infos {
+		resp.Tasks[i] = taskFromInfo(info)
+	}
+	writeJSON(w, http.StatusCreated, resp)
+	return nil
+}
+
+// job turns a request into keel's enqueue arguments; keel validates them.
+func job(req EnqueueRequest) keel.Job {
+	j := keel.Job{Type: req.Type}
+	if req.Payload != nil {
+		j.Payload = req.Payload
+	}
+	if req.Queue != "" {
+		j.Options = append(j.Options, keel.Queue(req.Queue))
+	}
+	if req.Priority != nil {
+		j.Options = append(j.Options, keel.Priority(*req.Priority))
+	}
+	if req.RunAt != nil {
+		j.Options = append(j.Options, keel.RunAt(*req.RunAt))
+	}
+	if req.Delay != nil {
+		j.Options = append(j.Options, keel.Delay(time.Duration(*req.Delay)))
+	}
+	if req.MaxAttempts != nil {
+		j.Options = append(j.Options, keel.MaxAttempts(*req.MaxAttempts))
+	}
+	if req.Timeout != nil {
+		j.Options = append(j.Options, keel.Timeout(time.Duration(*req.Timeout)))
+	}
+	if req.UniqueBy != "" {
+		j.Options = append(j.Options, keel.UniqueBy(req.UniqueBy))
+	}
+	if req.IdempotencyKey != "" {
+		j.Options = append(j.Options, keel.IdempotencyKey(req.IdempotencyKey))
+	}
+	if req.Meta != nil {
+		j.Options = append(j.Options, keel.Meta(req.Meta))
+	}
+	return j
+}
+
+// getTask handles GET /v1/tasks/{id}.
+func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
+	id, err := taskID(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.c.Get(r.Context(), id)
+	if errors.Is(err, keel.ErrNotFound) {
+		return &apiError{status: http.StatusNotFound, detail: fmt.Sprintf("task %d not found", id)}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.taskWithETA(r.Context(), info))
+	return nil
+}
+
+// listTasks handles GET /v1/tasks: newest first, a page at a time.
+func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
+	q, err := queryParams(r, "state", "type", "queue", "created_after", "created_before", "cursor", "limit")
+	if err != nil {
+		return err
+	}
+	p := keel.ListParams{State: keel.State(q["state"]), Type: q["type"], Queue: q["queue"]}
+	if p.CreatedAfter, err = queryTime(q, "created_after"); err != nil {
+		return err
+	}
+	if p.CreatedBefore, err = queryTime(q, "created_before"); err != nil {
+		return err
+	}
+	list, err := s.listPage(r.Context(), p, q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// cancelTask handles POST /v1/tasks/{id}/cancel.
+func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) error {
+	id, err := taskID(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.c.Cancel(r.Context(), id)
+	if err != nil {
+		return s.changeError(r.Context(), id, err, "only pending or running tasks can be cancelled")
+	}
+	writeJSON(w, http.StatusOK, taskFromInfo(info))
+	return nil
+}
+
+// retryTask handles POST /v1/tasks/{id}/retry.
+func (s *server) retryTask(w http.ResponseWriter, r *http.Request) error {
+	id, err := taskID(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.c.Retry(r.Context(), id)
+	if errors.Is(err, keel.ErrIdempotencyConflict) {
+		return &apiError{status: http.StatusConflict, detail: fmt.Sprintf("task %d cannot be retried: a newer task holds its idempotency key", id)}
+	}
+	if err != nil {
+		return s.changeError(r.Context(), id, err, "only dead or cancelled tasks can be retried")
+	}
+	writeJSON(w, http.StatusOK, s.taskWithETA(r.Context(), info))
+	return nil
+}
+
+// changeError explains a failed cancel or retry of task id.
+func (s *server) changeError(ctx context.Context, id int64, err error, rule string) error {
+	switch {
+	case errors.Is(err, keel.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, detail: fmt.Sprintf("task %d not found", id)}
+	case errors.Is(err, keel.ErrWrongState):
+		if info, gerr := s.c.Get(ctx, id); gerr == nil {
+			return &apiError{status: http.StatusConflict, detail: fmt.Sprintf("task %d is %s: %s", id, info.State, rule)}
+		}
+		return &apiError{status: http.StatusConflict, detail: fmt.Sprintf("task %d: %s", id, rule)}
+	}
+	return err
+}
+
+// taskID parses the {id} path value.
+func taskID(r *http.Request) (int64, error) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id < 1 {
+		return 0, badRequest("invalid task id %q: use a positive integer", truncate(v, 64))
+	}
+	return id, nil
+}
+
+// taskWithETA converts info and, for a pending task, adds its estimated
+// start. An estimate that fails is left out (and logged): it never fails
+// the request.
+func (s *server) taskWithETA(ctx context.Context, info *keel.TaskInfo) Task {
+	t := taskFromInfo(info)
+	if info.State != keel.StatePending {
+		return t
+	}
+	eta, ok, err := s.c.ETA(ctx, info)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("keel server: estimating a task's start failed", "task_id", info.ID, "error", err)
+		}
+		return t
+	}
+	if ok {
+		eta = eta.UTC()
+		t.ETA = &eta
+	}
+	return t
+}
+
+func taskFromInfo(info *keel.TaskInfo) Task {
+	t := Task{
+		ID: info.ID, Type: info.Type, Queue: info.Queue, Priority: info.Priority, State: string(info.State),
+		Attempt: info.Attempt, MaxAttempts: info.MaxAttempts, Payload: info.Payload, Result: info.Result,
+		Errors: make([]AttemptError, len(info.Errors)), Timeout: Duration(info.Timeout),
+		RunAt: info.RunAt, CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt,
+		StartedAt: optTime(info.StartedAt), AttemptedAt: optTime(info.AttemptedAt), FinishedAt: optTime(info.FinishedAt),
+		Node: info.Node, Meta: info.Meta, Duplicate: info.Duplicate,
+	}
+	if len(t.Payload) == 0 {
+		t.Payload = []byte("null")
+	}
+	for i, e := range info.Errors {
+		t.Errors[i] = AttemptError{
+			Attempt: e.Attempt, Node: e.Node, Start: e.Start, End: e.End,
+			Outcome: string(e.Outcome), Error: e.Error, Stack: e.Stack,
+		}
+	}
+	return t
+}
+
+// optTime is nil for the zero time.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
