@@ -98,7 +98,7 @@ type TaskRow struct {
 	Timeout        time.Duration
 	IdemKey        string
 	PayloadDigest  string
-	LeaseOwner     string
+	LeaseOwner     string    // running: the lease holder; succeeded: the node that ran it; else empty
 	LeaseExpiresAt time.Time // zero unless running
 	CreatedAt      time.Time
 	StartedAt      time.Time // first start; zero until then
@@ -230,7 +230,11 @@ type QueueCount struct {
 // other zero fields do not filter. FinishedAfter (inclusive) and
 // FinishedBefore (exclusive) bound finished_at. At most Limit rows (1..10000)
 // are changed per call, lowest ids first, so callers page through large
-// sets and can show progress.
+// sets and can show progress. RetryMatching skips tasks whose idempotency
+// key another task holds without counting them against Limit, and of
+// matching tasks that share a free key it requeues only the lowest id (the
+// others then find it held), so calling it until it returns 0 requeues
+// everything that can be requeued.
 type MatchParams struct {
 	State          State
 	Type           string
@@ -280,7 +284,11 @@ type Setting struct {
 
 // SettingPatch changes some fields of one setting, creating its row when it
 // does not exist. Nil fields keep their stored value (or the zero value on
-// a new row); a pointer to zero clears a numeric override.
+// a new row); a pointer to zero clears a numeric override. Durations are
+// stored in whole milliseconds: they are truncated, except that a positive
+// duration below 1ms is stored as 1ms so that it stays set. Now is the
+// time recorded in UpdatedAt (drivers that use the database clock ignore
+// it, as for other writes).
 type SettingPatch struct {
 	Kind        SettingKind
 	Name        string
@@ -351,7 +359,8 @@ type Driver interface {
 	// Claim marks up to Limit ready tasks running and returns them.
 	Claim(ctx context.Context, params ClaimParams) ([]TaskRow, error)
 	// Finish applies transitions and returns the ids it applied; the others
-	// lost their lease.
+	// lost their lease. A success keeps LeaseOwner (the node that ran it);
+	// every other transition clears it.
 	Finish(ctx context.Context, params FinishParams) ([]int64, error)
 	// FinishTx applies one transition inside the caller's transaction and
 	// reports whether it applied.
@@ -374,7 +383,7 @@ type Driver interface {
 	Counts(ctx context.Context) ([]QueueCount, error)
 	// CountFinished returns, by queue and state, how many tasks reached
 	// succeeded or dead at or after since (finished_at): the recent
-	// throughput and dead-letter rate.
+	// throughput and dead-letter rate. Type is empty in its rows.
 	CountFinished(ctx context.Context, since time.Time) ([]QueueCount, error)
 	// CountAhead counts the ready tasks a claim takes before the given
 	// position (see AheadParams).
@@ -386,7 +395,8 @@ type Driver interface {
 	// PurgeMatching deletes up to Limit matching dead or cancelled tasks and
 	// returns how many it deleted.
 	PurgeMatching(ctx context.Context, params MatchParams) (int64, error)
-	// PatchSetting applies a settings change and returns the stored row.
+	// PatchSetting applies a settings change atomically (concurrent patches
+	// of different fields all survive) and returns the stored row.
 	PatchSetting(ctx context.Context, patch SettingPatch) (*Setting, error)
 	// ListSettings returns every stored setting ordered by kind and name.
 	ListSettings(ctx context.Context) ([]Setting, error)

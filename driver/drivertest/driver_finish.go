@@ -25,8 +25,8 @@ func testSucceed(t *testing.T, e *env) {
 		t.Fatalf("result %s", got.Result)
 	case !got.FinishedAt.Equal(now) || !got.UpdatedAt.Equal(now):
 		t.Fatalf("finished %v updated %v, want %v", got.FinishedAt, got.UpdatedAt, now)
-	case got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() || len(got.Errors) != 0:
-		t.Fatalf("lease or errors left: %+v", got)
+	case got.LeaseOwner != "w1" || !got.LeaseExpiresAt.IsZero() || len(got.Errors) != 0:
+		t.Fatalf("want owner w1 kept, no lease, no errors: %+v", got)
 	}
 	if again := e.finish("w1", now, driver.Transition{ID: r.ID, Fence: 1, State: driver.StateDead}); len(again) != 0 {
 		t.Fatalf("a finished task was finished again: %v", again)

@@ -2,31 +2,261 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
 )
 
-// TEMPORARY: placeholders so the tree compiles while the real queries are
-// written; every one of them is replaced before this lands.
-var errTODO = errors.New("mysql: not implemented yet")
+// Operator queries: finished and ahead counts, bulk requeue and purge of
+// dead letters, runtime settings. Their SQL is in queries.go.
 
+// CountFinished implements driver.Driver.
 func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	return nil, errTODO
+	rows, err := d.db.QueryContext(ctx, sqlCountFinished, since)
+	if err != nil {
+		return nil, fmt.Errorf("count finished tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.QueueCount
+	for rows.Next() {
+		var c driver.QueueCount
+		var state string
+		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return nil, fmt.Errorf("count finished tasks: %w", err)
+		}
+		c.State = driver.State(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count finished tasks: %w", err)
+	}
+	return out, nil
 }
+
+// CountAhead implements driver.Driver. Readiness is judged by the database
+// clock unless Options.CallerClock is set, like claims.
 func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	return 0, errTODO
+	var n int64
+	err := d.db.QueryRowContext(ctx, sqlCountAhead.text, sqlCountAhead.args(d.now(p.Now),
+		p.Queue, p.Priority, p.Queue, p.Priority, p.RunAt, p.RunAt, p.ID)...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
+	}
+	return n, nil
 }
+
+// retryMatchingAttempts bounds how often RetryMatching runs again after a
+// concurrent insert took an idempotency key the batch was requeueing.
+const retryMatchingAttempts = 3
+
+// RetryMatching implements driver.Driver: in one transaction, lock the
+// first matching tasks whose idempotency key no other task holds, keep the
+// first of those sharing a key, and requeue them like Retry.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	return 0, errTODO
+	if err := checkMatch(p); err != nil {
+		return 0, fmt.Errorf("retry tasks: %w", err)
+	}
+	var n int64
+	var err error
+	for range retryMatchingAttempts {
+		err = d.inTx(ctx, func(tx *sql.Tx) error {
+			n = 0
+			rows, err := tx.QueryContext(ctx, sqlRetryMatchingPick.text,
+				sqlRetryMatchingPick.args(nil, append(matchArgs(p), p.Limit)...)...)
+			if err != nil {
+				return err
+			}
+			var ids []int64
+			keys := map[string]bool{}
+			for rows.Next() {
+				var id int64
+				var key sql.NullString
+				if err := rows.Scan(&id, &key); err != nil {
+					rows.Close()
+					return err
+				}
+				if key.Valid {
+					if keys[key.String] {
+						continue // a lower id with the same key goes first
+					}
+					keys[key.String] = true
+				}
+				ids = append(ids, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil || len(ids) == 0 {
+				return err
+			}
+			mark := sqlRetryMatchingMark.with("{ids}", "?", len(ids), 1)
+			res, err := tx.ExecContext(ctx, mark.text, mark.args(d.now(now), idArgs(ids)...)...)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if !isDuplicate(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retry tasks: %w", err)
+	}
+	return n, nil
 }
+
+// PurgeMatching implements driver.Driver: lock the first matching tasks,
+// then delete them, in one transaction.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	return 0, errTODO
+	if err := checkMatch(p); err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
+	}
+	var n int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, sqlPurgeMatchingPick.text,
+			sqlPurgeMatchingPick.args(nil, append(matchArgs(p), p.Limit)...)...)
+		if err != nil {
+			return err
+		}
+		ids, err := scanIDs(rows)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		del := sqlPurgeMatchingDelete.with("{ids}", "?", len(ids), 1)
+		res, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
+	}
+	return n, nil
 }
+
+// checkMatch rejects what MatchParams does not allow: bulk operations touch
+// only dead or cancelled tasks, at most 10000 at a time.
+func checkMatch(p driver.MatchParams) error {
+	if p.State != driver.StateDead && p.State != driver.StateCancelled {
+		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
+	}
+	if p.Limit < 1 || p.Limit > 10000 {
+		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
+	}
+	return nil
+}
+
+// matchArgs are the arguments of matchWhere, in order.
+func matchArgs(p driver.MatchParams) []any {
+	typ, queue := nullString(p.Type), nullString(p.Queue)
+	after, before := nullTime(p.FinishedAfter), nullTime(p.FinishedBefore)
+	return []any{string(p.State), typ, typ, queue, queue, after, after, before, before}
+}
+
+// PatchSetting implements driver.Driver: one upsert, which locks the row,
+// and the read back, in one transaction. updated_at is the database clock
+// unless Options.CallerClock is set.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	return nil, errTODO
+	if p.Kind != driver.SettingQueue && p.Kind != driver.SettingType {
+		return nil, fmt.Errorf("patch setting: kind must be queue or type, got %q", p.Kind)
+	}
+	if p.Name == "" {
+		return nil, errors.New("patch setting: empty name")
+	}
+	paused, conc, maxAttempts := optBool(p.Paused), optInt(p.Concurrency), optInt(p.MaxAttempts)
+	timeout, base, maxMS := optMS(p.Timeout), optMS(p.BackoffBase), optMS(p.BackoffMax)
+	var s *driver.Setting
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, sqlPatchSetting.text, sqlPatchSetting.args(d.now(p.Now), string(p.Kind), p.Name,
+			paused, conc, timeout, maxAttempts, base, maxMS,
+			paused, conc, timeout, maxAttempts, base, maxMS)...); err != nil {
+			return err
+		}
+		var err error
+		s, err = scanSetting(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("patch setting %s %s: %w", p.Kind, p.Name, err)
+	}
+	return s, nil
 }
+
+// ListSettings implements driver.Driver.
 func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	return nil, errTODO
+	rows, err := d.db.QueryContext(ctx, sqlListSettings)
+	if err != nil {
+		return nil, fmt.Errorf("list settings: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.Setting
+	for rows.Next() {
+		s, err := scanSetting(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list settings: %w", err)
+		}
+		out = append(out, *s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list settings: %w", err)
+	}
+	return out, nil
+}
+
+// scanSetting reads one row selected with settingColumns.
+func scanSetting(s scanner) (*driver.Setting, error) {
+	var (
+		r                    driver.Setting
+		kind                 string
+		timeout, base, maxMS int64
+	)
+	if err := s.Scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	r.Kind = driver.SettingKind(kind)
+	r.Timeout, r.BackoffBase, r.BackoffMax = fromMS(timeout), fromMS(base), fromMS(maxMS)
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return &r, nil
+}
+
+func optBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
+
+func optInt(v *int) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+// optMS is a setting's duration in whole milliseconds, or nil. A positive
+// duration below 1ms is kept as 1ms, so it stays set.
+func optMS(v *time.Duration) any {
+	if v == nil {
+		return nil
+	}
+	ms := v.Milliseconds()
+	if ms == 0 && *v > 0 {
+		ms = 1
+	}
+	return ms
+}
+
+func fromMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }

@@ -70,6 +70,26 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
 	finished_at, updated_at, errors, result, meta`
 
+const (
+	claimPickHead = `SELECT id FROM keel_tasks
+WHERE state = 'pending' AND queue = ? AND run_at <= {now}`
+	claimPickTail = `
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`
+)
+
+// matchWhere selects the tasks of a bulk operation: the state (dead or
+// cancelled; the literal list keeps other states out whatever the
+// argument), then type, queue, finished_at from and before, each given
+// twice and not filtering when NULL.
+const matchWhere = `state IN ('dead', 'cancelled') AND state = ?
+	AND (? IS NULL OR type = ?) AND (? IS NULL OR queue = ?)
+	AND (? IS NULL OR finished_at >= ?) AND (? IS NULL OR finished_at < ?)`
+
+const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
+	backoff_max_ms, updated_at`
+
 // insertRow is one row of a (multi-row) insert.
 var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?, {now}, {now}, '[]', ?)`)
 
@@ -81,11 +101,10 @@ var (
 	// committed row whatever the transaction's snapshot.
 	sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ? LOCK IN SHARE MODE`
 
-	sqlClaimPick = prepare(`SELECT id FROM keel_tasks
-WHERE state = 'pending' AND queue = ? AND run_at <= {now}
-ORDER BY priority DESC, run_at, id
-LIMIT ?
-FOR UPDATE SKIP LOCKED`)
+	// The claim's pick without and with the paused-types filter: a claim
+	// that excludes nothing pays nothing for the feature.
+	sqlClaimPick          = prepare(claimPickHead + claimPickTail)
+	sqlClaimPickExcluding = prepare(claimPickHead + ` AND type NOT IN ({types})` + claimPickTail)
 
 	sqlClaimMark = prepare(`UPDATE keel_tasks
 SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?,
@@ -101,13 +120,16 @@ FROM keel_tasks WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 WHERE id IN ({ids}) AND (id, fence) IN ({pairs}) AND state = 'running' AND lease_owner = ?
 FOR UPDATE`)
 
+	// A success keeps lease_owner: the node that ran it.
 	sqlSucceedMark = prepare(`UPDATE keel_tasks
-SET state = 'succeeded', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
+SET state = 'succeeded', finished_at = {now}, updated_at = {now}, lease_expires_at = NULL
 WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
 	// MySQL assigns left to right, each assignment seeing the ones before
 	// (MariaDB's SIMULTANEOUS_ASSIGNMENT mode does not): no assignment below
-	// reads a column assigned before it, so both orders give one result.
+	// reads a column assigned before it, so both orders give one result. A
+	// success keeps lease_owner (the node that ran it); every other state
+	// clears it.
 	sqlTransition = prepare(`UPDATE keel_tasks
 SET state = ?,
 	run_at = COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), run_at),
@@ -117,7 +139,7 @@ SET state = ?,
 		CASE WHEN JSON_LENGTH(errors) >= 20 THEN JSON_REMOVE(errors, '$[0]') ELSE errors END,
 		'$', JSON_EXTRACT(?, '$')) END,
 	finished_at = CASE WHEN ? IN ('succeeded', 'dead') THEN {now} ELSE NULL END,
-	lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
+	lease_owner = IF(? = 'succeeded', lease_owner, NULL), lease_expires_at = NULL, updated_at = {now}
 WHERE id = ? AND fence = ? AND state = 'running' AND lease_owner = ?`)
 
 	sqlHeartbeatPick = prepare(`SELECT id FROM keel_tasks
@@ -147,7 +169,62 @@ WHERE id = ? AND state IN ('pending', 'running')`)
 SET state = 'pending', attempt = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
 WHERE id = ? AND state IN ('dead', 'cancelled')`)
 
-	sqlCounts = `SELECT queue, state, COUNT(*) FROM keel_tasks GROUP BY queue, state ORDER BY queue, state`
+	sqlCounts = `SELECT queue, type, state, COUNT(*) FROM keel_tasks
+GROUP BY queue, type, state ORDER BY queue, type, state`
+
+	// finished_state is state for succeeded and dead rows and NULL for the
+	// others, so its index (finished_state, finished_at, queue) covers this
+	// query and is not touched by claims.
+	sqlCountFinished = `SELECT queue, finished_state, COUNT(*) FROM keel_tasks
+WHERE finished_state IN ('succeeded', 'dead') AND finished_at >= ?
+GROUP BY queue, finished_state ORDER BY queue, finished_state`
+
+	// The ready tasks of a queue a claim takes before a priority, run_at
+	// and id: two ranges of the claim index, higher priorities and the
+	// same priority earlier in line.
+	sqlCountAhead = prepare(`SELECT
+	(SELECT COUNT(*) FROM keel_tasks
+	WHERE state = 'pending' AND queue = ? AND priority > ? AND run_at <= {now})
+	+ (SELECT COUNT(*) FROM keel_tasks
+	WHERE state = 'pending' AND queue = ? AND priority = ? AND run_at <= {now}
+		AND (run_at < ? OR (run_at = ? AND id < ?)))`)
+
+	// Retry (same columns) for matching tasks: lock the first ones whose
+	// idempotency key no other task holds, then update those the caller
+	// keeps (one per key). The picks of bulk operations name their index:
+	// left alone, the optimizer sorts every task of the state.
+	sqlRetryMatchingPick = prepare(`SELECT id, idem_key FROM keel_tasks k FORCE INDEX (keel_tasks_state)
+WHERE ` + matchWhere + `
+	AND (idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM keel_tasks h WHERE h.idem_held = k.idem_key))
+ORDER BY id
+LIMIT ?
+FOR UPDATE`)
+
+	sqlRetryMatchingMark = prepare(`UPDATE keel_tasks
+SET state = 'pending', attempt = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
+WHERE id IN ({ids}) AND state IN ('dead', 'cancelled')`)
+
+	sqlPurgeMatchingPick = prepare(`SELECT id FROM keel_tasks FORCE INDEX (keel_tasks_state)
+WHERE ` + matchWhere + `
+ORDER BY id
+LIMIT ?
+FOR UPDATE`)
+
+	sqlPurgeMatchingDelete = prepare(`DELETE FROM keel_tasks WHERE id IN ({ids}) AND state IN ('dead', 'cancelled')`)
+
+	// One upsert: a NULL argument keeps the stored value (0 on a new row).
+	// Each assignment reads only its own column, so MariaDB's
+	// SIMULTANEOUS_ASSIGNMENT mode does not change the result.
+	sqlPatchSetting = prepare(`INSERT INTO keel_settings (` + settingColumns + `)
+VALUES (?, ?, COALESCE(?, FALSE), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), {now})
+ON DUPLICATE KEY UPDATE paused = COALESCE(?, paused), concurrency = COALESCE(?, concurrency),
+	timeout_ms = COALESCE(?, timeout_ms), max_attempts = COALESCE(?, max_attempts),
+	backoff_base_ms = COALESCE(?, backoff_base_ms), backoff_max_ms = COALESCE(?, backoff_max_ms),
+	updated_at = VALUES(updated_at)`)
+
+	sqlGetSetting = `SELECT ` + settingColumns + ` FROM keel_settings WHERE kind = ? AND name = ?`
+
+	sqlListSettings = `SELECT ` + settingColumns + ` FROM keel_settings ORDER BY kind, name`
 
 	// The row changes hands when it is ours or expired. expires_at's
 	// condition holds after owner's assignment (the new owner is ours) and

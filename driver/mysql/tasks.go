@@ -32,7 +32,19 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	now := d.now(p.Now)
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, sqlClaimPick.text, sqlClaimPick.args(now, p.Queue, p.Limit)...)
+		var rows *sql.Rows
+		var err error
+		if len(p.ExcludeTypes) == 0 {
+			rows, err = tx.QueryContext(ctx, sqlClaimPick.text, sqlClaimPick.args(now, p.Queue, p.Limit)...)
+		} else {
+			pick := sqlClaimPickExcluding.with("{types}", "?", len(p.ExcludeTypes), 1)
+			args := make([]any, 0, len(p.ExcludeTypes)+2)
+			args = append(args, p.Queue)
+			for _, t := range p.ExcludeTypes {
+				args = append(args, t)
+			}
+			rows, err = tx.QueryContext(ctx, pick.text, pick.args(now, append(args, p.Limit)...)...)
+		}
 		if err != nil {
 			return err
 		}
@@ -155,7 +167,7 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg
 		refund = 1
 	}
 	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(nowArg, string(t.State), runAt,
-		nullBytes(t.Result), refund, errJSON, errJSON, string(t.State), t.ID, t.Fence, owner)...)
+		nullBytes(t.Result), refund, errJSON, errJSON, string(t.State), string(t.State), t.ID, t.Fence, owner)...)
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}
@@ -357,6 +369,12 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 	if p.Queue != "" {
 		add("queue = ?", p.Queue)
 	}
+	if !p.CreatedAfter.IsZero() {
+		add("created_at >= ?", p.CreatedAfter)
+	}
+	if !p.CreatedBefore.IsZero() {
+		add("created_at < ?", p.CreatedBefore)
+	}
 	if p.BeforeID > 0 {
 		add("id < ?", p.BeforeID)
 	}
@@ -391,7 +409,7 @@ func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
 	for rows.Next() {
 		var c driver.QueueCount
 		var state string
-		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
+		if err := rows.Scan(&c.Queue, &c.Type, &state, &c.Count); err != nil {
 			return nil, fmt.Errorf("count tasks: %w", err)
 		}
 		c.State = driver.State(state)

@@ -3,30 +3,205 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelq/keel/driver"
 )
 
-// TEMPORARY: placeholders so the tree compiles while the real queries are
-// written; every one of them is replaced before this lands.
-var errTODO = errors.New("postgres: not implemented yet")
+// Operator queries: finished and ahead counts, bulk requeue and purge of
+// dead letters, runtime settings. Their SQL is in queries.go.
 
+// CountFinished implements driver.Driver.
 func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	return nil, errTODO
+	var out []driver.QueueCount
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countFinished, []any{since}, func(scan func(...any) error) error {
+		var c driver.QueueCount
+		var state string
+		if err := scan(&c.Queue, &state, &c.Count); err != nil {
+			return err
+		}
+		c.State = driver.State(state)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count finished tasks: %w", err)
+	}
+	return out, nil
 }
+
+// CountAhead implements driver.Driver. Readiness is judged by the database
+// clock unless Options.CallerClock is set, like claims.
 func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	return 0, errTODO
+	var n int64
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countAhead, []any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID},
+		func(scan func(...any) error) error { return scan(&n) })
+	if err != nil {
+		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
+	}
+	return n, nil
 }
+
+// retryMatchingAttempts bounds how often RetryMatching runs again after a
+// concurrent insert took an idempotency key the batch was requeueing.
+const retryMatchingAttempts = 3
+
+// RetryMatching implements driver.Driver: one statement, and one
+// notification per queue that got ready tasks, in one transaction.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	return 0, errTODO
+	if err := checkMatch(p); err != nil {
+		return 0, fmt.Errorf("retry tasks: %w", err)
+	}
+	args := append([]any{d.now(now)}, matchArgs(p)...)
+	var n int64
+	var err error
+	for range retryMatchingAttempts {
+		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			q := pgxQuerier{db: tx}
+			n = 0
+			var queues []string
+			err := q.query(ctx, d.sql.retryMatching, args, func(scan func(...any) error) error {
+				var queue string
+				if err := scan(&queue); err != nil {
+					return err
+				}
+				n++
+				if !slices.Contains(queues, queue) {
+					queues = append(queues, queue)
+				}
+				return nil
+			})
+			if err != nil || len(queues) == 0 {
+				return err
+			}
+			if _, err := q.exec(ctx, notifySQL, []any{d.Channel(), queues}); err != nil {
+				return fmt.Errorf("notify workers: %w", err)
+			}
+			return nil
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retry tasks: %w", err)
+	}
+	return n, nil
 }
+
+// PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	return 0, errTODO
+	if err := checkMatch(p); err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
+	}
+	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.sql.purgeMatching, append([]any{nil}, matchArgs(p)...))
+	if err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
+	}
+	return n, nil
 }
+
+// checkMatch rejects what MatchParams does not allow: bulk operations touch
+// only dead or cancelled tasks, at most 10000 at a time.
+func checkMatch(p driver.MatchParams) error {
+	if p.State != driver.StateDead && p.State != driver.StateCancelled {
+		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
+	}
+	if p.Limit < 1 || p.Limit > 10000 {
+		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
+	}
+	return nil
+}
+
+// matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
+func matchArgs(p driver.MatchParams) []any {
+	return []any{string(p.State), nullString(p.Type), nullString(p.Queue),
+		nullTime(p.FinishedAfter), nullTime(p.FinishedBefore), p.Limit}
+}
+
+// PatchSetting implements driver.Driver: one upsert. updated_at is the
+// database clock unless Options.CallerClock is set.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	return nil, errTODO
+	if p.Kind != driver.SettingQueue && p.Kind != driver.SettingType {
+		return nil, fmt.Errorf("patch setting: kind must be queue or type, got %q", p.Kind)
+	}
+	if p.Name == "" {
+		return nil, errors.New("patch setting: empty name")
+	}
+	var s *driver.Setting
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.patchSetting, []any{d.now(p.Now), string(p.Kind), p.Name,
+		p.Paused, p.Concurrency, optMS(p.Timeout), p.MaxAttempts, optMS(p.BackoffBase), optMS(p.BackoffMax)},
+		func(scan func(...any) error) error {
+			var err error
+			s, err = scanSetting(scan)
+			return err
+		})
+	if err == nil && s == nil {
+		err = errors.New("no row returned")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("patch setting %s %s: %w", p.Kind, p.Name, err)
+	}
+	return s, nil
 }
+
+// ListSettings implements driver.Driver.
 func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	return nil, errTODO
+	var out []driver.Setting
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.listSettings, nil, func(scan func(...any) error) error {
+		s, err := scanSetting(scan)
+		if err != nil {
+			return err
+		}
+		out = append(out, *s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list settings: %w", err)
+	}
+	return out, nil
+}
+
+// scanSetting reads one row selected with settingColumns.
+func scanSetting(scan func(dest ...any) error) (*driver.Setting, error) {
+	var (
+		r                    driver.Setting
+		kind                 string
+		timeout, base, maxMS int64
+	)
+	if err := scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	r.Kind = driver.SettingKind(kind)
+	r.Timeout, r.BackoffBase, r.BackoffMax = fromMS(timeout), fromMS(base), fromMS(maxMS)
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return &r, nil
+}
+
+// optMS is a setting's duration in whole milliseconds, or nil. A positive
+// duration below 1ms is kept as 1ms, so it stays set.
+func optMS(v *time.Duration) any {
+	if v == nil {
+		return nil
+	}
+	ms := v.Milliseconds()
+	if ms == 0 && *v > 0 {
+		ms = 1
+	}
+	return ms
+}
+
+func fromMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }

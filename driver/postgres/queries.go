@@ -27,9 +27,37 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, succeedMany, transition, heartbeat, expired, get,
-	cancel, retry, counts, lead, resign, list string
+	insert, byKey, claim, claimExcluding, succeedMany, transition, heartbeat, expired, get,
+	cancel, retry, counts, lead, resign, list,
+	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings string
 }
+
+// claimTmpl is the claim; {exclude} is empty in claim and the paused-types
+// filter in claimExcluding, so a claim that excludes nothing pays nothing.
+const claimTmpl = nowCTE + `, picked AS (
+	SELECT k.id FROM {schema}.keel_tasks k, t
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= t.now{exclude}
+	ORDER BY k.priority DESC, k.run_at, k.id
+	LIMIT $3
+	FOR UPDATE OF k SKIP LOCKED)
+UPDATE {schema}.keel_tasks k
+SET state = 'running', attempt = k.attempt + 1, fence = k.fence + 1, lease_owner = $4,
+	lease_expires_at = t.now + $5 * interval '1 microsecond', attempted_at = t.now,
+	started_at = coalesce(k.started_at, t.now), updated_at = t.now
+FROM picked, t
+WHERE k.id = picked.id
+RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fence, k.run_at, k.timeout_ms,
+	k.created_at, k.lease_expires_at, k.attempted_at`
+
+// matchWhere selects the tasks of a bulk operation: state $2 (dead or
+// cancelled; the literal list lets a generic plan use keel_tasks_failed),
+// and type $3, queue $4, finished_at from $5 and before $6 where not NULL.
+const matchWhere = `k.state IN ('dead', 'cancelled') AND k.state = $2
+		AND ($3::text IS NULL OR k.type = $3) AND ($4::text IS NULL OR k.queue = $4)
+		AND ($5::timestamptz IS NULL OR k.finished_at >= $5) AND ($6::timestamptz IS NULL OR k.finished_at < $6)`
+
+const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
+	backoff_max_ms, updated_at`
 
 func newQueries(q func(string) string) queries {
 	return queries{
@@ -46,28 +74,19 @@ RETURNING ` + taskColumns),
 		byKey: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks
 WHERE idem_key = $1 AND state IN ('pending', 'running', 'succeeded')`),
 
-		claim: q(nowCTE + `, picked AS (
-	SELECT k.id FROM {schema}.keel_tasks k, t
-	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= t.now
-	ORDER BY k.priority DESC, k.run_at, k.id
-	LIMIT $3
-	FOR UPDATE OF k SKIP LOCKED)
-UPDATE {schema}.keel_tasks k
-SET state = 'running', attempt = k.attempt + 1, fence = k.fence + 1, lease_owner = $4,
-	lease_expires_at = t.now + $5 * interval '1 microsecond', attempted_at = t.now,
-	started_at = coalesce(k.started_at, t.now), updated_at = t.now
-FROM picked, t
-WHERE k.id = picked.id
-RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fence, k.run_at, k.timeout_ms,
-	k.created_at, k.lease_expires_at, k.attempted_at`),
+		claim:          q(strings.Replace(claimTmpl, "{exclude}", "", 1)),
+		claimExcluding: q(strings.Replace(claimTmpl, "{exclude}", " AND k.type <> ALL($6::text[])", 1)),
 
+		// A success keeps lease_owner: the node that ran it.
 		succeedMany: q(nowCTE + `, b AS (SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS b(id, fence))
 UPDATE {schema}.keel_tasks k
-SET state = 'succeeded', finished_at = t.now, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL
+SET state = 'succeeded', finished_at = t.now, updated_at = t.now, lease_expires_at = NULL
 FROM b, t
 WHERE k.id = b.id AND k.fence = b.fence AND k.state = 'running' AND k.lease_owner = $4
 RETURNING k.id`),
 
+		// A success keeps lease_owner (the node that ran it); every other
+		// state clears it.
 		transition: q(nowCTE + `UPDATE {schema}.keel_tasks k
 SET state = $2,
 	run_at = CASE WHEN $3::bigint IS NULL THEN k.run_at ELSE t.now + $3 * interval '1 microsecond' END,
@@ -76,7 +95,7 @@ SET state = $2,
 	errors = CASE WHEN $6::text IS NULL THEN k.errors ELSE
 		(CASE WHEN jsonb_array_length(k.errors) >= 20 THEN k.errors - 0 ELSE k.errors END) || jsonb_build_array($6::text::jsonb) END,
 	finished_at = CASE WHEN $2 IN ('succeeded', 'dead') THEN t.now ELSE NULL END,
-	lease_owner = NULL, lease_expires_at = NULL, updated_at = t.now
+	lease_owner = CASE WHEN $2 = 'succeeded' THEN k.lease_owner END, lease_expires_at = NULL, updated_at = t.now
 FROM t
 WHERE k.id = $7 AND k.fence = $8 AND k.state = 'running' AND k.lease_owner = $9`),
 
@@ -107,7 +126,71 @@ FROM t
 WHERE k.id = $2 AND k.state IN ('dead', 'cancelled')
 RETURNING ` + qualified("k", taskColumns)),
 
-		counts: q(`SELECT queue, state, count(*) FROM {schema}.keel_tasks GROUP BY queue, state ORDER BY queue, state`),
+		counts: q(`SELECT queue, type, state, count(*) FROM {schema}.keel_tasks
+GROUP BY queue, type, state ORDER BY queue, type, state`),
+
+		// Reads the partial index keel_tasks_finished only.
+		countFinished: q(`SELECT queue, state, count(*) FROM {schema}.keel_tasks
+WHERE state IN ('succeeded', 'dead') AND finished_at >= $1
+GROUP BY queue, state ORDER BY queue, state`),
+
+		// The ready tasks of queue $2 a claim takes before priority $3,
+		// run_at $4, id $5: two ranges of the claim index, higher
+		// priorities and the same priority earlier in line.
+		countAhead: q(nowCTE + `SELECT
+	(SELECT count(*) FROM {schema}.keel_tasks k, t
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority > $3 AND k.run_at <= t.now)
+	+ (SELECT count(*) FROM {schema}.keel_tasks k, t
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority = $3 AND k.run_at <= t.now
+		AND (k.run_at, k.id) < ($4::timestamptz, $5::bigint))`),
+
+		// Retry (same columns) for the first $7 matching tasks. A task
+		// whose key another task holds is skipped, and of tasks sharing a
+		// key only the lowest id is taken, so the unique index does not
+		// fail the batch (a key taken by a concurrent insert still can:
+		// the caller runs the statement again).
+		retryMatching: q(nowCTE + `, c AS (
+	SELECT k.id, k.idem_key FROM {schema}.keel_tasks k
+	WHERE ` + matchWhere + `
+		AND (k.idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM {schema}.keel_tasks h
+			WHERE h.idem_key = k.idem_key AND h.state IN ('pending', 'running', 'succeeded')))
+	ORDER BY k.id
+	LIMIT $7
+	FOR UPDATE OF k),
+picked AS (
+	SELECT id FROM c WHERE idem_key IS NULL
+	UNION ALL
+	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)
+UPDATE {schema}.keel_tasks k
+SET state = 'pending', attempt = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
+FROM picked, t
+WHERE k.id = picked.id AND k.state IN ('dead', 'cancelled')
+RETURNING k.queue`),
+
+		// Deletes the first $7 matching tasks (t is unused: every
+		// statement's first argument is its now).
+		purgeMatching: q(nowCTE + `DELETE FROM {schema}.keel_tasks
+WHERE id IN (
+	SELECT k.id FROM {schema}.keel_tasks k
+	WHERE ` + matchWhere + `
+	ORDER BY k.id
+	LIMIT $7
+	FOR UPDATE OF k)
+	AND state IN ('dead', 'cancelled')`),
+
+		// One upsert: a NULL argument keeps the stored value (0 on a new
+		// row); the conflicting row is locked, so concurrent patches of
+		// different fields all survive.
+		patchSetting: q(nowCTE + `INSERT INTO {schema}.keel_settings AS s (` + settingColumns + `)
+SELECT $2, $3, coalesce($4::boolean, false), coalesce($5::integer, 0), coalesce($6::bigint, 0),
+	coalesce($7::integer, 0), coalesce($8::bigint, 0), coalesce($9::bigint, 0), t.now FROM t
+ON CONFLICT (kind, name) DO UPDATE SET paused = coalesce($4, s.paused), concurrency = coalesce($5, s.concurrency),
+	timeout_ms = coalesce($6, s.timeout_ms), max_attempts = coalesce($7, s.max_attempts),
+	backoff_base_ms = coalesce($8, s.backoff_base_ms), backoff_max_ms = coalesce($9, s.backoff_max_ms),
+	updated_at = excluded.updated_at
+RETURNING ` + settingColumns),
+
+		listSettings: q(`SELECT ` + settingColumns + ` FROM {schema}.keel_settings ORDER BY kind, name`),
 
 		lead: q(nowCTE + `INSERT INTO {schema}.keel_leaders AS l (name, owner, expires_at)
 SELECT $2, $3, t.now + $4 * interval '1 microsecond' FROM t
@@ -225,8 +308,11 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
 	var out []driver.TaskRow
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner,
-		offset(p.LeaseExpiresAt, p.Now)}, func(scan func(...any) error) error {
+	query, args := d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner, offset(p.LeaseExpiresAt, p.Now)}
+	if len(p.ExcludeTypes) > 0 {
+		query, args = d.sql.claimExcluding, append(args, p.ExcludeTypes)
+	}
+	err := pgxQuerier{db: d.pool}.query(ctx, query, args, func(scan func(...any) error) error {
 		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
 		var timeoutMS int64
 		if err := scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
@@ -497,6 +583,12 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 	if p.Queue != "" {
 		add("queue = $%d", p.Queue)
 	}
+	if !p.CreatedAfter.IsZero() {
+		add("created_at >= $%d", p.CreatedAfter)
+	}
+	if !p.CreatedBefore.IsZero() {
+		add("created_at < $%d", p.CreatedBefore)
+	}
 	if p.BeforeID > 0 {
 		add("id < $%d", p.BeforeID)
 	}
@@ -531,7 +623,7 @@ func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
 	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.counts, nil, func(scan func(...any) error) error {
 		var c driver.QueueCount
 		var state string
-		if err := scan(&c.Queue, &state, &c.Count); err != nil {
+		if err := scan(&c.Queue, &c.Type, &state, &c.Count); err != nil {
 			return err
 		}
 		c.State = driver.State(state)

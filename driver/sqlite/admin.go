@@ -3,30 +3,185 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
 )
 
-// TEMPORARY: placeholders so the tree compiles while the real queries are
-// written; every one of them is replaced before this lands.
-var errTODO = errors.New("sqlite: not implemented yet")
+// Operator queries: finished and ahead counts, bulk requeue and purge of
+// dead letters, runtime settings. Their SQL is in queries.go.
 
+// CountFinished implements driver.Driver.
 func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	return nil, errTODO
+	rows, err := d.rdb.QueryContext(ctx, sqlCountFinished, micros(since))
+	if err != nil {
+		return nil, fmt.Errorf("count finished tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.QueueCount
+	for rows.Next() {
+		var c driver.QueueCount
+		if err := rows.Scan(&c.Queue, &c.State, &c.Count); err != nil {
+			return nil, fmt.Errorf("count finished tasks: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count finished tasks: %w", err)
+	}
+	return out, nil
 }
+
+// CountAhead implements driver.Driver.
 func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	return 0, errTODO
+	var n int64
+	if err := d.rdb.QueryRowContext(ctx, sqlCountAhead, p.Queue, p.Priority, micros(p.RunAt), p.ID,
+		micros(p.Now)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
+	}
+	return n, nil
 }
+
+// RetryMatching implements driver.Driver.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	return 0, errTODO
+	if err := checkMatch(p); err != nil {
+		return 0, fmt.Errorf("retry tasks: %w", err)
+	}
+	var n int64
+	err := d.write(ctx, func(tx querier) error {
+		res, err := tx.ExecContext(ctx, sqlRetryMatching, append(matchArgs(p), micros(now))...)
+		if err != nil {
+			return fmt.Errorf("retry tasks: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
+
+// PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	return 0, errTODO
+	if err := checkMatch(p); err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
+	}
+	var n int64
+	err := d.write(ctx, func(tx querier) error {
+		res, err := tx.ExecContext(ctx, sqlPurgeMatching, matchArgs(p)...)
+		if err != nil {
+			return fmt.Errorf("purge tasks: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
+
+// checkMatch rejects what MatchParams does not allow: bulk operations touch
+// only dead or cancelled tasks, at most 10000 at a time.
+func checkMatch(p driver.MatchParams) error {
+	if p.State != driver.StateDead && p.State != driver.StateCancelled {
+		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
+	}
+	if p.Limit < 1 || p.Limit > 10000 {
+		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
+	}
+	return nil
+}
+
+// matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.
+func matchArgs(p driver.MatchParams) []any {
+	return []any{string(p.State), nullString(p.Type), nullString(p.Queue),
+		nullMicros(p.FinishedAfter), nullMicros(p.FinishedBefore), p.Limit}
+}
+
+// PatchSetting implements driver.Driver: one upsert in the single writer.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	return nil, errTODO
+	if p.Kind != driver.SettingQueue && p.Kind != driver.SettingType {
+		return nil, fmt.Errorf("patch setting: kind must be queue or type, got %q", p.Kind)
+	}
+	if p.Name == "" {
+		return nil, errors.New("patch setting: empty name")
+	}
+	var s *driver.Setting
+	err := d.write(ctx, func(tx querier) error {
+		var err error
+		s, err = scanSetting(tx.QueryRowContext(ctx, sqlPatchSetting, string(p.Kind), p.Name,
+			optBool(p.Paused), optInt(p.Concurrency), optMS(p.Timeout), optInt(p.MaxAttempts),
+			optMS(p.BackoffBase), optMS(p.BackoffMax), micros(p.Now)))
+		if err != nil {
+			return fmt.Errorf("patch setting %s %s: %w", p.Kind, p.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
+
+// ListSettings implements driver.Driver.
 func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	return nil, errTODO
+	rows, err := d.rdb.QueryContext(ctx, sqlListSettings)
+	if err != nil {
+		return nil, fmt.Errorf("list settings: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.Setting
+	for rows.Next() {
+		s, err := scanSetting(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list settings: %w", err)
+		}
+		out = append(out, *s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list settings: %w", err)
+	}
+	return out, nil
 }
+
+// scanSetting reads one row selected with settingColumns.
+func scanSetting(s scanner) (*driver.Setting, error) {
+	var (
+		r                         driver.Setting
+		kind                      string
+		timeout, base, maxMS, upd int64
+	)
+	if err := s.Scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &upd); err != nil {
+		return nil, err
+	}
+	r.Kind = driver.SettingKind(kind)
+	r.Timeout, r.BackoffBase, r.BackoffMax = fromMS(timeout), fromMS(base), fromMS(maxMS)
+	r.UpdatedAt = fromMicros(upd)
+	return &r, nil
+}
+
+func optBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
+
+func optInt(v *int) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+// optMS is a setting's duration in whole milliseconds, or nil. A positive
+// duration below 1ms is kept as 1ms, so it stays set.
+func optMS(v *time.Duration) any {
+	if v == nil {
+		return nil
+	}
+	ms := v.Milliseconds()
+	if ms == 0 && *v > 0 {
+		ms = 1
+	}
+	return ms
+}
+
+func fromMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -32,12 +32,23 @@ WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 // taskColumns keep the claim cheap.
 const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at`
 
-const sqlClaim = `UPDATE keel_tasks
+// sqlClaim and sqlClaimExcluding are the claim without and with the
+// paused-types filter (?6, a JSON array of types): a claim that excludes
+// nothing pays nothing for the feature.
+const (
+	sqlClaim          = sqlClaimHead + sqlClaimTail
+	sqlClaimExcluding = sqlClaimHead + `
+		AND type NOT IN (SELECT value FROM json_each(?6))` + sqlClaimTail
+)
+
+const sqlClaimHead = `UPDATE keel_tasks
 SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?1, lease_expires_at = ?2,
 	attempted_at = ?3, started_at = coalesce(started_at, ?3), updated_at = ?3
 WHERE id IN (
 	SELECT id FROM keel_tasks
-	WHERE state = 'pending' AND queue = ?4 AND run_at <= ?3
+	WHERE state = 'pending' AND queue = ?4 AND run_at <= ?3`
+
+const sqlClaimTail = `
 	ORDER BY priority DESC, run_at, id
 	LIMIT ?5)
 RETURNING ` + claimColumns
@@ -45,9 +56,9 @@ RETURNING ` + claimColumns
 // sqlSucceedMany finishes a batch of successes without results in one
 // statement. ?2 is a JSON array of task ids, ?3 a JSON array of [id, fence]
 // pairs: each row is found by its primary key and fenced by one lookup in a
-// set built once.
+// set built once. A success keeps lease_owner: the node that ran it.
 const sqlSucceedMany = `UPDATE keel_tasks
-SET state = 'succeeded', finished_at = ?1, updated_at = ?1, lease_owner = NULL, lease_expires_at = NULL
+SET state = 'succeeded', finished_at = ?1, updated_at = ?1, lease_expires_at = NULL
 WHERE id IN (SELECT value FROM json_each(?2))
 	AND (id, fence) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?3))
 	AND state = 'running' AND lease_owner = ?4
@@ -58,11 +69,13 @@ const appendError = `CASE WHEN ?5 IS NULL THEN errors ELSE json_insert(
 	CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END,
 	'$[#]', json(?5)) END`
 
+// sqlTransition moves one running task on; a success keeps lease_owner
+// (the node that ran it), every other state clears it.
 const sqlTransition = `UPDATE keel_tasks
 SET state = ?1, run_at = coalesce(?2, run_at), result = coalesce(?3, result),
 	attempt = attempt - ?4, errors = ` + appendError + `,
 	finished_at = CASE WHEN ?1 IN ('succeeded', 'dead') THEN ?6 ELSE NULL END,
-	lease_owner = NULL, lease_expires_at = NULL, updated_at = ?6
+	lease_owner = CASE WHEN ?1 = 'succeeded' THEN lease_owner END, lease_expires_at = NULL, updated_at = ?6
 WHERE id = ?7 AND fence = ?8 AND state = 'running' AND lease_owner = ?9`
 
 const sqlHeartbeat = `UPDATE keel_tasks SET lease_expires_at = ?1, updated_at = ?2
@@ -87,7 +100,72 @@ SET state = 'pending', attempt = 0, run_at = ?1, finished_at = NULL, updated_at 
 WHERE id = ?2 AND state IN ('dead', 'cancelled')
 RETURNING ` + taskColumns
 
-const sqlCounts = `SELECT queue, state, count(*) FROM keel_tasks GROUP BY queue, state ORDER BY queue, state`
+const sqlCounts = `SELECT queue, type, state, count(*) FROM keel_tasks
+GROUP BY queue, type, state ORDER BY queue, type, state`
+
+// sqlCountFinished reads the partial index keel_tasks_finished only.
+const sqlCountFinished = `SELECT queue, state, count(*) FROM keel_tasks
+WHERE state IN ('succeeded', 'dead') AND finished_at >= ?
+GROUP BY queue, state ORDER BY queue, state`
+
+// sqlCountAhead counts, on the claim index, the ready tasks of queue ?1 a
+// claim takes before priority ?2, run_at ?3, id ?4 at now ?5: two ranges,
+// higher priorities and the same priority earlier in line.
+const sqlCountAhead = `SELECT
+	(SELECT count(*) FROM keel_tasks
+	WHERE state = 'pending' AND queue = ?1 AND priority > ?2 AND run_at <= ?5)
+	+ (SELECT count(*) FROM keel_tasks
+	WHERE state = 'pending' AND queue = ?1 AND priority = ?2 AND run_at <= ?5
+		AND (run_at < ?3 OR (run_at = ?3 AND id < ?4)))`
+
+// matchWhere selects the tasks of a bulk operation: state ?1 (dead or
+// cancelled; the literal list lets the planner use keel_tasks_failed), and
+// type ?2, queue ?3, finished_at from ?4 and before ?5 where not NULL.
+const matchWhere = `state IN ('dead', 'cancelled') AND state = ?1
+		AND (?2 IS NULL OR type = ?2) AND (?3 IS NULL OR queue = ?3)
+		AND (?4 IS NULL OR finished_at >= ?4) AND (?5 IS NULL OR finished_at < ?5)`
+
+// sqlRetryMatching is Retry (same columns) for the first ?6 matching tasks
+// at now ?7. A task whose key another task holds is skipped, and of tasks
+// sharing a key only the lowest id is taken, so the unique index never
+// fails the batch.
+const sqlRetryMatching = `UPDATE keel_tasks
+SET state = 'pending', attempt = 0, run_at = ?7, finished_at = NULL, updated_at = ?7
+WHERE id IN (
+	WITH c AS (
+		SELECT id, idem_key FROM keel_tasks k
+		WHERE ` + matchWhere + `
+			AND (idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM keel_tasks h
+				WHERE h.idem_key = k.idem_key AND h.state IN ('pending', 'running', 'succeeded')))
+		ORDER BY id
+		LIMIT ?6)
+	SELECT id FROM c WHERE idem_key IS NULL
+	UNION ALL
+	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)`
+
+// sqlPurgeMatching deletes the first ?6 matching tasks.
+const sqlPurgeMatching = `DELETE FROM keel_tasks
+WHERE id IN (
+	SELECT id FROM keel_tasks
+	WHERE ` + matchWhere + `
+	ORDER BY id
+	LIMIT ?6)`
+
+const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
+	backoff_max_ms, updated_at`
+
+// sqlPatchSetting upserts one setting in one statement: a NULL argument
+// keeps the stored value (0 on a new row).
+const sqlPatchSetting = `INSERT INTO keel_settings (` + settingColumns + `)
+VALUES (?1, ?2, coalesce(?3, 0), coalesce(?4, 0), coalesce(?5, 0), coalesce(?6, 0), coalesce(?7, 0),
+	coalesce(?8, 0), ?9)
+ON CONFLICT (kind, name) DO UPDATE SET paused = coalesce(?3, paused), concurrency = coalesce(?4, concurrency),
+	timeout_ms = coalesce(?5, timeout_ms), max_attempts = coalesce(?6, max_attempts),
+	backoff_base_ms = coalesce(?7, backoff_base_ms), backoff_max_ms = coalesce(?8, backoff_max_ms),
+	updated_at = ?9
+RETURNING ` + settingColumns
+
+const sqlListSettings = `SELECT ` + settingColumns + ` FROM keel_settings ORDER BY kind, name`
 
 const sqlLead = `INSERT INTO keel_leaders (name, owner, expires_at) VALUES (?1, ?2, ?3)
 ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
@@ -106,7 +184,7 @@ func sqlTx(tx driver.Tx) (*sql.Tx, error) {
 }
 
 // hotQueries are prepared once at Open and reused by every group commit.
-var hotQueries = []string{sqlInsert, sqlClaim, sqlSucceedMany, sqlTransition, sqlHeartbeat}
+var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}
 
 // Insert implements driver.Driver.
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
@@ -176,9 +254,24 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
 	var out []driver.TaskRow
+	var excluded string // JSON array of types not to claim, or empty
+	if len(p.ExcludeTypes) > 0 {
+		b, err := json.Marshal(p.ExcludeTypes)
+		if err != nil {
+			return nil, fmt.Errorf("claim tasks: %w", err)
+		}
+		excluded = string(b)
+	}
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
+		var rows *sql.Rows
+		var err error
+		if excluded == "" {
+			rows, err = tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
+		} else {
+			rows, err = tx.QueryContext(ctx, sqlClaimExcluding, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now),
+				p.Queue, p.Limit, excluded)
+		}
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
@@ -509,6 +602,12 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 	if p.Queue != "" {
 		where, args = append(where, "queue = ?"), append(args, p.Queue)
 	}
+	if !p.CreatedAfter.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, micros(p.CreatedAfter))
+	}
+	if !p.CreatedBefore.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, micros(p.CreatedBefore))
+	}
 	if p.BeforeID > 0 {
 		where, args = append(where, "id < ?"), append(args, p.BeforeID)
 	}
@@ -539,7 +638,7 @@ func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
 	var out []driver.QueueCount
 	for rows.Next() {
 		var c driver.QueueCount
-		if err := rows.Scan(&c.Queue, &c.State, &c.Count); err != nil {
+		if err := rows.Scan(&c.Queue, &c.Type, &c.State, &c.Count); err != nil {
 			return nil, fmt.Errorf("count tasks: %w", err)
 		}
 		out = append(out, c)
