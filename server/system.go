@@ -84,7 +84,7 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
 		if queues == nil {
 			queues = []string{}
 		}
-		list.Nodes[i] = Node{Name: n.Name, Host: n.Host, PID: n.PID, Queues: queues, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt}
+		list.Nodes[i] = Node{Name: n.Name, Host: n.Host, PID: n.PID, Queues: queues, StartedAt: n.StartedAt.UTC(), HeartbeatAt: n.HeartbeatAt.UTC()}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

@@ -229,7 +229,7 @@ func taskFromInfo(info *keel.TaskInfo) Task {
 		ID: info.ID, Type: info.Type, Queue: info.Queue, Priority: info.Priority, State: string(info.State),
 		Attempt: info.Attempt, MaxAttempts: info.MaxAttempts, Payload: info.Payload, Result: info.Result,
 		Errors: make([]AttemptError, len(info.Errors)), Timeout: Duration(info.Timeout),
-		RunAt: info.RunAt, CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt,
+		RunAt: info.RunAt.UTC(), CreatedAt: info.CreatedAt.UTC(), UpdatedAt: info.UpdatedAt.UTC(),
 		StartedAt: optTime(info.StartedAt), AttemptedAt: optTime(info.AttemptedAt), FinishedAt: optTime(info.FinishedAt),
 		Node: info.Node, Meta: info.Meta, Duplicate: info.Duplicate,
 	}
@@ -238,17 +238,17 @@ func taskFromInfo(info *keel.TaskInfo) Task {
 	}
 	for i, e := range info.Errors {
 		t.Errors[i] = AttemptError{
-			Attempt: e.Attempt, Node: e.Node, Start: e.Start, End: e.End,
+			Attempt: e.Attempt, Node: e.Node, Start: e.Start.UTC(), End: e.End.UTC(),
 			Outcome: string(e.Outcome), Error: e.Error, Stack: e.Stack,
 		}
 	}
 	return t
 }
 
-// optTime is nil for the zero time.
+// optTime is nil for the zero time, else the time in UTC.
 func optTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
-	return &t
+	return new(t.UTC())
 }
