@@ -1,5 +1,7 @@
-// Command keel is keel's command-line tool: demo, bench and (later) the
-// server and operator commands.
+// Command keel is keel's command-line tool: keel serve (the HTTP API and
+// the workers of HTTP-target task types), the operator commands that talk
+// to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
+// stats), config check, migrate, demo and bench.
 package main
 
 import (
@@ -27,7 +29,9 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd())
+	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
+	root.AddCommand(newTaskCmds()...)
+	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd())
 	return root
 }
 

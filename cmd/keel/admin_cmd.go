@@ -1,0 +1,290 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/server"
+)
+
+func newQueueCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "List queues, pause or resume one, or cap its concurrency",
+		Long: `queue shows and changes queues at runtime; every node applies a change within
+a few seconds (engine.settings_interval).
+
+  keel queue list
+  keel queue pause mail
+  keel queue set mail --concurrency 2    (0 removes the cap)`,
+	}
+	addAPIFlags(cmd, &f)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List queues with their task counts and settings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			l, raw, err := api.queues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printRaw(cmd.OutOrStdout(), raw)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "QUEUE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tPAUSED\tCONCURRENCY")
+			for _, q := range l.Queues {
+				conc := "-"
+				if q.Concurrency > 0 {
+					conc = fmt.Sprint(q.Concurrency)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", q.Name, count(q.Counts, "pending"), count(q.Counts, "running"),
+					count(q.Counts, "succeeded"), count(q.Counts, "dead"), count(q.Counts, "cancelled"), yesNo(q.Paused), conc)
+			}
+			return tw.Flush()
+		},
+	}
+	var concurrency int
+	set := &cobra.Command{
+		Use:   "set <name> --concurrency N",
+		Short: "Cap how many of the queue's tasks run at once on each node (0 removes the cap)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("concurrency") {
+				return fmt.Errorf("nothing to set: give --concurrency N")
+			}
+			return changeQueue(cmd, &f, args[0], "", server.QueuePatch{Concurrency: &concurrency})
+		},
+	}
+	set.Flags().IntVar(&concurrency, "concurrency", 0, "tasks at once per node, 0 for no cap")
+	cmd.AddCommand(list, queueAction(&f, "pause"), queueAction(&f, "resume"), set)
+	return cmd
+}
+
+func queueAction(f *apiFlags, action string) *cobra.Command {
+	return &cobra.Command{
+		Use:   action + " <name>",
+		Short: map[string]string{"pause": "Stop every node from starting the queue's tasks", "resume": "Let nodes start the queue's tasks again"}[action],
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return changeQueue(cmd, f, args[0], action, nil)
+		},
+	}
+}
+
+func changeQueue(cmd *cobra.Command, f *apiFlags, name, action string, patch any) error {
+	api, err := f.client()
+	if err != nil {
+		return err
+	}
+	var q server.Queue
+	raw, err := api.setting(cmd.Context(), "queues", name, action, patch, &q)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printRaw(cmd.OutOrStdout(), raw)
+	}
+	conc := "no cap"
+	if q.Concurrency > 0 {
+		conc = fmt.Sprintf("%d per node", q.Concurrency)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "queue %s: paused %s, concurrency %s\n", q.Name, yesNo(q.Paused), conc)
+	return nil
+}
+
+func newTypeCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "type",
+		Short: "List task types, pause or resume one, or override its timeout and retries",
+		Long: `type shows and changes task types at runtime; every node applies a change
+within a few seconds (engine.settings_interval).
+
+  keel type list
+  keel type pause email.send
+  keel type set email.send --timeout 2m --max-attempts 6
+  keel type set email.send --timeout 0    (0 removes an override)`,
+	}
+	addAPIFlags(cmd, &f)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List task types with their task counts and settings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			l, raw, err := api.types(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printRaw(cmd.OutOrStdout(), raw)
+			}
+			tw := newTable(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tPAUSED\tTIMEOUT\tMAX ATTEMPTS\tBACKOFF")
+			for _, t := range l.Types {
+				attempts := "-"
+				if t.MaxAttempts > 0 {
+					attempts = fmt.Sprint(t.MaxAttempts)
+				}
+				backoff := "-"
+				if t.BackoffBase != nil || t.BackoffMax != nil {
+					backoff = optDuration(t.BackoffBase) + ".." + optDuration(t.BackoffMax)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, count(t.Counts, "pending"), count(t.Counts, "running"),
+					count(t.Counts, "succeeded"), count(t.Counts, "dead"), count(t.Counts, "cancelled"), yesNo(t.Paused),
+					optDuration(t.Timeout), attempts, backoff)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "(TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies)")
+			return nil
+		},
+	}
+	var timeout, base, maxDelay string
+	var attempts int
+	set := &cobra.Command{
+		Use:   "set <name> [--timeout D] [--max-attempts N] [--backoff-base D] [--backoff-max D]",
+		Short: "Override the type's timeout, attempts or backoff on every node (0 removes an override)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var p server.TypePatch
+			fs := cmd.Flags()
+			for _, d := range []struct {
+				flag, value string
+				dst         **server.Duration
+			}{{"timeout", timeout, &p.Timeout}, {"backoff-base", base, &p.BackoffBase}, {"backoff-max", maxDelay, &p.BackoffMax}} {
+				if !fs.Changed(d.flag) {
+					continue
+				}
+				v := config.Duration(0)
+				if d.value != "0" {
+					var err error
+					if v, err = config.ParseDuration(d.value); err != nil {
+						return fmt.Errorf("--%s: %w", d.flag, err)
+					}
+				}
+				sd := server.Duration(v)
+				*d.dst = &sd
+			}
+			if fs.Changed("max-attempts") {
+				p.MaxAttempts = &attempts
+			}
+			if p == (server.TypePatch{}) {
+				return fmt.Errorf("nothing to set: give --timeout, --max-attempts, --backoff-base or --backoff-max")
+			}
+			return changeType(cmd, &f, args[0], "", p)
+		},
+	}
+	set.Flags().StringVar(&timeout, "timeout", "", "bound of one attempt, e.g. 2m (0 removes the override)")
+	set.Flags().IntVar(&attempts, "max-attempts", 0, "runs before dead-lettering, 1..1000 (0 removes the override)")
+	set.Flags().StringVar(&base, "backoff-base", "", "first retry delay, e.g. 30s (0 removes the override)")
+	set.Flags().StringVar(&maxDelay, "backoff-max", "", "longest retry delay, e.g. 1h (0 removes the override)")
+	cmd.AddCommand(list, typeAction(&f, "pause"), typeAction(&f, "resume"), set)
+	return cmd
+}
+
+func typeAction(f *apiFlags, action string) *cobra.Command {
+	return &cobra.Command{
+		Use:   action + " <name>",
+		Short: map[string]string{"pause": "Stop every node from starting the type's tasks", "resume": "Let nodes start the type's tasks again"}[action],
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return changeType(cmd, f, args[0], action, nil)
+		},
+	}
+}
+
+func changeType(cmd *cobra.Command, f *apiFlags, name, action string, patch any) error {
+	api, err := f.client()
+	if err != nil {
+		return err
+	}
+	var t server.TaskType
+	raw, err := api.setting(cmd.Context(), "types", name, action, patch, &t)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return printRaw(cmd.OutOrStdout(), raw)
+	}
+	attempts := "-"
+	if t.MaxAttempts > 0 {
+		attempts = fmt.Sprint(t.MaxAttempts)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "type %s: paused %s, timeout %s, max attempts %s, backoff %s..%s\n", t.Name, yesNo(t.Paused),
+		optDuration(t.Timeout), attempts, optDuration(t.BackoffBase), optDuration(t.BackoffMax))
+	return nil
+}
+
+func optDuration(d *server.Duration) string {
+	if d == nil || *d == 0 {
+		return "-"
+	}
+	return config.Duration(*d).String()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func newStatsCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show task counts by queue and state, throughput and recent dead letters",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			st, raw, err := api.stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printRaw(cmd.OutOrStdout(), raw)
+			}
+			return printStats(cmd.OutOrStdout(), st)
+		},
+	}
+	addAPIFlags(cmd, &f)
+	return cmd
+}
+
+func printStats(out io.Writer, st server.Stats) error {
+	fmt.Fprintf(out, "at %s, worker nodes: %d\n\n", stamp(st.At), st.Nodes)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "QUEUE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tDONE/S (5m)\tDEAD (1h)")
+	var rate float64
+	for _, q := range st.Queues {
+		rate += q.PerSecond
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\n", q.Name, count(q.Counts, "pending"), count(q.Counts, "running"),
+			count(q.Counts, "succeeded"), count(q.Counts, "dead"), count(q.Counts, "cancelled"), q.PerSecond, q.DeadLastHour)
+	}
+	fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\n", count(st.Counts, "pending"), count(st.Counts, "running"),
+		count(st.Counts, "succeeded"), count(st.Counts, "dead"), count(st.Counts, "cancelled"), rate, st.DeadLastHour)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if st.Alert {
+		fmt.Fprintf(out, "\nALERT: %d tasks dead-lettered in the last hour: see keel dlq list --after 1h\n", st.DeadLastHour)
+	}
+	return nil
+}

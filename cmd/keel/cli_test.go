@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/server"
+)
+
+// apiSetup is a real keel server in this process: SQLite in a temporary
+// directory, keel.Client, server.New, httptest.
+type apiSetup struct {
+	url    string
+	client *keel.Client
+}
+
+// serverOpts configure newAPI.
+type serverOpts struct {
+	handlers *keel.Handlers // workers start when set
+	tokens   []server.Token
+}
+
+func newAPI(t *testing.T, o serverOpts) *apiSetup {
+	t.Helper()
+	ctx := context.Background()
+	drv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := keel.Config{
+		Driver: drv, Types: []string{"email", "report"}, Handlers: o.handlers, Logger: log,
+		PollInterval: 20 * time.Millisecond, SettingsInterval: 50 * time.Millisecond, BackoffBase: 10 * time.Millisecond,
+		BackoffMax: 20 * time.Millisecond,
+	}
+	c, err := keel.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.New(c, server.Options{Tokens: o.tokens, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.handlers != nil {
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		c.Stop(sctx) //nolint:errcheck // reported through the log
+		drv.Close()
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	})
+	return &apiSetup{url: srv.URL, client: c}
+}
+
+// tWriter routes logs to t.Log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// keelCmd runs the CLI in this process with args, stdin in, and returns
+// its stdout, stderr and error.
+func keelCmd(t *testing.T, in string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(in))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// mustKeel runs the CLI against s and fails the test on an error.
+func (s *apiSetup) keel(t *testing.T, args ...string) string {
+	t.Helper()
+	out, _, err := keelCmd(t, "", append(args, "--server", s.url)...)
+	if err != nil {
+		t.Fatalf("keel %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// keelErr runs the CLI against s and returns its error, failing the test
+// if there is none.
+func (s *apiSetup) keelErr(t *testing.T, args ...string) error {
+	t.Helper()
+	out, _, err := keelCmd(t, "", append(args, "--server", s.url)...)
+	if err == nil {
+		t.Fatalf("keel %s succeeded:\n%s", strings.Join(args, " "), out)
+	}
+	return err
+}
+
+var enqueuedRe = regexp.MustCompile(`enqueued task (\d+)`)
+
+func enqueuedID(t *testing.T, out string) int64 {
+	t.Helper()
+	m := enqueuedRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no task id in %q", out)
+	}
+	id, _ := strconv.ParseInt(m[1], 10, 64)
+	return id
+}
+
+func decode[T any](t *testing.T, out string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("output is not the expected JSON (%v):\n%s", err, out)
+	}
+	return v
+}
+
+func TestEnqueueStatusInspect(t *testing.T) {
+	s := newAPI(t, serverOpts{})
+	out := s.keel(t, "enqueue", "email", `{"to":"a@example.com"}`)
+	id := enqueuedID(t, out)
+	if !strings.Contains(out, "email on queue default, pending, runs now") {
+		t.Fatalf("enqueue said %q", out)
+	}
+	ids := strconv.FormatInt(id, 10)
+	if st := s.keel(t, "status", ids); !strings.HasPrefix(st, ids+"  email  pending  attempt 0/4") {
+		t.Fatalf("status: %q", st)
+	}
+	in := s.keel(t, "inspect", ids)
+	for _, want := range []string{"task      " + ids, "state     pending", `payload   {"to":"a@example.com"}`, "arrived", "due"} {
+		if !strings.Contains(in, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, in)
+		}
+	}
+	task := decode[server.Task](t, s.keel(t, "inspect", ids, "--json"))
+	if task.ID != id || task.State != "pending" || string(task.Payload) != `{"to":"a@example.com"}` {
+		t.Fatalf("inspect --json: %+v", task)
+	}
+	task = decode[server.Task](t, s.keel(t, "status", ids, "--json"))
+	if task.ID != id {
+		t.Fatalf("status --json: %+v", task)
+	}
+}
+
+func TestEnqueueOptions(t *testing.T) {
+	s := newAPI(t, serverOpts{})
+	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	task := decode[server.Task](t, s.keel(t, "enqueue", "report", `{"n":1}`, "--json", "--queue", "reports", "--priority", "7",
+		"--run-at", runAt.Format(time.RFC3339), "--max-attempts", "2", "--timeout", "5s", "--unique-by", "n1"))
+	if task.Queue != "reports" || task.Priority != 7 || !task.RunAt.Equal(runAt) || task.MaxAttempts != 2 || time.Duration(task.Timeout) != 5*time.Second {
+		t.Fatalf("options not applied: %+v", task)
+	}
+	out := s.keel(t, "enqueue", "report", `{"n":1}`, "--queue", "reports", "--unique-by", "n1")
+	if !strings.Contains(out, fmt.Sprintf("task %d already exists (pending): nothing enqueued", task.ID)) {
+		t.Fatalf("duplicate: %q", out)
+	}
+	delayed := decode[server.Task](t, s.keel(t, "enqueue", "report", "--json", "--delay", "2h", "--idempotency-key", "k1"))
+	if d := time.Until(delayed.RunAt); d < 110*time.Minute || d > 2*time.Hour || string(delayed.Payload) != "null" {
+		t.Fatalf("--delay 2h: run_at in %v, payload %s", d, delayed.Payload)
+	}
+	if out := s.keel(t, "status", strconv.FormatInt(delayed.ID, 10)); !regexp.MustCompile(`^\d+  report  pending  attempt 0/4  runs in (1h59m\d+s|2h) \(at `).MatchString(out) {
+		t.Fatalf("status of a delayed task: %q", out)
+	}
+
+	// A payload from stdin.
+	out, _, err := keelCmd(t, `{"from":"stdin"}`, "enqueue", "email", "-", "--json", "--server", s.url)
+	if err != nil || string(decode[server.Task](t, out).Payload) != `{"from":"stdin"}` {
+		t.Fatalf("stdin payload: %v %s", err, out)
+	}
+}
+
+func TestEnqueueErrors(t *testing.T) {
+	s := newAPI(t, serverOpts{})
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"enqueue", "email", "{to:1}"}, "the payload is not valid JSON"},
+		{[]string{"enqueue", "nope", "{}"}, `unknown task type "nope"`},
+		{[]string{"enqueue", "email", "{}", "--delay", "soon"}, `--delay: invalid duration "soon"`},
+		{[]string{"enqueue", "email", "{}", "--run-at", "tomorrow"}, "--run-at: want an RFC 3339 time"},
+		{[]string{"enqueue", "email", "{}", "--max-attempts", "0"}, "(HTTP 400)"},
+		{[]string{"enqueue", "email", "{}", "--delay", "1s", "--run-at", "2030-01-01T00:00:00Z"}, "none of the others can be"},
+		{[]string{"status", "999"}, "task 999 not found (HTTP 404)"},
+		{[]string{"status", "x"}, `task id must be a positive integer, got "x"`},
+		{[]string{"inspect", "999"}, "not found (HTTP 404)"},
+	}
+	for _, tc := range cases {
+		if err := s.keelErr(t, tc.args...); !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("keel %s: error %q does not contain %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	// The server is unreachable: the error says where it looked.
+	_, _, err := keelCmd(t, "", "status", "1", "--server", "http://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the keel server at http://127.0.0.1:1") {
+		t.Fatalf("unreachable server: %v", err)
+	}
+	if _, _, err := keelCmd(t, "", "stats", "--server", "ftp://x"); err == nil || !strings.Contains(err.Error(), "--server must be an http(s) URL") {
+		t.Fatalf("bad --server: %v", err)
+	}
+}
+
+func TestListCancelRetry(t *testing.T) {
+	s := newAPI(t, serverOpts{})
+	var ids []int64
+	for i := range 5 {
+		typ := "email"
+		if i%2 == 1 {
+			typ = "report"
+		}
+		ids = append(ids, enqueuedID(t, s.keel(t, "enqueue", typ, fmt.Sprintf(`{"i":%d}`, i))))
+	}
+	out := s.keel(t, "list")
+	if strings.Count(out, "\n") != 6 || !strings.HasPrefix(out, "ID  ") || !strings.Contains(out, "report") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if first := strings.Fields(strings.Split(out, "\n")[1])[0]; first != strconv.FormatInt(ids[4], 10) {
+		t.Fatalf("list is not newest first:\n%s", out)
+	}
+	out = s.keel(t, "list", "--type", "report")
+	if strings.Count(out, "report") != 2 || strings.Contains(out, "email") {
+		t.Fatalf("list --type report:\n%s", out)
+	}
+	out = s.keel(t, "list", "--limit", "2")
+	if strings.Count(out, "\n") != 4 || !strings.Contains(out, "more tasks match") {
+		t.Fatalf("list --limit 2:\n%s", out)
+	}
+	l := decode[server.TaskList](t, s.keel(t, "list", "--json", "--all", "--since", "1h"))
+	if len(l.Tasks) != 5 {
+		t.Fatalf("list --all --json: %d tasks", len(l.Tasks))
+	}
+	if l := decode[server.TaskList](t, s.keel(t, "list", "--json", "--since", "2030-01-01T00:00:00Z")); len(l.Tasks) != 0 {
+		t.Fatalf("--since in the future: %d tasks", len(l.Tasks))
+	}
+
+	id := strconv.FormatInt(ids[0], 10)
+	if out := s.keel(t, "cancel", id); !strings.Contains(out, "task "+id+" cancelled: cancelled finished ") {
+		t.Fatalf("cancel: %q", out)
+	}
+	if err := s.keelErr(t, "cancel", id); !strings.Contains(err.Error(), "(HTTP 409)") {
+		t.Fatalf("cancel twice: %v", err)
+	}
+	if out := s.keel(t, "list", "--state", "cancelled"); strings.Count(out, "\n") != 2 {
+		t.Fatalf("list --state cancelled:\n%s", out)
+	}
+	if out := s.keel(t, "retry", id); !strings.Contains(out, "task "+id+" requeued: pending runs now") {
+		t.Fatalf("retry: %q", out)
+	}
+	if err := s.keelErr(t, "retry", id); !strings.Contains(err.Error(), "(HTTP 409)") {
+		t.Fatalf("retry of a pending task: %v", err)
+	}
+	if err := s.keelErr(t, "list", "--state", "bogus"); !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("bad state: %v", err)
+	}
+}
+
+func TestQueueTypeStats(t *testing.T) {
+	s := newAPI(t, serverOpts{})
+	s.keel(t, "enqueue", "email", "{}", "--queue", "mail")
+	out := s.keel(t, "queue", "list")
+	if !regexp.MustCompile(`(?m)^mail\s+1\s+0\s+0\s+0\s+0\s+no\s+-$`).MatchString(out) {
+		t.Fatalf("queue list:\n%s", out)
+	}
+	if out := s.keel(t, "queue", "pause", "mail"); out != "queue mail: paused yes, concurrency no cap\n" {
+		t.Fatalf("queue pause: %q", out)
+	}
+	if out := s.keel(t, "queue", "set", "mail", "--concurrency", "3"); out != "queue mail: paused yes, concurrency 3 per node\n" {
+		t.Fatalf("queue set: %q", out)
+	}
+	if out := s.keel(t, "queue", "resume", "mail"); out != "queue mail: paused no, concurrency 3 per node\n" {
+		t.Fatalf("queue resume: %q", out)
+	}
+	if err := s.keelErr(t, "queue", "set", "mail"); !strings.Contains(err.Error(), "give --concurrency") {
+		t.Fatalf("queue set without a value: %v", err)
+	}
+	if err := s.keelErr(t, "queue", "set", "mail", "--concurrency", "-1"); !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("bad concurrency: %v", err)
+	}
+	ql := decode[server.QueueList](t, s.keel(t, "queue", "list", "--json"))
+	if len(ql.Queues) == 0 {
+		t.Fatal("queue list --json: no queues")
+	}
+
+	if out := s.keel(t, "type", "pause", "email"); !strings.HasPrefix(out, "type email: paused yes") {
+		t.Fatalf("type pause: %q", out)
+	}
+	out = s.keel(t, "type", "set", "email", "--timeout", "2m", "--max-attempts", "6", "--backoff-base", "1s", "--backoff-max", "1m")
+	if out != "type email: paused yes, timeout 2m, max attempts 6, backoff 1s..1m\n" {
+		t.Fatalf("type set: %q", out)
+	}
+	out = s.keel(t, "type", "set", "email", "--timeout", "0")
+	if !strings.Contains(out, "timeout -,") {
+		t.Fatalf("type set --timeout 0: %q", out)
+	}
+	s.keel(t, "type", "resume", "email")
+	out = s.keel(t, "type", "list")
+	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+-\s+6\s+1s\.\.1m$`).MatchString(out) {
+		t.Fatalf("type list:\n%s", out)
+	}
+	if err := s.keelErr(t, "type", "set", "email"); !strings.Contains(err.Error(), "nothing to set") {
+		t.Fatalf("type set without values: %v", err)
+	}
+	if err := s.keelErr(t, "type", "set", "email", "--timeout", "forever"); !strings.Contains(err.Error(), "--timeout: invalid duration") {
+		t.Fatalf("type set bad timeout: %v", err)
+	}
+	if tl := decode[server.TypeList](t, s.keel(t, "type", "list", "--json")); len(tl.Types) < 2 {
+		t.Fatalf("type list --json: %+v", tl)
+	}
+
+	out = s.keel(t, "stats")
+	if !regexp.MustCompile(`(?m)^all\s+1\s+0\s+0\s+0\s+0\s+0\.00\s+0$`).MatchString(out) || strings.Contains(out, "ALERT") {
+		t.Fatalf("stats:\n%s", out)
+	}
+	if st := decode[server.Stats](t, s.keel(t, "stats", "--json")); st.Counts["pending"] != 1 {
+		t.Fatalf("stats --json: %+v", st)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	s := newAPI(t, serverOpts{tokens: []server.Token{
+		{Value: "admin-token-0123456789", Role: server.RoleAdmin}, {Value: "read-token-0123456789", Role: server.RoleRead},
+	}})
+	if err := s.keelErr(t, "stats", "--token", ""); !strings.Contains(err.Error(), "bearer token") || !strings.Contains(err.Error(), "HTTP 401") {
+		t.Fatalf("no token: %v", err)
+	}
+	s.keel(t, "enqueue", "email", "{}", "--token", "admin-token-0123456789")
+	if err := s.keelErr(t, "enqueue", "email", "{}", "--token", "read-token-0123456789"); !strings.Contains(err.Error(), "HTTP 403") {
+		t.Fatalf("read token enqueues: %v", err)
+	}
+	t.Setenv("KEEL_TOKEN", "read-token-0123456789")
+	if out := s.keel(t, "stats"); !strings.Contains(out, "all") {
+		t.Fatalf("KEEL_TOKEN not used: %s", out)
+	}
+}
+
+// TestAPIErrorWithoutProblem: a proxy's HTML error is still reported.
+func TestAPIErrorWithoutProblem(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "<html>upstream down</html>") //nolint:errcheck
+	}))
+	defer srv.Close()
+	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	_, _, err := keelCmd(t, "", "stats", "--server", srv.URL)
+	if err == nil || err.Error() != "502 Bad Gateway: <html>upstream down</html> (HTTP 502)" {
+		t.Fatalf("error: %v", err)
+	}
+}

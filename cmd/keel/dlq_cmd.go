@@ -1,0 +1,278 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel/server"
+)
+
+// bulkPage is how many dead letters one bulk call changes.
+const bulkPage = 1000
+
+// dlqFilter is the selection flags of the dlq commands.
+type dlqFilter struct {
+	typ, queue, before, after string
+}
+
+func (d *dlqFilter) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&d.typ, "type", "", "only this task type")
+	fs.StringVar(&d.queue, "queue", "", "only this queue")
+	fs.StringVar(&d.before, "before", "", "only tasks dead-lettered before: an RFC 3339 time or a duration before now (2h, 7d)")
+	fs.StringVar(&d.after, "after", "", "only tasks dead-lettered at or after: an RFC 3339 time or a duration before now")
+}
+
+// times parses --after and --before; zero when not given.
+func (d *dlqFilter) times() (after, before time.Time, err error) {
+	if d.after != "" {
+		if after, err = parseWhen("--after", d.after); err != nil {
+			return
+		}
+	}
+	if d.before != "" {
+		if before, err = parseWhen("--before", d.before); err != nil {
+			return
+		}
+	}
+	if !after.IsZero() && !before.IsZero() && !after.Before(before) {
+		err = fmt.Errorf("--after (%s) must be before --before (%s)", stamp(after), stamp(before))
+	}
+	return
+}
+
+// describe says which dead letters d selects, for messages.
+func (d *dlqFilter) describe() string {
+	var parts []string
+	if d.typ != "" {
+		parts = append(parts, "type "+d.typ)
+	}
+	if d.queue != "" {
+		parts = append(parts, "queue "+d.queue)
+	}
+	if d.after != "" {
+		parts = append(parts, "dead since "+d.after)
+	}
+	if d.before != "" {
+		parts = append(parts, "dead before "+d.before)
+	}
+	if len(parts) == 0 {
+		return "every dead task"
+	}
+	return "dead tasks of " + strings.Join(parts, ", ")
+}
+
+func newDLQCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "List, requeue or purge dead letters",
+		Long: `dlq works on dead letters: tasks whose retries ran out or that failed
+permanently. They are kept (30 days by default) until requeued or purged.
+
+  keel dlq list --type email.send
+  keel dlq requeue --queue mail --after 2h
+  keel dlq purge --before 14d --yes`,
+	}
+	addAPIFlags(cmd, &f)
+	cmd.AddCommand(newDLQListCmd(&f), newDLQBulkCmd(&f, "requeue"), newDLQBulkCmd(&f, "purge"))
+	return cmd
+}
+
+func newDLQListCmd(f *apiFlags) *cobra.Command {
+	var (
+		d     dlqFilter
+		limit int
+		all   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters, newest first, with their last error",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			after, before, err := d.times()
+			if err != nil {
+				return err
+			}
+			if !all && (limit < 1 || limit > 1000) {
+				return fmt.Errorf("--limit must be in 1..1000 (or use --all), got %d", limit)
+			}
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if d.typ != "" {
+				q.Set("type", d.typ)
+			}
+			if d.queue != "" {
+				q.Set("queue", d.queue)
+			}
+			var keep func(server.Task) bool
+			if !after.IsZero() || !before.IsZero() {
+				// The API filters dead letters by type and queue only.
+				keep = func(t server.Task) bool {
+					if t.FinishedAt == nil {
+						return false
+					}
+					return (after.IsZero() || !t.FinishedAt.Before(after)) && (before.IsZero() || t.FinishedAt.Before(before))
+				}
+			}
+			tasks, more, err := pages(cmd, api, "/v1/dead", q, limit, all, keep)
+			if err != nil {
+				return err
+			}
+			return printDead(cmd.OutOrStdout(), f.json, tasks, more)
+		},
+	}
+	d.register(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 50, "how many to show, at most 1000")
+	cmd.Flags().BoolVar(&all, "all", false, "show every matching dead letter")
+	return cmd
+}
+
+func printDead(out io.Writer, asJSON bool, tasks []server.Task, more bool) error {
+	if asJSON {
+		if tasks == nil {
+			tasks = []server.Task{}
+		}
+		return printJSON(out, server.TaskList{Tasks: tasks})
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintln(out, "no dead tasks")
+		return nil
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "ID\tTYPE\tQUEUE\tATTEMPTS\tDEAD SINCE\tLAST ERROR")
+	for _, t := range tasks {
+		last := "-"
+		if n := len(t.Errors); n > 0 {
+			last = oneLine(t.Errors[n-1].Error, 80)
+		}
+		dead := "-"
+		if t.FinishedAt != nil {
+			dead = stamp(*t.FinishedAt)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Type, t.Queue, t.Attempt, t.MaxAttempts, dead, last)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more {
+		fmt.Fprintln(out, "(more dead tasks match: raise --limit or use --all)")
+	}
+	return nil
+}
+
+// newDLQBulkCmd makes dlq requeue and dlq purge.
+func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
+	var (
+		d   dlqFilter
+		yes bool
+	)
+	short := "Requeue matching dead letters: pending again, runnable now, attempts reset"
+	if action == "purge" {
+		short = "Delete matching dead letters for good (needs --yes)"
+	}
+	cmd := &cobra.Command{
+		Use:   action,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			after, before, err := d.times()
+			if err != nil {
+				return err
+			}
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			st, _, err := api.stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			total := st.Counts["dead"]
+			if d.queue != "" {
+				total = 0
+				for _, q := range st.Queues {
+					if q.Name == d.queue {
+						total = q.Counts["dead"]
+					}
+				}
+			}
+			if action == "purge" && !yes {
+				return fmt.Errorf("purge deletes %s for good (up to %d tasks): run it again with --yes", d.describe(), total)
+			}
+			// Only tasks dead before this command started, by the server's
+			// clock: a requeued task that dies again is not taken twice.
+			cutoff := st.At
+			if !before.IsZero() && before.Before(cutoff) {
+				cutoff = before
+			}
+			req := server.BulkRequest{Type: d.typ, Queue: d.queue, FinishedBefore: &cutoff, Limit: bulkPage}
+			if !after.IsZero() {
+				req.FinishedAfter = &after
+			}
+			n, err := bulkAll(cmd, api, action, req, total)
+			if err != nil {
+				return fmt.Errorf("%w (%d tasks done before the error)", err, n)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), server.BulkResponse{Count: n})
+			}
+			verb := map[string]string{"requeue": "requeued", "purge": "purged"}[action]
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d dead tasks\n", verb, n)
+			return nil
+		},
+	}
+	d.register(cmd)
+	if action == "purge" {
+		cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
+	}
+	return cmd
+}
+
+// bulkAll repeats a bulk call, bulkPage tasks at a time, until nothing is
+// left, with a progress bar on a terminal. total (from /v1/stats) is the
+// bar's length, an upper bound when filtering by type or time.
+func bulkAll(cmd *cobra.Command, api *apiClient, action string, req server.BulkRequest, total int64) (int64, error) {
+	var bar *progressbar.ProgressBar
+	if errOut := cmd.ErrOrStderr(); isTerminal(errOut) && total > 0 {
+		bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(errOut),
+			progressbar.OptionSetDescription(action),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	var done int64
+	for {
+		n, err := api.bulk(cmd.Context(), action, req)
+		if err != nil {
+			return done, err
+		}
+		done += n
+		if bar != nil {
+			if done > bar.GetMax64() {
+				bar.ChangeMax64(done)
+			}
+			bar.Set64(done) //nolint:errcheck // only drawing
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if bar != nil {
+		bar.ChangeMax64(max(done, 1))
+		bar.Finish() //nolint:errcheck // only drawing
+	}
+	return done, nil
+}

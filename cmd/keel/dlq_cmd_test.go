@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/server"
+)
+
+// failing handles "email" by failing for good, to make dead letters.
+func failing() *keel.Handlers {
+	h := keel.NewHandlers()
+	keel.Handle(h, "email", func(ctx context.Context, task *keel.Task[json.RawMessage]) error {
+		return keel.Permanent(errors.New("mailbox unavailable\nsecond line"))
+	})
+	return h
+}
+
+func waitState(t *testing.T, c *keel.Client, state keel.State, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		counts, err := c.Counts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		for _, byState := range counts {
+			got += byState[state]
+		}
+		if got >= int64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks %s after 20s, want %d: %v", got, state, n, counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDLQ(t *testing.T) {
+	s := newAPI(t, serverOpts{handlers: failing()})
+	for i := range 3 {
+		s.keel(t, "enqueue", "email", fmt.Sprintf(`{"i":%d}`, i))
+	}
+	waitState(t, s.client, keel.StateDead, 3)
+
+	out := s.keel(t, "dlq", "list")
+	if strings.Count(out, "\n") != 4 || !strings.Contains(out, "permanent: mailbox unavailable second line") {
+		t.Fatalf("dlq list:\n%s", out)
+	}
+	if out := s.keel(t, "dlq", "list", "--before", "1h"); out != "no dead tasks\n" {
+		t.Fatalf("dlq list --before 1h: %q", out)
+	}
+	if l := decode[server.TaskList](t, s.keel(t, "dlq", "list", "--after", "1h", "--json")); len(l.Tasks) != 3 {
+		t.Fatalf("dlq list --after 1h: %d", len(l.Tasks))
+	}
+	id := strconv.FormatInt(decode[server.TaskList](t, s.keel(t, "dlq", "list", "--json")).Tasks[0].ID, 10)
+	in := s.keel(t, "inspect", id)
+	for _, want := range []string{"state     dead", "arrived", "attempt 1 on ", ": failed permanently after", "mailbox unavailable", "second line", "dead-lettered: requeue with keel retry " + id} {
+		if !strings.Contains(in, want) {
+			t.Errorf("inspect of a dead task lacks %q:\n%s", want, in)
+		}
+	}
+
+	if err := s.keelErr(t, "dlq", "purge"); !strings.Contains(err.Error(), "purge deletes every dead task for good (up to 3 tasks): run it again with --yes") {
+		t.Fatalf("purge without --yes: %v", err)
+	}
+	if err := s.keelErr(t, "dlq", "requeue", "--after", "1h", "--before", "2h"); !strings.Contains(err.Error(), "--after") {
+		t.Fatalf("after later than before: %v", err)
+	}
+	if out := s.keel(t, "dlq", "requeue", "--queue", "other"); out != "requeued 0 dead tasks\n" {
+		t.Fatalf("requeue of another queue: %q", out)
+	}
+	if out := s.keel(t, "dlq", "requeue", "--type", "email"); out != "requeued 3 dead tasks\n" {
+		t.Fatalf("requeue: %q", out)
+	}
+	// They fail again and are dead again; purge them.
+	waitState(t, s.client, keel.StateDead, 3)
+	if out := s.keel(t, "dlq", "purge", "--yes", "--json"); decode[server.BulkResponse](t, out).Count != 3 {
+		t.Fatalf("purge --json: %s", out)
+	}
+	if out := s.keel(t, "dlq", "list"); out != "no dead tasks\n" {
+		t.Fatalf("dlq list after purge: %q", out)
+	}
+}
+
+// TestBulkPages: requeue and purge page through the API 1000 at a time
+// until a call changes nothing, never taking a task dead after the
+// command started.
+func TestBulkPages(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var calls []server.BulkRequest
+	remaining := int64(2500)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(server.Stats{At: at, Counts: map[string]int64{"dead": remaining}}) //nolint:errcheck
+	})
+	mux.HandleFunc("POST /v1/dead/{action}", func(w http.ResponseWriter, r *http.Request) {
+		var req server.BulkRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		calls = append(calls, req)
+		n := min(remaining, int64(req.Limit))
+		remaining -= n
+		json.NewEncoder(w).Encode(server.BulkResponse{Count: n}) //nolint:errcheck
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+
+	out, _, err := keelCmd(t, "", "dlq", "requeue", "--server", srv.URL, "--type", "email", "--before", "2020-01-01T00:00:00Z")
+	if err != nil || out != "requeued 2500 dead tasks\n" {
+		t.Fatalf("requeue: %q %v", out, err)
+	}
+	if len(calls) != 4 {
+		t.Fatalf("%d calls, want 4 (1000, 1000, 500, 0)", len(calls))
+	}
+	for _, c := range calls {
+		if c.Limit != 1000 || c.Type != "email" || c.FinishedBefore == nil || !c.FinishedBefore.Equal(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Fatalf("call %+v", c)
+		}
+	}
+	calls, remaining = nil, 1200
+	if out, _, err := keelCmd(t, "", "dlq", "purge", "--yes", "--server", srv.URL); err != nil || out != "purged 1200 dead tasks\n" {
+		t.Fatalf("purge: %q %v", out, err)
+	}
+	if len(calls) != 3 || !calls[0].FinishedBefore.Equal(at) {
+		t.Fatalf("purge calls %+v: want 3, cut off at the server's time", calls)
+	}
+}

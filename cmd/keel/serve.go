@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/server"
+	"github.com/keelq/keel/server/httptarget"
+)
+
+func newServeCmd() *cobra.Command {
+	var c configFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API and the workers of the HTTP-target task types",
+		Long: `serve opens the database (migrating it), serves the HTTP API and works the
+task types whose configuration has a url, POSTing each task there. It reads
+keel.toml (or --config), then KEEL_* variables, then flags; keel config check
+shows the result. Without tokens it only listens on a loopback address.
+SIGINT or SIGTERM stop it gracefully within shutdown_timeout.
+
+  keel serve                                   ./keel.toml if present, SQLite ./keel.db
+  keel serve --config /etc/keel.toml --dsn postgres://keel@db/keel
+  KEEL_TOKEN=$(cat token) keel serve --listen 0.0.0.0:7400
+
+` + envHelp(),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := c.load(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, stop, cfg, cmd.ErrOrStderr())
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+// runServe runs keel serve with a loaded configuration until ctx ends
+// (a signal), then shuts down gracefully. After ctx ends it calls
+// unsignal, so that a second signal kills the process at once.
+func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr io.Writer) error {
+	log := newLogger(cfg.Log, stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn("keel: configuration: " + w)
+	}
+	targets, err := buildTargets(cfg)
+	if err != nil {
+		return err
+	}
+	dsn := cfg.Database.DSN
+	if dsn == "" {
+		dsn = cfg.Database.DB
+	}
+	drv, where, err := openStore(ctx, dsn, cfg.Database.Schema)
+	if err != nil {
+		return fmt.Errorf("open the database: %w", err)
+	}
+	defer drv.Close()
+	log.Info("keel: database ready", "database", where)
+
+	kc := clientConfig(cfg, drv, log)
+	if kc.Handlers, err = handlers(cfg, targets); err != nil {
+		return err
+	}
+	client, err := keel.NewClient(kc)
+	if err != nil {
+		return err
+	}
+	tokens := make([]server.Token, len(cfg.Tokens))
+	for i, t := range cfg.Tokens {
+		tokens[i] = server.Token{Value: t.Token, Role: server.Role(t.Role)}
+	}
+	api, err := server.New(client, server.Options{
+		Tokens: tokens, MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxBatch: cfg.HTTP.MaxBatch, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout.D(),
+		ReadTimeout:       cfg.HTTP.ReadTimeout.D(),
+		WriteTimeout:      cfg.HTTP.WriteTimeout.D(),
+		IdleTimeout:       cfg.HTTP.IdleTimeout.D(),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+
+	worked := slices.Sorted(maps.Keys(cfg.WorkedQueues()))
+	if len(worked) > 0 {
+		if err := client.Start(ctx); err != nil {
+			ln.Close()
+			return err
+		}
+	} else {
+		log.Info("keel: no type has a url: serving the API only, no workers")
+	}
+	if len(cfg.Tokens) == 0 {
+		log.Warn("keel: no tokens configured: listening on loopback only, requests are not checked")
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("keel: serving", "addr", ln.Addr().String(), "queues", worked, "tokens", len(cfg.Tokens))
+	fmt.Fprintf(stderr, "keel: listening on http://%s\n", ln.Addr())
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("keel: shutting down", "within", cfg.ShutdownTimeout.String())
+	case err := <-serveErr:
+		failed = fmt.Errorf("http server: %w", err)
+		log.Error("keel: http server failed, shutting down", "error", err)
+	}
+	unsignal()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("keel: open requests did not finish in time; closing them", "error", err)
+		srv.Close()
+	}
+	if err := client.Stop(sctx); err != nil {
+		log.Warn("keel: stopping workers", "error", err)
+	}
+	log.Info("keel: stopped")
+	return failed
+}
+
+func newLogger(l config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(l.Level)) //nolint:errcheck // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// buildTargets returns the HTTP target of each type with a url, checked
+// by httptarget as Register will check it.
+func buildTargets(cfg *config.Config) (map[string]httptarget.Target, error) {
+	targets := map[string]httptarget.Target{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
+		t := cfg.Types[name]
+		if !t.IsTarget() {
+			continue
+		}
+		tg := httptarget.Target{
+			URL: t.URL, ConnectTimeout: t.ConnectTimeout.D(), ReadTimeout: t.ReadTimeout.D(),
+			MaxResultBytes: t.MaxResultBytes, Headers: t.Headers,
+		}
+		if err := tg.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("types.%s: %w", name, err))
+			continue
+		}
+		targets[name] = tg
+	}
+	return targets, errors.Join(errs...)
+}
+
+// clientConfig maps the configuration onto keel.Config, all but Handlers.
+func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.Config {
+	e := cfg.Engine
+	jitter := e.BackoffJitter
+	if jitter == 0 {
+		jitter = -1 // keel reads 0 as "default"; a negative value turns jitter off
+	}
+	queues := map[string]keel.QueueConfig{} // empty, not nil: nil means keel's default queue
+	for name, q := range cfg.WorkedQueues() {
+		queues[name] = keel.QueueConfig{MaxWorkers: q.Workers}
+	}
+	return keel.Config{
+		Driver: drv, Queues: queues, Node: e.Node, Logger: log, AnyType: cfg.AnyType,
+		MaxAttempts: e.MaxAttempts, Timeout: e.Timeout.D(),
+		BackoffBase: e.BackoffBase.D(), BackoffMax: e.BackoffMax.D(), BackoffJitter: jitter,
+		LeaseTTL: e.LeaseTTL.D(), HeartbeatInterval: e.HeartbeatInterval.D(), PollInterval: e.PollInterval.D(),
+		RescueInterval: e.RescueInterval.D(), SettingsInterval: e.SettingsInterval.D(), ClaimBatch: e.ClaimBatch,
+		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes,
+	}
+}
+
+// handlers registers every configured type with its defaults: an HTTP
+// target for a type with a url. An enqueue-only type is registered too,
+// because keel.Config.Types cannot carry a type's defaults (queue,
+// priority, attempts, timeout) and keel applies them at enqueue. Its
+// handler never runs here in normal operation: config rejects an
+// enqueue-only type on a queue this server works, so only a task sent to
+// such a queue explicitly reaches it, and fails (retried, so that the
+// process that does work the type can take it).
+func handlers(cfg *config.Config, targets map[string]httptarget.Target) (*keel.Handlers, error) {
+	h := keel.NewHandlers()
+	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
+		t := cfg.Types[name]
+		opts := []keel.Option{keel.Queue(t.Queue), keel.Priority(t.Priority), keel.MaxAttempts(t.MaxAttempts), keel.Timeout(t.Timeout.D())}
+		if t.IsTarget() {
+			opts = append(opts, keel.Backoff(t.BackoffBase.D(), t.BackoffMax.D()))
+			if err := httptarget.Register(h, name, targets[name], opts...); err != nil {
+				return nil, fmt.Errorf("types.%s: %w", name, err)
+			}
+			continue
+		}
+		keel.Handle(h, name, func(ctx context.Context, task *keel.Task[json.RawMessage]) error {
+			return fmt.Errorf("task type %q is enqueue-only on this keel serve (its configuration has no url): a process that works queue %q must run it", name, task.Queue)
+		}, opts...)
+	}
+	return h, nil
+}

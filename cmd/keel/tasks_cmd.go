@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/server"
+)
+
+// The operator commands about single tasks: enqueue, status, list,
+// inspect, cancel, retry.
+func newTaskCmds() []*cobra.Command {
+	return []*cobra.Command{newEnqueueCmd(), newStatusCmd(), newListCmd(), newInspectCmd(), newChangeCmd("cancel"), newChangeCmd("retry")}
+}
+
+func newEnqueueCmd() *cobra.Command {
+	var (
+		f                   apiFlags
+		req                 server.EnqueueRequest
+		priority, attempts  int
+		delay, timeout, run string
+	)
+	cmd := &cobra.Command{
+		Use:   "enqueue <type> [payload-json|-]",
+		Short: "Add a task; the payload is JSON, from the argument or stdin (-)",
+		Long: `enqueue stores one task of the given type and prints its id. The payload is
+a JSON document given as the second argument, or read from stdin with "-";
+without one it is null.
+
+  keel enqueue email.send '{"to":"a@example.com"}'
+  keel enqueue report.build - < params.json --queue reports --delay 10m
+  keel enqueue email.send '{"to":"a@example.com"}' --unique-by a@example.com`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Type = args[0]
+			if len(args) == 2 {
+				raw, err := readPayload(args[1], cmd.InOrStdin())
+				if err != nil {
+					return err
+				}
+				req.Payload = raw
+			}
+			fs := cmd.Flags()
+			if fs.Changed("priority") {
+				req.Priority = &priority
+			}
+			if fs.Changed("max-attempts") {
+				req.MaxAttempts = &attempts
+			}
+			for _, d := range []struct {
+				flag, value string
+				dst         **server.Duration
+			}{{"delay", delay, &req.Delay}, {"timeout", timeout, &req.Timeout}} {
+				if d.value == "" {
+					continue
+				}
+				v, err := config.ParseDuration(d.value)
+				if err != nil {
+					return fmt.Errorf("--%s: %w", d.flag, err)
+				}
+				sd := server.Duration(v)
+				*d.dst = &sd
+			}
+			if run != "" {
+				t, err := time.Parse(time.RFC3339, run)
+				if err != nil {
+					return fmt.Errorf("--run-at: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", run)
+				}
+				req.RunAt = &t
+			}
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			t, raw, err := api.enqueue(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if f.json {
+				return printRaw(out, raw)
+			}
+			if t.Duplicate {
+				fmt.Fprintf(out, "task %d already exists (%s): nothing enqueued\n", t.ID, t.State)
+				return nil
+			}
+			fmt.Fprintf(out, "enqueued task %d: %s on queue %s, %s, %s\n", t.ID, t.Type, t.Queue, t.State, when(t))
+			return nil
+		},
+	}
+	addAPIFlags(cmd, &f)
+	fs := cmd.Flags()
+	fs.StringVar(&req.Queue, "queue", "", "queue (default: the type's, else \"default\")")
+	fs.IntVar(&priority, "priority", 0, "priority; larger runs first (default: the type's, else 0)")
+	fs.StringVar(&delay, "delay", "", "start no sooner than this from now: 30s, 10m, 2h, 1d")
+	fs.StringVar(&run, "run-at", "", "start no sooner than this RFC 3339 time")
+	fs.IntVar(&attempts, "max-attempts", 0, "runs before the task is dead-lettered (default: the type's)")
+	fs.StringVar(&timeout, "timeout", "", "bound of one attempt, e.g. 30s (default: the type's)")
+	fs.StringVar(&req.UniqueBy, "unique-by", "", "natural key: the same key and payload return the existing task")
+	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "your own key: a replay returns the existing task")
+	cmd.MarkFlagsMutuallyExclusive("delay", "run-at")
+	cmd.MarkFlagsMutuallyExclusive("unique-by", "idempotency-key")
+	return cmd
+}
+
+// readPayload reads a JSON payload from arg, or from in when arg is "-".
+func readPayload(arg string, in io.Reader) (json.RawMessage, error) {
+	raw := []byte(arg)
+	if arg == "-" {
+		var err error
+		if raw, err = io.ReadAll(in); err != nil {
+			return nil, fmt.Errorf("reading the payload from stdin: %w", err)
+		}
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("the payload is not valid JSON: %s (quote it for the shell: '{\"to\":\"a@example.com\"}')", oneLine(string(raw), 80))
+	}
+	return raw, nil
+}
+
+// when says when a task runs or ran, for one-line summaries: "runs in
+// 5m (at ...)", "finished ... (3s ago)".
+func when(t server.Task) string {
+	switch t.State {
+	case "pending":
+		switch {
+		case t.RunAt.After(now()):
+			return "runs " + ago(t.RunAt) + " (at " + stamp(t.RunAt) + ")"
+		case t.ETA != nil && t.ETA.After(now()):
+			return "starts " + ago(*t.ETA) + " (estimate: tasks ahead)"
+		}
+		return "runs now"
+	case "running":
+		if t.AttemptedAt != nil {
+			return "started " + stamp(*t.AttemptedAt) + " on " + orDash(t.Node)
+		}
+		return ""
+	}
+	if t.FinishedAt != nil {
+		return "finished " + stamp(*t.FinishedAt) + " (" + ago(*t.FinishedAt) + ")"
+	}
+	return ""
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("task id must be a positive integer, got %q", s)
+	}
+	return id, nil
+}
+
+func newStatusCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "status <id>",
+		Short: "Print one line about a task: id, type, state, attempt, eta or finish",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			t, raw, err := api.task(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printRaw(cmd.OutOrStdout(), raw)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(fmt.Sprintf("%d  %s  %s  attempt %d/%d  %s", t.ID, t.Type, t.State, t.Attempt, t.MaxAttempts, when(t))))
+			return nil
+		},
+	}
+	addAPIFlags(cmd, &f)
+	return cmd
+}
+
+func newListCmd() *cobra.Command {
+	var (
+		f                        apiFlags
+		state, typ, queue, since string
+		limit                    int
+		all                      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks, newest first",
+		Long: `list shows tasks newest first, --limit of them (default 50) or --all.
+
+  keel list --state dead --type email.send
+  keel list --since 2h --all --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			for k, v := range map[string]string{"state": state, "type": typ, "queue": queue} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if since != "" {
+				t, err := parseWhen("--since", since)
+				if err != nil {
+					return err
+				}
+				q.Set("created_after", t.UTC().Format(time.RFC3339Nano))
+			}
+			if !all && (limit < 1 || limit > 1000) {
+				return fmt.Errorf("--limit must be in 1..1000 (or use --all), got %d", limit)
+			}
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			tasks, more, err := pages(cmd, api, "/v1/tasks", q, limit, all, nil)
+			if err != nil {
+				return err
+			}
+			return printTasks(cmd.OutOrStdout(), f.json, tasks, more)
+		},
+	}
+	addAPIFlags(cmd, &f)
+	fs := cmd.Flags()
+	fs.StringVar(&state, "state", "", "only this state: pending, running, succeeded, dead, cancelled")
+	fs.StringVar(&typ, "type", "", "only this task type")
+	fs.StringVar(&queue, "queue", "", "only this queue")
+	fs.StringVar(&since, "since", "", "only tasks created since: an RFC 3339 time or a duration before now (2h, 7d)")
+	fs.IntVar(&limit, "limit", 50, "how many tasks to show, at most 1000")
+	fs.BoolVar(&all, "all", false, "show every matching task, paging through the API")
+	return cmd
+}
+
+// pages reads tasks from path, newest first: limit of them, or every one
+// with all. keep, when set, filters them on this side. more is set when
+// tasks were left out.
+func pages(cmd *cobra.Command, api *apiClient, path string, q url.Values, limit int, all bool, keep func(server.Task) bool) (tasks []server.Task, more bool, err error) {
+	for {
+		page := 1000
+		if !all && keep == nil {
+			page = limit - len(tasks)
+		}
+		q.Set("limit", strconv.Itoa(page))
+		l, err := api.list(cmd.Context(), path, q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, t := range l.Tasks {
+			if keep != nil && !keep(t) {
+				continue
+			}
+			if !all && len(tasks) == limit {
+				return tasks, true, nil
+			}
+			tasks = append(tasks, t)
+		}
+		if l.NextCursor == "" {
+			return tasks, false, nil
+		}
+		if !all && len(tasks) == limit {
+			return tasks, true, nil
+		}
+		q.Set("cursor", l.NextCursor)
+	}
+}
+
+func printTasks(out io.Writer, asJSON bool, tasks []server.Task, more bool) error {
+	if asJSON {
+		if tasks == nil {
+			tasks = []server.Task{}
+		}
+		return printJSON(out, server.TaskList{Tasks: tasks})
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintln(out, "no tasks")
+		return nil
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "ID\tTYPE\tQUEUE\tSTATE\tATTEMPT\tCREATED\tWHEN")
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Type, t.Queue, t.State, t.Attempt, t.MaxAttempts,
+			stamp(t.CreatedAt), orDash(when(t)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more {
+		fmt.Fprintln(out, "(more tasks match: raise --limit or use --all)")
+	}
+	return nil
+}
+
+// newChangeCmd makes cancel or retry.
+func newChangeCmd(action string) *cobra.Command {
+	var f apiFlags
+	short, done := "Cancel a pending or running task for good", "cancelled"
+	if action == "retry" {
+		short, done = "Send a dead or cancelled task back to pending, runnable now", "requeued"
+	}
+	cmd := &cobra.Command{
+		Use:   action + " <id>",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			t, raw, err := api.change(cmd.Context(), id, action)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printRaw(cmd.OutOrStdout(), raw)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(fmt.Sprintf("task %d %s: %s %s", t.ID, done, t.State, when(t))))
+			return nil
+		},
+	}
+	addAPIFlags(cmd, &f)
+	return cmd
+}
