@@ -333,7 +333,7 @@ func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error)
 		if out[r.Queue] == nil {
 			out[r.Queue] = map[State]int64{}
 		}
-		out[r.Queue][r.State] = r.Count
+		out[r.Queue][r.State] += r.Count
 	}
 	return out, nil
 }
