@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxDepth is the deepest nesting of arrays and objects a request body may
@@ -23,8 +24,8 @@ const jsonSpace = " \t\r\n"
 
 // decodeJSON reads r's body into dst, a pointer to a struct, strictly:
 // Content-Type must be application/json (415), the body at most limit
-// bytes (413); the body must be one JSON object, nested at most maxDepth
-// deep, with only known fields, each once and of the right type (400,
+// bytes (413); the body must be valid UTF-8 and one JSON object, nested
+// at most maxDepth deep, with only known fields, each once and of the right type (400,
 // naming the field).
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
@@ -59,6 +60,11 @@ func checkContentType(v string) error {
 func decodeBody(body []byte, dst any) error {
 	if len(bytes.Trim(body, jsonSpace)) == 0 {
 		return badRequest("request body is empty: send a JSON object")
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would silently replace the bad bytes, changing
+		// payloads and keys: refuse instead.
+		return badRequest("request body is not valid UTF-8")
 	}
 	if err := scanBody(body); err != nil {
 		return err

@@ -54,6 +54,8 @@ func TestEnqueueRejects(t *testing.T) {
 			post("blank body", " \n\t ", 400, "empty"),
 			post("invalid JSON", `{"type":"email.send",}`, 400, "invalid JSON at byte"),
 			post("truncated JSON", `{"type":"email.send"`, 400, "unexpected end"),
+			post("invalid UTF-8 in a string", "{\"type\":\"email.send\",\"payload\":\"caf\xe9\"}", 400, "not valid UTF-8"),
+			post("invalid UTF-8 in a key", "{\"type\":\"email.send\",\"meta\":{\"\xff\":\"x\"}}", 400, "not valid UTF-8"),
 			post("not an object", `["email.send"]`, 400, "must be a JSON object"),
 			post("null body", `null`, 400, "must be a JSON object"),
 			post("trailing object", `{"type":"email.send"} {}`, 400, "after the JSON object"),
