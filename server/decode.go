@@ -24,8 +24,8 @@ const jsonSpace = " \t\r\n"
 
 // decodeJSON reads r's body into dst, a pointer to a struct, strictly:
 // Content-Type must be application/json (415), the body at most limit
-// bytes (413); the body must be valid UTF-8 and one JSON object, nested
-// at most maxDepth deep, with only known fields, each once and of the right type (400,
+// bytes (413), valid UTF-8 and one JSON object nested at most maxDepth
+// deep, with only known fields, each once and of the right type (400,
 // naming the field).
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
@@ -121,7 +121,7 @@ var (
 )
 
 // decodeValue decodes raw, already checked to be valid JSON, into v. It
-// walks structs and slices itself so that an error names its field with
+// walks structs, maps and slices itself so that an error names its field with
 // its full path ("tasks[3].delay"); other values go to encoding/json.
 // Object keys match json tags exactly; unknown and repeated keys are
 // errors. null leaves the zero value, except in a json.RawMessage, which
@@ -185,10 +185,10 @@ func decodeObject(raw []byte, v reflect.Value, path string) error {
 		}
 		i, ok := fields[key]
 		if !ok {
-			return badRequest("unknown field %q", join(path, key))
+			return badRequest("unknown field %q", join(path, truncate(key, 64)))
 		}
 		if seen[key] {
-			return badRequest("field %q appears more than once", join(path, key))
+			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
 		}
 		seen[key] = true
 		if err := decodeValue(val, v.Field(i), join(path, key)); err != nil {
@@ -219,7 +219,7 @@ func decodeMap(raw []byte, v reflect.Value, path string) error {
 		}
 		k := reflect.ValueOf(key).Convert(v.Type().Key())
 		if m.MapIndex(k).IsValid() {
-			return badRequest("field %q appears more than once", join(path, key))
+			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
 		}
 		e := reflect.New(v.Type().Elem()).Elem()
 		if err := decodeValue(val, e, join(path, key)); err != nil {
@@ -354,9 +354,14 @@ func jsonKind(raw []byte) string {
 	return "a number"
 }
 
+// truncate shortens s to at most n bytes, at a rune boundary, for echoing
+// caller input in a problem.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -144,7 +144,12 @@ func (s *server) routes() []route {
 }
 
 // New returns the API v1 handler for c. It rejects invalid Options: an
-// empty or duplicate token value, or an unknown role.
+// empty or duplicate token value, or an unknown role. The handler serves
+// absolute paths (/v1/..., /healthz, /readyz) and answers Location headers
+// with them: mount it at the root of a server or mux, without
+// http.StripPrefix. A server whose workers run in other processes usually
+// builds c with keel.Config.AnyType, so that any valid task type can be
+// enqueued.
 func New(c *keel.Client, o Options) (http.Handler, error) {
 	s, err := newServer(c, o)
 	if err != nil {
