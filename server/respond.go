@@ -78,5 +78,8 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 func keelMessage(err error) string {
 	msg := strings.ReplaceAll(err.Error(), "keel: invalid input: ", "")
 	msg = strings.ReplaceAll(msg, "keel: ", "")
+	// The library's hint names Go configuration; over HTTP the remedy is
+	// the server's own.
+	msg = strings.ReplaceAll(msg, "register a handler or declare it in Config.Types", "this server accepts only the task types it is configured with")
 	return strings.TrimPrefix(msg, "enqueue: ")
 }

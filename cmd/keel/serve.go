@@ -120,6 +120,9 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	} else {
 		log.Info("keel: no type has a url: serving the API only, no workers")
 	}
+	if len(cfg.Types) == 0 {
+		log.Info("keel: no [types] configured: the API accepts tasks of any type")
+	}
 	if len(cfg.Tokens) == 0 {
 		log.Warn("keel: no tokens configured: listening on loopback only, requests are not checked")
 	}
@@ -195,7 +198,10 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		queues[name] = keel.QueueConfig{MaxWorkers: q.Workers}
 	}
 	return keel.Config{
-		Driver: drv, Queues: queues, Node: e.Node, Logger: log, AnyType: cfg.AnyType,
+		Driver: drv, Queues: queues, Node: e.Node, Logger: log,
+		// With no [types] there is nothing to be strict against: a server
+		// that stores tasks for others accepts any valid type.
+		AnyType: cfg.AnyType || len(cfg.Types) == 0,
 		MaxAttempts: e.MaxAttempts, Timeout: e.Timeout.D(),
 		BackoffBase: e.BackoffBase.D(), BackoffMax: e.BackoffMax.D(), BackoffJitter: jitter,
 		LeaseTTL: e.LeaseTTL.D(), HeartbeatInterval: e.HeartbeatInterval.D(), PollInterval: e.PollInterval.D(),

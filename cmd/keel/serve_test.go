@@ -283,5 +283,21 @@ func TestServeBinaryRefusesPublicWithoutTokens(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET /v1/stats without a token: %s", resp.Status)
 	}
+	// Without any [types] the server stores tasks of any valid type.
+	req, err := http.NewRequest("POST", "http://127.0.0.1"+port+"/v1/tasks", strings.NewReader(`{"type":"any.thing","payload":{"n":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer e2e-token-0123456789")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || !strings.Contains(string(body), `"type":"any.thing"`) {
+		t.Fatalf("enqueue of an unconfigured type with no [types]: %s %s", resp.Status, body)
+	}
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }

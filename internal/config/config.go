@@ -69,7 +69,8 @@ type Config struct {
 	Types map[string]Type `toml:"types"`
 	// AnyType makes the API accept tasks of any valid type, not only those
 	// in [types], for other processes to work (keel.Config.AnyType). A
-	// misspelt type is then stored, not rejected. Default false.
+	// misspelt type is then stored, not rejected. Default false, but a
+	// configuration without any [types] accepts every type.
 	AnyType bool `toml:"any_type"`
 
 	// File is the file read, "" if none. Set by Load.
