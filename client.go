@@ -47,9 +47,11 @@ type Client struct {
 	settingsMu   sync.Mutex // serializes writers of settings
 	settingsLoop *service.Loop
 
-	rateMu  sync.Mutex
-	rates   map[string]float64 // finish rate per queue, for ETA
-	ratesAt time.Time
+	rateMu   sync.Mutex
+	rates    map[string]float64 // finish rate per queue, for ETA
+	ratesAt  time.Time
+	served   map[string]bool // queues some node works, for ETA
+	servedAt time.Time
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.

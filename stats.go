@@ -87,12 +87,17 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 // of it in its queue (higher priority, or same priority and earlier) and
 // the rate at which the queue's tasks finished over the last five minutes
 // (seed 003 §3.1). ok is false when there is no estimate: the task is not
-// pending, or tasks wait ahead of it and none finished recently.
+// pending, no registered worker process serves its queue, or tasks wait
+// ahead of it and none finished recently.
 func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, err error) {
 	if t == nil || t.State != StatePending {
 		return time.Time{}, false, nil
 	}
 	now := c.cfg.Now()
+	served, err := c.queueServed(ctx, t.Queue, now)
+	if err != nil || !served {
+		return time.Time{}, false, err
+	}
 	if t.RunAt.After(now) {
 		// Scheduled: the backlog at that time cannot be known yet.
 		return t.RunAt, true, nil
@@ -112,6 +117,27 @@ func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, 
 		return time.Time{}, false, nil
 	}
 	return now.Add(time.Duration(float64(ahead) / rate * float64(time.Second))), true, nil
+}
+
+// queueServed reports whether a registered worker process serves queue,
+// from the node registry read at most every 2s.
+func (c *Client) queueServed(ctx context.Context, queue string, now time.Time) (bool, error) {
+	c.rateMu.Lock()
+	defer c.rateMu.Unlock()
+	if c.served == nil || now.Sub(c.servedAt) > 2*time.Second || now.Before(c.servedAt) {
+		nodes, err := c.drv.ListNodes(ctx)
+		if err != nil {
+			return false, fmt.Errorf("keel: list nodes: %w", err)
+		}
+		c.served = map[string]bool{}
+		for _, n := range nodes {
+			for _, q := range n.Queues {
+				c.served[q] = true
+			}
+		}
+		c.servedAt = now
+	}
+	return c.served[queue], nil
 }
 
 // queueRate is the queue's recent finish rate per second, cached briefly so

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
@@ -75,6 +76,19 @@ type bundle struct {
 	close  func() // closes the driver early (idempotent)
 }
 
+// workerElsewhere registers a worker process that serves queues "default"
+// and "mail" in the node registry, as another machine would: the API
+// estimates an ETA only for queues somebody works.
+func (b *bundle) workerElsewhere(t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	if err := b.drv.RegisterNode(t.Context(), driver.NodeParams{
+		Name: "worker-elsewhere", Host: "test", PID: 1, Queues: []string{keel.DefaultQueue, "mail"}, StartedAt: now, Now: now,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setup starts the API with o over a fresh database of kind db.
 func setup(t *testing.T, db string, o Options) *bundle {
 	t.Helper()
@@ -94,6 +108,7 @@ func setup(t *testing.T, db string, o Options) *bundle {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	b := &bundle{url: srv.URL, client: c, drv: drv, db: db, log: log, close: closeDrv}
+
 	for _, tok := range o.Tokens {
 		if tok.Role == RoleAdmin {
 			b.token = tok.Value

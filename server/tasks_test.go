@@ -17,6 +17,7 @@ import (
 func TestEnqueue(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
+		b.workerElsewhere(t)
 		before := time.Now().Add(-time.Second)
 		res := b.call(t, "POST", "/v1/tasks", `{
 			"type": "email.send", "payload": {"to": "ada@example.com", "n": [1, 2.50, {"x": null}]},
@@ -139,6 +140,7 @@ func TestBatch(t *testing.T) {
 func TestGetTask(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
+		b.workerElsewhere(t)
 		created := b.enqueue(t, `{"type":"email.send","payload":{"to":"x"}}`)
 		var got Task
 		b.call(t, "GET", "/v1/tasks/"+strconv.FormatInt(created.ID, 10), "").ok(t, http.StatusOK, &got)
@@ -165,6 +167,7 @@ func TestGetTask(t *testing.T) {
 func TestETABehindBacklog(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
+		b.workerElsewhere(t)
 		// A task behind others in a queue where nothing finished recently
 		// has no estimate; the first in line starts now.
 		first := b.enqueue(t, `{"type":"email.send","priority":5}`)
@@ -178,12 +181,17 @@ func TestETABehindBacklog(t *testing.T) {
 		if got.ETA != nil {
 			t.Fatalf("eta %v behind a backlog with no throughput", got.ETA)
 		}
+		// Nobody works queue "idle": no estimate even for the first in line.
+		if idle := b.enqueue(t, `{"type":"email.send","queue":"idle"}`); idle.ETA != nil {
+			t.Fatalf("eta %v in a queue no worker serves", idle.ETA)
+		}
 	})
 }
 
 func TestCancelAndRetry(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
+		b.workerElsewhere(t)
 		task := b.enqueue(t, `{"type":"email.send"}`)
 		var cancelled, retried Task
 		b.call(t, "POST", fmt.Sprintf("/v1/tasks/%d/cancel", task.ID), "").ok(t, http.StatusOK, &cancelled)

@@ -201,7 +201,7 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		Driver: drv, Queues: queues, Node: e.Node, Logger: log,
 		// With no [types] there is nothing to be strict against: a server
 		// that stores tasks for others accepts any valid type.
-		AnyType: cfg.AnyType || len(cfg.Types) == 0,
+		AnyType:     cfg.AnyType || len(cfg.Types) == 0,
 		MaxAttempts: e.MaxAttempts, Timeout: e.Timeout.D(),
 		BackoffBase: e.BackoffBase.D(), BackoffMax: e.BackoffMax.D(), BackoffJitter: jitter,
 		LeaseTTL: e.LeaseTTL.D(), HeartbeatInterval: e.HeartbeatInterval.D(), PollInterval: e.PollInterval.D(),

@@ -262,7 +262,8 @@ func testEngineETAAndStats(t *testing.T, e *env) {
 	for i := range 4 {
 		e.waitState(e.enqueue(c, -1-i, keel.Queue("eta")).ID, driver.StateDead)
 	}
-	if err := c.Stop(e.ctx); err != nil {
+	// The worker stays registered (its queue is served) but takes no more.
+	if _, err := c.UpdateQueue(e.ctx, "eta", keel.QueueUpdate{Paused: ref(true)}); err != nil {
 		t.Fatal(err)
 	}
 	var pending []*keel.TaskInfo
@@ -309,5 +310,10 @@ func testEngineETAAndStats(t *testing.T, e *env) {
 	e.clock.Advance(2 * time.Hour)
 	if _, ok, err := c.ETA(e.ctx, pending[3]); err != nil || ok {
 		t.Fatalf("ETA without recent throughput: ok=%v err=%v", ok, err)
+	}
+	// No estimate either for a queue no registered process serves.
+	idle := e.enqueue(c, 30, keel.Queue("unserved"))
+	if _, ok, err := c.ETA(e.ctx, idle); err != nil || ok {
+		t.Fatalf("ETA in a queue nobody works: ok=%v err=%v", ok, err)
 	}
 }
