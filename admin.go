@@ -102,6 +102,8 @@ type TypeInfo struct {
 	Counts map[State]int64
 	// Paused types are not claimed on any node.
 	Paused bool
+	// Concurrency, when set, caps the type's running tasks on each node.
+	Concurrency int
 	// Overrides; zero means not set (the task's own value applies).
 	Timeout     time.Duration
 	MaxAttempts int
@@ -174,7 +176,7 @@ func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
 			continue
 		}
 		t := get(s.Name)
-		t.Paused, t.Timeout, t.MaxAttempts, t.UpdatedAt = s.Paused, s.Timeout, s.MaxAttempts, s.UpdatedAt
+		t.Paused, t.Concurrency, t.Timeout, t.MaxAttempts, t.UpdatedAt = s.Paused, s.Concurrency, s.Timeout, s.MaxAttempts, s.UpdatedAt
 		t.BackoffBase, t.BackoffMax = s.BackoffBase, s.BackoffMax
 	}
 	out := make([]TypeInfo, 0, len(byName))
@@ -240,7 +242,10 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 // theirs, a pointer to zero clears an override. Every node applies a change
 // within Config.SettingsInterval.
 type TypeUpdate struct {
-	Paused      *bool
+	Paused *bool
+	// Concurrency caps the type's running tasks on each node, across
+	// queues; 0 clears the cap; at most 10000.
+	Concurrency *int
 	Timeout     *time.Duration // at least 1ms, or 0 to clear
 	MaxAttempts *int           // 1..1000, or 0 to clear
 	BackoffBase *time.Duration // positive, or 0 to clear
@@ -253,8 +258,11 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	if !validName(name) {
 		return nil, invalid("invalid task type %q", name)
 	}
-	if u.Paused == nil && u.Timeout == nil && u.MaxAttempts == nil && u.BackoffBase == nil && u.BackoffMax == nil {
+	if u.Paused == nil && u.Concurrency == nil && u.Timeout == nil && u.MaxAttempts == nil && u.BackoffBase == nil && u.BackoffMax == nil {
 		return nil, invalid("nothing to change")
+	}
+	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
+		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
 	}
 	if u.Timeout != nil && *u.Timeout != 0 && (*u.Timeout < time.Millisecond || *u.Timeout > 24*time.Hour) {
 		return nil, invalid("timeout must be in 1ms..24h, got %v", *u.Timeout)
@@ -271,7 +279,7 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 		return nil, invalid("backoff_max (%v) must not be below backoff_base (%v)", *u.BackoffMax, *u.BackoffBase)
 	}
 	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
-		Kind: driver.SettingType, Name: name, Paused: u.Paused, Timeout: u.Timeout, MaxAttempts: u.MaxAttempts,
+		Kind: driver.SettingType, Name: name, Paused: u.Paused, Concurrency: u.Concurrency, Timeout: u.Timeout, MaxAttempts: u.MaxAttempts,
 		BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Now: c.cfg.Now(),
 	})
 	if err != nil {
@@ -279,7 +287,7 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	}
 	c.applySetting(*s)
 	return &TypeInfo{
-		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts,
+		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts,
 		BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax, UpdatedAt: s.UpdatedAt,
 	}, nil
 }

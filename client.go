@@ -31,6 +31,9 @@ type Client struct {
 	stopped  bool
 	queues   map[string]*queueWorker
 	running  map[int64]*execution
+	// activeByType counts running handlers by task type, for type
+	// concurrency settings; guarded by mu.
+	activeByType map[string]int
 	inflight sync.WaitGroup
 	// workCtx parents every handler context; cancelWork ends them all.
 	workCtx    context.Context
@@ -60,7 +63,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}, running: map[int64]*execution{}}
+	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}, running: map[int64]*execution{}, activeByType: map[string]int{}}
 	for _, t := range cfg.Types {
 		c.types[t] = options{}
 	}

@@ -3,6 +3,7 @@ package keel
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -14,6 +15,7 @@ type settingsSnapshot struct {
 	queues      map[string]driver.Setting
 	types       map[string]driver.Setting
 	pausedTypes []string
+	capped      []driver.Setting // unpaused types with a concurrency cap
 }
 
 func newSnapshot(rows []driver.Setting) *settingsSnapshot {
@@ -26,6 +28,8 @@ func newSnapshot(rows []driver.Setting) *settingsSnapshot {
 			s.types[r.Name] = r
 			if r.Paused {
 				s.pausedTypes = append(s.pausedTypes, r.Name)
+			} else if r.Concurrency > 0 {
+				s.capped = append(s.capped, r)
 			}
 		}
 	}
@@ -53,6 +57,35 @@ func (c *Client) queueLimit(queue string, configured int) int {
 		return min(configured, s.Concurrency)
 	}
 	return configured
+}
+
+// claimFilter returns the task types a claim of up to n tasks must skip
+// (paused types, and types at their concurrency cap on this node) and how
+// many tasks it may take: no more than the smallest room left under a
+// type's cap, so one batch cannot overshoot it.
+func (c *Client) claimFilter(n int) ([]string, int) {
+	snap := c.snapshot()
+	if len(snap.capped) == 0 {
+		return snap.pausedTypes, n
+	}
+	exclude := slices.Clone(snap.pausedTypes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range snap.capped {
+		room := s.Concurrency - c.activeByType[s.Name]
+		if room <= 0 {
+			exclude = append(exclude, s.Name)
+			continue
+		}
+		n = min(n, room)
+	}
+	return exclude, n
+}
+
+// typeCapped reports whether taskType has a concurrency cap.
+func (c *Client) typeCapped(taskType string) bool {
+	s, ok := c.snapshot().types[taskType]
+	return ok && !s.Paused && s.Concurrency > 0
 }
 
 // applyTypeSettings overrides a claimed row's timeout and max attempts with

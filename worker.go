@@ -251,13 +251,12 @@ func (q *queueWorker) run() {
 		default:
 		}
 		if free := q.free(); free > 0 {
-			n := min(free, batch)
-			got, err := q.claim(n)
+			got, asked, err := q.claim(min(free, batch))
 			if err != nil {
 				c.cfg.Logger.Warn("keel: claim failed", "queue", q.name, "error", err)
 			}
-			drained = got < n
-			if got == n {
+			drained = got < asked
+			if got == asked && asked > 0 {
 				continue
 			}
 		}
@@ -289,22 +288,27 @@ func (q *queueWorker) run() {
 	}
 }
 
-// claim takes up to n tasks and starts them; it returns how many it got.
-func (q *queueWorker) claim(n int) (int, error) {
+// claim takes up to n tasks and starts them; it returns how many it got
+// and how many it asked for (fewer than n under a type's concurrency cap).
+func (q *queueWorker) claim(n int) (got, asked int, err error) {
 	c := q.c
+	exclude, n := c.claimFilter(n)
+	if n == 0 {
+		return 0, 0, nil
+	}
 	now := c.cfg.Now()
 	rows, err := c.drv.Claim(c.workCtx, driver.ClaimParams{
 		Queue: q.name, Limit: n, Owner: c.cfg.Node, Now: now, LeaseExpiresAt: now.Add(c.cfg.LeaseTTL),
-		ExcludeTypes: c.snapshot().pausedTypes,
+		ExcludeTypes: exclude,
 	})
 	if err != nil {
-		return 0, err
+		return 0, n, err
 	}
 	for i := range rows {
 		c.applyTypeSettings(&rows[i])
 		c.startExecution(q, &rows[i])
 	}
-	return len(rows), nil
+	return len(rows), n, nil
 }
 
 // execution is one attempt of a task running in this process.
@@ -323,6 +327,7 @@ func (c *Client) startExecution(q *queueWorker, row *driver.TaskRow) {
 	ex := &execution{c: c, row: row, cancel: cancel}
 	c.mu.Lock()
 	q.active++
+	c.activeByType[row.Type]++
 	c.running[row.ID] = ex
 	c.mu.Unlock()
 	c.inflight.Add(1)
@@ -355,9 +360,16 @@ func (c *Client) execute(q *queueWorker, ctx context.Context, ex *execution) {
 		t := c.transition(ctx, row, res, start, end)
 		c.mu.Lock()
 		q.active--
+		c.activeByType[row.Type]--
 		q.finishing++
 		c.mu.Unlock()
 		q.signalFreed()
+		if c.typeCapped(row.Type) {
+			// Room under the type's cap: tasks of it may wait in any
+			// queue, which a drained worker would not look for until
+			// the poll.
+			c.wakeQueue("")
+		}
 		c.completer.Add(completer.Request{Transition: t, Done: func(applied bool, err error) {
 			c.finished(q, ex, t, applied, err)
 		}})

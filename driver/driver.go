@@ -272,8 +272,8 @@ type Setting struct {
 	Kind   SettingKind
 	Name   string
 	Paused bool // queue: no claims; type: its tasks are not claimed
-	// Concurrency caps how many of a queue's tasks run at once on each node
-	// (queues only).
+	// Concurrency caps how many of a queue's (or a type's) tasks run at
+	// once on each node.
 	Concurrency int
 	Timeout     time.Duration // type: overrides the attempt timeout
 	MaxAttempts int           // type: overrides the task's max attempts

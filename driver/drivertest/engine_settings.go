@@ -317,3 +317,68 @@ func testEngineETAAndStats(t *testing.T, e *env) {
 		t.Fatalf("ETA in a queue nobody works: ok=%v err=%v", ok, err)
 	}
 }
+
+func testEngineTypeConcurrency(t *testing.T, e *env) {
+	admin := e.enqueuer()
+	if _, err := admin.UpdateType(e.ctx, "dt.task", keel.TypeUpdate{Concurrency: ref(2)}); err != nil {
+		t.Fatal(err)
+	}
+	var now, peak, otherPeak, otherNow atomic.Int32
+	track := func(cur, top *atomic.Int32) func() {
+		n := cur.Add(1)
+		for p := top.Load(); n > p && !top.CompareAndSwap(p, n); p = top.Load() {
+		}
+		return func() { cur.Add(-1) }
+	}
+	release := make(chan struct{})
+	h := keel.NewHandlers()
+	keel.Handle(h, "dt.task", func(ctx context.Context, task *keel.Task[args]) error {
+		defer track(&now, &peak)()
+		time.Sleep(3 * time.Millisecond)
+		return nil
+	})
+	keel.Handle(h, "dt.other", func(ctx context.Context, task *keel.Task[args]) error {
+		defer track(&otherNow, &otherPeak)()
+		<-release // held until the capped type is done
+		return nil
+	})
+	// An hour's poll: only wake-ups move the worker, so a capped type must
+	// be claimed again as soon as one of its tasks ends.
+	c := e.newClient(keel.Config{Handlers: h, SettingsInterval: settingsInterval, PollInterval: time.Hour,
+		Queues: map[string]keel.QueueConfig{"default": {MaxWorkers: 10}}})
+	e.startClient(c)
+	var others []int64
+	for i := range 3 {
+		info, err := c.Enqueue(e.ctx, "dt.other", args{N: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, info.ID)
+	}
+	var ids []int64
+	for i := range 20 {
+		ids = append(ids, e.enqueue(c, i).ID)
+	}
+	for _, id := range ids {
+		e.waitState(id, driver.StateSucceeded)
+	}
+	close(release)
+	for _, id := range others {
+		e.waitState(id, driver.StateSucceeded)
+	}
+	if p := peak.Load(); p != 2 && p != 1 {
+		t.Fatalf("%d tasks of the type ran at once with its concurrency set to 2", p)
+	}
+	if p := otherPeak.Load(); p != 3 {
+		t.Fatalf("%d tasks of an uncapped type ran at once beside the capped one, want all 3", p)
+	}
+	types, err := admin.Types(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ty := range types {
+		if ty.Name == "dt.task" && ty.Concurrency != 2 {
+			t.Fatalf("type listing %+v, want concurrency 2", ty)
+		}
+	}
+}

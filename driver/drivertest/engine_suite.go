@@ -53,6 +53,7 @@ var engineTests = []test{
 	{"QueuePauseAcrossNodes", testEngineQueuePause},
 	{"QueueConcurrencySetting", testEngineQueueConcurrency},
 	{"TypePause", testEngineTypePause},
+	{"TypeConcurrencySetting", testEngineTypeConcurrency},
 	{"TypeOverrides", testEngineTypeOverrides},
 	{"SettingsBadInputWritesNothing", testEngineSettingsBadInput},
 	{"BulkDeadLetters", testEngineBulkDeadLetters},
