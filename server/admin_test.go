@@ -237,8 +237,12 @@ func TestTypes(t *testing.T) {
 			time.Duration(*typ.BackoffBase) != 10*time.Second || time.Duration(*typ.BackoffMax) != 5*time.Minute || typ.UpdatedAt == nil {
 			t.Fatalf("patched type %+v", typ)
 		}
+		b.call(t, "PATCH", "/v1/types/report.build", `{"concurrency":3}`).ok(t, http.StatusOK, &typ)
+		if typ.Concurrency != 3 || typ.MaxAttempts != 7 || typ.Timeout == nil {
+			t.Fatalf("type with concurrency %+v", typ)
+		}
 		b.call(t, "POST", "/v1/types/report.build/pause", "").ok(t, http.StatusOK, &typ)
-		if !typ.Paused || typ.MaxAttempts != 7 {
+		if !typ.Paused || typ.MaxAttempts != 7 || typ.Concurrency != 3 {
 			t.Fatalf("paused type %+v", typ)
 		}
 		b.call(t, "POST", "/v1/types/report.build/resume", "").ok(t, http.StatusOK, &typ)
@@ -250,9 +254,19 @@ func TestTypes(t *testing.T) {
 			t.Fatalf("cleared overrides %+v", typ)
 		}
 		b.call(t, "GET", "/v1/types", "").ok(t, http.StatusOK, &l)
-		if got := l.Types[1]; got.BackoffBase == nil || got.Timeout != nil || got.Counts["pending"] != 1 {
+		if got := l.Types[1]; got.BackoffBase == nil || got.Timeout != nil || got.Concurrency != 3 || got.Counts["pending"] != 1 ||
+			l.Types[0].Concurrency != 0 {
 			t.Fatalf("types after changes %+v", l.Types)
 		}
+		b.call(t, "PATCH", "/v1/types/report.build", `{"concurrency":0}`).ok(t, http.StatusOK, &typ)
+		if typ.Concurrency != 0 || typ.BackoffBase == nil {
+			t.Fatalf("cleared concurrency %+v", typ)
+		}
+		b.call(t, "GET", "/v1/types", "").ok(t, http.StatusOK, &l)
+		if got := l.Types[1]; got.Concurrency != 0 || got.BackoffBase == nil {
+			t.Fatalf("types after clearing concurrency %+v", l.Types)
+		}
+		b.call(t, "PATCH", "/v1/types/report.build", `{"concurrency":3}`).ok(t, http.StatusOK, &typ) // something for the refusals to leave unchanged
 
 		patch := func(name, body string, status int, detail string) badCall {
 			return badCall{name: name, method: "PATCH", path: "/v1/types/report.build", body: body, status: status, detail: detail}
@@ -263,6 +277,9 @@ func TestTypes(t *testing.T) {
 			patch("timeout as a number", `{"timeout":30}`, 400, `field "timeout": duration must be a string`),
 			patch("tiny timeout", `{"timeout":"1ns"}`, 400, "timeout must be in 1ms..24h"),
 			patch("too many attempts", `{"max_attempts":1001}`, 400, "max_attempts must be in 1..1000"),
+			patch("negative concurrency", `{"concurrency":-1}`, 400, "concurrency must be in 0..10000, got -1"),
+			patch("huge concurrency", `{"concurrency":10001}`, 400, "concurrency must be in 0..10000, got 10001"),
+			patch("concurrency as a string", `{"concurrency":"3"}`, 400, `field "concurrency" must be an integer, got string`),
 			patch("backoff max below base", `{"backoff_base":"1m","backoff_max":"1s"}`, 400, "must not be below backoff_base"),
 			patch("unknown field", `{"queue":"x"}`, 400, `unknown field "queue"`),
 			{name: "bad name", method: "PATCH", path: "/v1/types/a%3Fb", body: `{"paused":true}`, status: 400, detail: `invalid task type "a?b"`},

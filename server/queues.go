@@ -90,7 +90,7 @@ func (s *server) patchType(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.updateType(w, r, keel.TypeUpdate{
-		Paused: p.Paused, Timeout: stdDuration(p.Timeout), MaxAttempts: p.MaxAttempts,
+		Paused: p.Paused, Concurrency: p.Concurrency, Timeout: stdDuration(p.Timeout), MaxAttempts: p.MaxAttempts,
 		BackoffBase: stdDuration(p.BackoffBase), BackoffMax: stdDuration(p.BackoffMax),
 	})
 }
@@ -106,7 +106,7 @@ func (s *server) updateType(w http.ResponseWriter, r *http.Request, u keel.TypeU
 
 func typeFromInfo(t *keel.TypeInfo) TaskType {
 	return TaskType{
-		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, MaxAttempts: t.MaxAttempts,
+		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, Concurrency: t.Concurrency, MaxAttempts: t.MaxAttempts,
 		Timeout: optDuration(t.Timeout), BackoffBase: optDuration(t.BackoffBase), BackoffMax: optDuration(t.BackoffMax),
 		UpdatedAt: optTime(t.UpdatedAt),
 	}

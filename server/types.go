@@ -149,6 +149,7 @@ type TaskType struct {
 	Name        string           `json:"name"`
 	Counts      map[string]int64 `json:"counts"`
 	Paused      bool             `json:"paused"`
+	Concurrency int              `json:"concurrency,omitempty"`
 	Timeout     *Duration        `json:"timeout,omitempty"`
 	MaxAttempts int              `json:"max_attempts,omitempty"`
 	BackoffBase *Duration        `json:"backoff_base,omitempty"`
@@ -162,9 +163,10 @@ type TypeList struct {
 }
 
 // TypePatch is the body of PATCH /v1/types/{name}; absent fields keep
-// their value, "0s" or 0 clears an override.
+// their value, "0s" or 0 clears an override (Concurrency 0 clears the cap).
 type TypePatch struct {
 	Paused      *bool     `json:"paused,omitempty"`
+	Concurrency *int      `json:"concurrency,omitempty"`
 	Timeout     *Duration `json:"timeout,omitempty"`
 	MaxAttempts *int      `json:"max_attempts,omitempty"`
 	BackoffBase *Duration `json:"backoff_base,omitempty"`

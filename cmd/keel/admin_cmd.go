@@ -105,14 +105,15 @@ func newTypeCmd() *cobra.Command {
 	var f apiFlags
 	cmd := &cobra.Command{
 		Use:   "type",
-		Short: "List task types, pause or resume one, or override its timeout and retries",
+		Short: "List task types, pause or resume one, cap its concurrency, or override its timeout and retries",
 		Long: `type shows and changes task types at runtime; every node applies a change
 within a few seconds (engine.settings_interval).
 
   keel type list
   keel type pause email.send
   keel type set email.send --timeout 2m --max-attempts 6
-  keel type set email.send --timeout 0    (0 removes an override)`,
+  keel type set email.send --concurrency 2
+  keel type set email.send --timeout 0    (0 removes an override or the cap)`,
 	}
 	addAPIFlags(cmd, &f)
 	list := &cobra.Command{
@@ -132,8 +133,12 @@ within a few seconds (engine.settings_interval).
 				return printRaw(cmd.OutOrStdout(), raw)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tPAUSED\tTIMEOUT\tMAX ATTEMPTS\tBACKOFF")
+			fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tPAUSED\tCONCURRENCY\tTIMEOUT\tMAX ATTEMPTS\tBACKOFF")
 			for _, t := range l.Types {
+				conc := "-"
+				if t.Concurrency > 0 {
+					conc = fmt.Sprint(t.Concurrency)
+				}
 				attempts := "-"
 				if t.MaxAttempts > 0 {
 					attempts = fmt.Sprint(t.MaxAttempts)
@@ -142,22 +147,22 @@ within a few seconds (engine.settings_interval).
 				if t.BackoffBase != nil || t.BackoffMax != nil {
 					backoff = optDuration(t.BackoffBase) + ".." + optDuration(t.BackoffMax)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, count(t.Counts, "pending"), count(t.Counts, "running"),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, count(t.Counts, "pending"), count(t.Counts, "running"),
 					count(t.Counts, "succeeded"), count(t.Counts, "dead"), count(t.Counts, "cancelled"), yesNo(t.Paused),
-					optDuration(t.Timeout), attempts, backoff)
+					conc, optDuration(t.Timeout), attempts, backoff)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "(TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies)")
+			fmt.Fprintln(cmd.OutOrStdout(), "(CONCURRENCY caps running tasks per node, - for no cap; TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies)")
 			return nil
 		},
 	}
 	var timeout, base, maxDelay string
-	var attempts int
+	var attempts, concurrency int
 	set := &cobra.Command{
-		Use:   "set <name> [--timeout D] [--max-attempts N] [--backoff-base D] [--backoff-max D]",
-		Short: "Override the type's timeout, attempts or backoff on every node (0 removes an override)",
+		Use:   "set <name> [--concurrency N] [--timeout D] [--max-attempts N] [--backoff-base D] [--backoff-max D]",
+		Short: "Cap the type's concurrency per node or override its timeout, attempts or backoff on every node (0 removes a cap or override)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p server.TypePatch
@@ -182,12 +187,16 @@ within a few seconds (engine.settings_interval).
 			if fs.Changed("max-attempts") {
 				p.MaxAttempts = &attempts
 			}
+			if fs.Changed("concurrency") {
+				p.Concurrency = &concurrency
+			}
 			if p == (server.TypePatch{}) {
-				return fmt.Errorf("nothing to set: give --timeout, --max-attempts, --backoff-base or --backoff-max")
+				return fmt.Errorf("nothing to set: give --concurrency, --timeout, --max-attempts, --backoff-base or --backoff-max")
 			}
 			return changeType(cmd, &f, args[0], "", p)
 		},
 	}
+	set.Flags().IntVar(&concurrency, "concurrency", 0, "the type's tasks at once per node, 0 for no cap")
 	set.Flags().StringVar(&timeout, "timeout", "", "bound of one attempt, e.g. 2m (0 removes the override)")
 	set.Flags().IntVar(&attempts, "max-attempts", 0, "runs before dead-lettering, 1..1000 (0 removes the override)")
 	set.Flags().StringVar(&base, "backoff-base", "", "first retry delay, e.g. 30s (0 removes the override)")
@@ -224,8 +233,12 @@ func changeType(cmd *cobra.Command, f *apiFlags, name, action string, patch any)
 	if t.MaxAttempts > 0 {
 		attempts = fmt.Sprint(t.MaxAttempts)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "type %s: paused %s, timeout %s, max attempts %s, backoff %s..%s\n", t.Name, yesNo(t.Paused),
-		optDuration(t.Timeout), attempts, optDuration(t.BackoffBase), optDuration(t.BackoffMax))
+	conc := "no cap"
+	if t.Concurrency > 0 {
+		conc = fmt.Sprintf("%d per node", t.Concurrency)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "type %s: paused %s, concurrency %s, timeout %s, max attempts %s, backoff %s..%s\n", t.Name, yesNo(t.Paused),
+		conc, optDuration(t.Timeout), attempts, optDuration(t.BackoffBase), optDuration(t.BackoffMax))
 	return nil
 }
 

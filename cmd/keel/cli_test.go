@@ -306,8 +306,12 @@ func TestQueueTypeStats(t *testing.T) {
 		t.Fatalf("type pause: %q", out)
 	}
 	out = s.keel(t, "type", "set", "email", "--timeout", "2m", "--max-attempts", "6", "--backoff-base", "1s", "--backoff-max", "1m")
-	if out != "type email: paused yes, timeout 2m, max attempts 6, backoff 1s..1m\n" {
+	if out != "type email: paused yes, concurrency no cap, timeout 2m, max attempts 6, backoff 1s..1m\n" {
 		t.Fatalf("type set: %q", out)
+	}
+	out = s.keel(t, "type", "set", "email", "--concurrency", "2")
+	if out != "type email: paused yes, concurrency 2 per node, timeout 2m, max attempts 6, backoff 1s..1m\n" {
+		t.Fatalf("type set --concurrency: %q", out)
 	}
 	out = s.keel(t, "type", "set", "email", "--timeout", "0")
 	if !strings.Contains(out, "timeout -,") {
@@ -315,8 +319,19 @@ func TestQueueTypeStats(t *testing.T) {
 	}
 	s.keel(t, "type", "resume", "email")
 	out = s.keel(t, "type", "list")
-	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+-\s+6\s+1s\.\.1m$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+2\s+-\s+6\s+1s\.\.1m$`).MatchString(out) {
 		t.Fatalf("type list:\n%s", out)
+	}
+	if out := s.keel(t, "type", "set", "email", "--concurrency", "0"); !strings.Contains(out, "concurrency no cap,") {
+		t.Fatalf("type set --concurrency 0: %q", out)
+	}
+	out = s.keel(t, "type", "list")
+	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+-\s+-\s+6\s+1s\.\.1m$`).MatchString(out) {
+		t.Fatalf("type list after clearing the cap:\n%s", out)
+	}
+	if err := s.keelErr(t, "type", "set", "email", "--concurrency", "10001"); !strings.Contains(err.Error(), "HTTP 400") ||
+		!strings.Contains(err.Error(), "concurrency must be in 0..10000") {
+		t.Fatalf("type set bad concurrency: %v", err)
 	}
 	if err := s.keelErr(t, "type", "set", "email"); !strings.Contains(err.Error(), "nothing to set") {
 		t.Fatalf("type set without values: %v", err)
