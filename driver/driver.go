@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -244,6 +245,19 @@ type MatchParams struct {
 	Limit          int
 }
 
+// Validate rejects what MatchParams does not allow: bulk operations touch
+// only dead or cancelled tasks, at most 10000 at a time. Drivers call it
+// before running any SQL.
+func (p MatchParams) Validate() error {
+	if p.State != StateDead && p.State != StateCancelled {
+		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
+	}
+	if p.Limit < 1 || p.Limit > 10000 {
+		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
+	}
+	return nil
+}
+
 // AheadParams locates a pending task in its queue's line: Ahead counts the
 // ready tasks (run_at <= Now) of Queue that a claim takes before a task with
 // Priority, RunAt and ID (priority DESC, run_at ASC, id ASC).
@@ -345,6 +359,32 @@ type Tx = any
 
 // ErrUnsupportedTx: the transaction's type is not one the driver can use.
 var ErrUnsupportedTx = errors.New("keel: unsupported transaction type for this driver")
+
+// Validate rejects a patch no driver can store: an unknown kind or an
+// empty name.
+func (p SettingPatch) Validate() error {
+	if p.Kind != SettingQueue && p.Kind != SettingType {
+		return fmt.Errorf("kind must be queue or type, got %q", p.Kind)
+	}
+	if p.Name == "" {
+		return errors.New("empty name")
+	}
+	return nil
+}
+
+// SettingMillis is how drivers store a setting's duration: whole
+// milliseconds, nil when d is nil. A positive duration below 1ms is kept as
+// 1ms, so that it stays set.
+func SettingMillis(d *time.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	ms := d.Milliseconds()
+	if ms == 0 && *d > 0 {
+		ms = 1
+	}
+	return &ms
+}
 
 // Driver is the storage contract. Implementations must be safe for
 // concurrent use.

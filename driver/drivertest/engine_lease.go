@@ -22,7 +22,14 @@ func (e *env) takeOver(id int64, lease time.Duration) time.Time {
 		e.t.Fatalf("rescue: %v, %v", ids(rows), err)
 	}
 	at := now.Add(time.Hour) // the clock stays: the stale client must not claim it back
-	if r := e.claimOne("other", at); r.ID != id || r.Attempt != 2 {
+	// The stale client's worker keeps polling: SKIP LOCKED may pass over the
+	// row while one of its (empty) claims holds it, so look again briefly.
+	var got []driver.TaskRow
+	waitFor(e.t, "the rescued task to be claimable", func() bool {
+		got = e.claim("other", at, 1)
+		return len(got) > 0
+	})
+	if r := got[0]; r.ID != id || r.Attempt != 2 {
 		e.t.Fatalf("take over: claimed %d attempt %d", r.ID, r.Attempt)
 	}
 	return at

@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,7 +55,7 @@ const retryMatchingAttempts = 3
 // first matching tasks whose idempotency key no other task holds, keep the
 // first of those sharing a key, and requeue them like Retry.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	if err := checkMatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
 	var n int64
@@ -111,7 +110,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 // PurgeMatching implements driver.Driver: lock the first matching tasks,
 // then delete them, in one transaction.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	if err := checkMatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	var n int64
@@ -140,18 +139,6 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 	return n, nil
 }
 
-// checkMatch rejects what MatchParams does not allow: bulk operations touch
-// only dead or cancelled tasks, at most 10000 at a time.
-func checkMatch(p driver.MatchParams) error {
-	if p.State != driver.StateDead && p.State != driver.StateCancelled {
-		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
-	}
-	if p.Limit < 1 || p.Limit > 10000 {
-		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
-	}
-	return nil
-}
-
 // matchArgs are the arguments of matchWhere, in order.
 func matchArgs(p driver.MatchParams) []any {
 	typ, queue := nullString(p.Type), nullString(p.Queue)
@@ -163,14 +150,11 @@ func matchArgs(p driver.MatchParams) []any {
 // and the read back, in one transaction. updated_at is the database clock
 // unless Options.CallerClock is set.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	if p.Kind != driver.SettingQueue && p.Kind != driver.SettingType {
-		return nil, fmt.Errorf("patch setting: kind must be queue or type, got %q", p.Kind)
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("patch setting: %w", err)
 	}
-	if p.Name == "" {
-		return nil, errors.New("patch setting: empty name")
-	}
-	paused, conc, maxAttempts := optBool(p.Paused), optInt(p.Concurrency), optInt(p.MaxAttempts)
-	timeout, base, maxMS := optMS(p.Timeout), optMS(p.BackoffBase), optMS(p.BackoffMax)
+	paused, conc, maxAttempts := p.Paused, p.Concurrency, p.MaxAttempts
+	timeout, base, maxMS := driver.SettingMillis(p.Timeout), driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax)
 	var s *driver.Setting
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, sqlPatchSetting.text, sqlPatchSetting.args(d.now(p.Now), string(p.Kind), p.Name,
@@ -220,39 +204,10 @@ func scanSetting(s scanner) (*driver.Setting, error) {
 		return nil, err
 	}
 	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = fromMS(timeout), fromMS(base), fromMS(maxMS)
+	r.Timeout, r.BackoffBase, r.BackoffMax = time.Duration(timeout)*time.Millisecond, time.Duration(base)*time.Millisecond, time.Duration(maxMS)*time.Millisecond
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return &r, nil
 }
-
-func optBool(b *bool) any {
-	if b == nil {
-		return nil
-	}
-	return *b
-}
-
-func optInt(v *int) any {
-	if v == nil {
-		return nil
-	}
-	return *v
-}
-
-// optMS is a setting's duration in whole milliseconds, or nil. A positive
-// duration below 1ms is kept as 1ms, so it stays set.
-func optMS(v *time.Duration) any {
-	if v == nil {
-		return nil
-	}
-	ms := v.Milliseconds()
-	if ms == 0 && *v > 0 {
-		ms = 1
-	}
-	return ms
-}
-
-func fromMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func nullTime(t time.Time) any {
 	if t.IsZero() {

@@ -54,7 +54,7 @@ const retryMatchingAttempts = 3
 // RetryMatching implements driver.Driver: one statement, and one
 // notification per queue that got ready tasks, in one transaction.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	if err := checkMatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
 	args := append([]any{d.now(now)}, matchArgs(p)...)
@@ -97,7 +97,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 
 // PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	if err := checkMatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.sql.purgeMatching, append([]any{nil}, matchArgs(p)...))
@@ -105,18 +105,6 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	return n, nil
-}
-
-// checkMatch rejects what MatchParams does not allow: bulk operations touch
-// only dead or cancelled tasks, at most 10000 at a time.
-func checkMatch(p driver.MatchParams) error {
-	if p.State != driver.StateDead && p.State != driver.StateCancelled {
-		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
-	}
-	if p.Limit < 1 || p.Limit > 10000 {
-		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
-	}
-	return nil
 }
 
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
@@ -128,15 +116,12 @@ func matchArgs(p driver.MatchParams) []any {
 // PatchSetting implements driver.Driver: one upsert. updated_at is the
 // database clock unless Options.CallerClock is set.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	if p.Kind != driver.SettingQueue && p.Kind != driver.SettingType {
-		return nil, fmt.Errorf("patch setting: kind must be queue or type, got %q", p.Kind)
-	}
-	if p.Name == "" {
-		return nil, errors.New("patch setting: empty name")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("patch setting: %w", err)
 	}
 	var s *driver.Setting
 	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.patchSetting, []any{d.now(p.Now), string(p.Kind), p.Name,
-		p.Paused, p.Concurrency, optMS(p.Timeout), p.MaxAttempts, optMS(p.BackoffBase), optMS(p.BackoffMax)},
+		p.Paused, p.Concurrency, driver.SettingMillis(p.Timeout), p.MaxAttempts, driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax)},
 		func(scan func(...any) error) error {
 			var err error
 			s, err = scanSetting(scan)
@@ -179,25 +164,10 @@ func scanSetting(scan func(dest ...any) error) (*driver.Setting, error) {
 		return nil, err
 	}
 	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = fromMS(timeout), fromMS(base), fromMS(maxMS)
+	r.Timeout, r.BackoffBase, r.BackoffMax = time.Duration(timeout)*time.Millisecond, time.Duration(base)*time.Millisecond, time.Duration(maxMS)*time.Millisecond
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return &r, nil
 }
-
-// optMS is a setting's duration in whole milliseconds, or nil. A positive
-// duration below 1ms is kept as 1ms, so it stays set.
-func optMS(v *time.Duration) any {
-	if v == nil {
-		return nil
-	}
-	ms := v.Milliseconds()
-	if ms == 0 && *v > 0 {
-		ms = 1
-	}
-	return ms
-}
-
-func fromMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func nullTime(t time.Time) any {
 	if t.IsZero() {

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,7 +44,7 @@ func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, e
 
 // RetryMatching implements driver.Driver.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	if err := checkMatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
 	var n int64
@@ -62,7 +61,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 
 // PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	if err := checkMatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	var n int64
@@ -77,18 +76,6 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 	return n, err
 }
 
-// checkMatch rejects what MatchParams does not allow: bulk operations touch
-// only dead or cancelled tasks, at most 10000 at a time.
-func checkMatch(p driver.MatchParams) error {
-	if p.State != driver.StateDead && p.State != driver.StateCancelled {
-		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
-	}
-	if p.Limit < 1 || p.Limit > 10000 {
-		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
-	}
-	return nil
-}
-
 // matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.
 func matchArgs(p driver.MatchParams) []any {
 	return []any{string(p.State), nullString(p.Type), nullString(p.Queue),
@@ -97,18 +84,15 @@ func matchArgs(p driver.MatchParams) []any {
 
 // PatchSetting implements driver.Driver: one upsert in the single writer.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	if p.Kind != driver.SettingQueue && p.Kind != driver.SettingType {
-		return nil, fmt.Errorf("patch setting: kind must be queue or type, got %q", p.Kind)
-	}
-	if p.Name == "" {
-		return nil, errors.New("patch setting: empty name")
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("patch setting: %w", err)
 	}
 	var s *driver.Setting
 	err := d.write(ctx, func(tx querier) error {
 		var err error
 		s, err = scanSetting(tx.QueryRowContext(ctx, sqlPatchSetting, string(p.Kind), p.Name,
-			optBool(p.Paused), optInt(p.Concurrency), optMS(p.Timeout), optInt(p.MaxAttempts),
-			optMS(p.BackoffBase), optMS(p.BackoffMax), micros(p.Now)))
+			p.Paused, p.Concurrency, driver.SettingMillis(p.Timeout), p.MaxAttempts,
+			driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax), micros(p.Now)))
 		if err != nil {
 			return fmt.Errorf("patch setting %s %s: %w", p.Kind, p.Name, err)
 		}
@@ -152,36 +136,7 @@ func scanSetting(s scanner) (*driver.Setting, error) {
 		return nil, err
 	}
 	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = fromMS(timeout), fromMS(base), fromMS(maxMS)
+	r.Timeout, r.BackoffBase, r.BackoffMax = time.Duration(timeout)*time.Millisecond, time.Duration(base)*time.Millisecond, time.Duration(maxMS)*time.Millisecond
 	r.UpdatedAt = fromMicros(upd)
 	return &r, nil
 }
-
-func optBool(b *bool) any {
-	if b == nil {
-		return nil
-	}
-	return *b
-}
-
-func optInt(v *int) any {
-	if v == nil {
-		return nil
-	}
-	return *v
-}
-
-// optMS is a setting's duration in whole milliseconds, or nil. A positive
-// duration below 1ms is kept as 1ms, so it stays set.
-func optMS(v *time.Duration) any {
-	if v == nil {
-		return nil
-	}
-	ms := v.Milliseconds()
-	if ms == 0 && *v > 0 {
-		ms = 1
-	}
-	return ms
-}
-
-func fromMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
