@@ -12,33 +12,8 @@ import (
 )
 
 func newInspectCmd() *cobra.Command {
-	var f apiFlags
-	cmd := &cobra.Command{
-		Use:   "inspect <id>",
-		Short: "Show a task's whole timeline: arrival, every attempt with node, duration and error, result",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			api, err := f.client()
-			if err != nil {
-				return err
-			}
-			t, raw, err := api.task(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if f.json {
-				return printRaw(cmd.OutOrStdout(), raw)
-			}
-			printTimeline(cmd.OutOrStdout(), t)
-			return nil
-		},
-	}
-	addAPIFlags(cmd, &f)
-	return cmd
+	return newTaskCmd("inspect <id>", "Show a task's whole timeline: arrival, every attempt with node, duration and error, result",
+		(*apiClient).task, printTimeline)
 }
 
 // printTimeline writes everything known about t, its history in order.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -166,10 +167,19 @@ func parseID(s string) (int64, error) {
 }
 
 func newStatusCmd() *cobra.Command {
+	return newTaskCmd("status <id>", "Print one line about a task: id, type, state, attempt, eta or finish",
+		(*apiClient).task, func(out io.Writer, t server.Task) {
+			fmt.Fprintln(out, strings.TrimSpace(fmt.Sprintf("%d  %s  %s  attempt %d/%d  %s", t.ID, t.Type, t.State, t.Attempt, t.MaxAttempts, when(t))))
+		})
+}
+
+// newTaskCmd makes a command that takes a task id, calls the API with
+// call, and prints the task it answers (or the raw JSON with --json).
+func newTaskCmd(use, short string, call func(*apiClient, context.Context, int64) (server.Task, []byte, error), print func(io.Writer, server.Task)) *cobra.Command {
 	var f apiFlags
 	cmd := &cobra.Command{
-		Use:   "status <id>",
-		Short: "Print one line about a task: id, type, state, attempt, eta or finish",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
@@ -180,14 +190,14 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, raw, err := api.task(cmd.Context(), id)
+			t, raw, err := call(api, cmd.Context(), id)
 			if err != nil {
 				return err
 			}
 			if f.json {
 				return printRaw(cmd.OutOrStdout(), raw)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(fmt.Sprintf("%d  %s  %s  attempt %d/%d  %s", t.ID, t.Type, t.State, t.Attempt, t.MaxAttempts, when(t))))
+			print(cmd.OutOrStdout(), t)
 			return nil
 		},
 	}
@@ -310,35 +320,14 @@ func printTasks(out io.Writer, asJSON bool, tasks []server.Task, more bool) erro
 
 // newChangeCmd makes cancel or retry.
 func newChangeCmd(action string) *cobra.Command {
-	var f apiFlags
 	short, done := "Cancel a pending or running task for good", "cancelled"
 	if action == "retry" {
 		short, done = "Send a dead or cancelled task back to pending, runnable now", "requeued"
 	}
-	cmd := &cobra.Command{
-		Use:   action + " <id>",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			api, err := f.client()
-			if err != nil {
-				return err
-			}
-			t, raw, err := api.change(cmd.Context(), id, action)
-			if err != nil {
-				return err
-			}
-			if f.json {
-				return printRaw(cmd.OutOrStdout(), raw)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(fmt.Sprintf("task %d %s: %s %s", t.ID, done, t.State, when(t))))
-			return nil
-		},
+	change := func(a *apiClient, ctx context.Context, id int64) (server.Task, []byte, error) {
+		return a.change(ctx, id, action)
 	}
-	addAPIFlags(cmd, &f)
-	return cmd
+	return newTaskCmd(action+" <id>", short, change, func(out io.Writer, t server.Task) {
+		fmt.Fprintln(out, strings.TrimSpace(fmt.Sprintf("task %d %s: %s %s", t.ID, done, t.State, when(t))))
+	})
 }
