@@ -248,6 +248,10 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 		"bad backoff":    func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.Backoff(time.Minute, time.Second)) },
 		"delay on type":  func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.Delay(time.Second)) },
 		"bad type queue": func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.Queue("a b")) },
+		"declare name":   func(h *keel.Handlers) { keel.Declare(h, "bad name") },
+		"declare twice":  func(h *keel.Handlers) { keel.Declare(h, "t"); keel.Handle(h, "t", fn) },
+		"declare opt":    func(h *keel.Handlers) { keel.Declare(h, "t", keel.UniqueBy("x")) },
+		"declare bad":    func(h *keel.Handlers) { keel.Declare(h, "t", keel.Priority(-1), keel.MaxAttempts(-3)) },
 	}
 	for name, f := range cases {
 		func() {
@@ -278,5 +282,63 @@ func TestAnyType(t *testing.T) {
 	}
 	if _, err := open.Enqueue(ctx, "bad name", payload{}); !errors.Is(err, keel.ErrInvalid) {
 		t.Fatalf("AnyType client, invalid name: %v", err)
+	}
+}
+
+// TestDeclare: a declared type is enqueued with its defaults by a client
+// that has no handler for it, and such a client cannot Start.
+func TestDeclare(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := keel.NewHandlers()
+	keel.Declare(h, "t.declared", keel.Queue("mail"), keel.Priority(5), keel.MaxAttempts(7), keel.Timeout(time.Minute))
+	c, _ := setup(t, func(cfg *keel.Config) { cfg.Handlers = h })
+	info, err := c.Enqueue(ctx, "t.declared", payload{N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Queue != "mail" || info.Priority != 5 || info.MaxAttempts != 7 || info.Timeout != time.Minute {
+		t.Fatalf("declared defaults not applied: %+v", info)
+	}
+	over, err := c.Enqueue(ctx, "t.declared", payload{N: 2}, keel.Priority(1))
+	if err != nil || over.Priority != 1 || over.Queue != "mail" {
+		t.Fatalf("an option overrides a declared default: %+v, %v", over, err)
+	}
+	if err := c.Start(ctx); !errors.Is(err, keel.ErrNotWorker) {
+		t.Fatalf("Start with only declared types: %v, want ErrNotWorker", err)
+	}
+
+	// A worker that serves the declared type's queue fails its attempt
+	// with "no handler"; the task is retried, for a process that has one.
+	wh := keel.NewHandlers()
+	keel.Handle(wh, "t.known", func(ctx context.Context, task *keel.Task[payload]) error { return nil }, keel.Queue("mail"))
+	keel.Declare(wh, "t.declared", keel.Queue("mail"))
+	w, drv := setup(t, func(cfg *keel.Config) {
+		cfg.Handlers, cfg.PollInterval, cfg.Queues = wh, 10*time.Millisecond, map[string]keel.QueueConfig{"mail": {}}
+	})
+	decl, err := w.Enqueue(ctx, "t.declared", payload{N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		row, err := drv.Get(ctx, decl.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(row.Errors) == 1 {
+			if row.State != keel.StatePending || !strings.Contains(row.Errors[0].Error, "no handler") {
+				t.Fatalf("declared task run by a worker without its handler: %s %+v", row.State, row.Errors[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("declared task not attempted: %s", row.State)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -26,15 +26,15 @@ type Client struct {
 	drv   driver.Driver
 	types map[string]options // known types and their defaults
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	queues   map[string]*queueWorker
-	running  map[int64]*execution
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	queues  map[string]*queueWorker
+	running map[int64]*execution
 	// activeByType counts running handlers by task type, for type
 	// concurrency settings; guarded by mu.
 	activeByType map[string]int
-	inflight sync.WaitGroup
+	inflight     sync.WaitGroup
 	// workCtx parents every handler context; cancelWork ends them all.
 	workCtx    context.Context
 	cancelWork context.CancelCauseFunc

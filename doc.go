@@ -34,7 +34,8 @@
 //	info, err := c.Enqueue(ctx, "email.send", Email{To: "a@example.com", Subject: "hi"})
 //
 // Enqueue returns once the task is durable. A client without handlers only
-// enqueues; declare the types it may enqueue in Config.Types.
+// enqueues; declare the types it may enqueue in Config.Types, or with
+// Declare, which also gives them their defaults.
 //
 // # Tasks and states
 //
@@ -53,7 +54,8 @@
 // pass Queue, Priority, MaxAttempts, Timeout and Backoff to Handle; they
 // become the type's defaults and Enqueue's options override them. The
 // defaults are applied at Enqueue by a client that registered the handler;
-// an enqueue-only client (Config.Types) does not know them.
+// an enqueue-only client learns them from Declare (Config.Types carries
+// names only).
 //
 // # Outcomes
 //

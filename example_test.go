@@ -413,3 +413,59 @@ func ExampleSnooze() {
 	// Output:
 	// succeeded after 3 runs, attempt 1 of 1
 }
+
+// A web process enqueues "report.build" tasks that worker processes run:
+// Declare gives its client the type's defaults without a handler.
+func ExampleDeclare() {
+	drv, cleanup := exampleDB()
+	defer cleanup()
+	ctx := context.Background()
+
+	h := keel.NewHandlers()
+	keel.Declare(h, "report.build", keel.Queue("reports"), keel.Priority(3), keel.MaxAttempts(2))
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := c.Enqueue(ctx, "report.build", map[string]string{"month": "2026-11"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.Queue, info.Priority, info.MaxAttempts, info.State)
+	// Output: reports 3 2 pending
+}
+
+// Operators pause a queue, cap a type's concurrency and requeue dead
+// letters at runtime; every node applies settings within
+// Config.SettingsInterval.
+func ExampleClient_UpdateQueue() {
+	drv, cleanup := exampleDB()
+	defer cleanup()
+	ctx := context.Background()
+
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"email.send"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	paused := true
+	q, err := c.UpdateQueue(ctx, "default", keel.QueueUpdate{Paused: &paused})
+	if err != nil {
+		log.Fatal(err)
+	}
+	two := 2
+	ty, err := c.UpdateType(ctx, "email.send", keel.TypeUpdate{Concurrency: &two})
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, err := c.RetryMatching(ctx, keel.Filter{Type: "email.send"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(q.Name, "paused:", q.Paused)
+	fmt.Println(ty.Name, "concurrency:", ty.Concurrency)
+	fmt.Println("requeued:", n)
+	// Output:
+	// default paused: true
+	// email.send concurrency: 2
+	// requeued: 0
+}

@@ -37,22 +37,10 @@ type HandlerFunc[T any] func(ctx context.Context, task *Task[T]) error
 // per-task option (UniqueBy, IdempotencyKey, RunAt, Delay), like
 // http.HandleFunc does for bad patterns: these are programming errors.
 func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Option) {
-	if !validName(taskType) {
-		panic(fmt.Sprintf("keel: Handle: invalid task type %q", taskType))
-	}
-	if _, dup := h.m[taskType]; dup {
-		panic(fmt.Sprintf("keel: Handle: task type %q registered twice", taskType))
-	}
 	if fn == nil {
 		panic(fmt.Sprintf("keel: Handle: nil handler for %q", taskType))
 	}
-	defaults := options{}.merge(opts)
-	if defaults.uniqueBy != nil || defaults.idemKey != nil || defaults.runAt != nil || defaults.delay != nil || defaults.meta != nil {
-		panic(fmt.Sprintf("keel: Handle(%q): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only", taskType))
-	}
-	if err := defaults.validate(); err != nil {
-		panic(fmt.Sprintf("keel: Handle(%q): %v", taskType, err))
-	}
+	defaults := h.check("Handle", taskType, opts)
 	h.m[taskType] = &handlerEntry{typ: taskType, defaults: defaults, run: func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error) {
 		task := &Task[T]{
 			ID: row.ID, Type: row.Type, Queue: row.Queue, Priority: row.Priority, Attempt: row.Attempt,
@@ -66,7 +54,47 @@ func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Opti
 	}}
 }
 
-// Types returns the registered task types.
+// Declare registers taskType with its defaults (Queue, Priority,
+// MaxAttempts, Timeout, Backoff) but no handler: this client enqueues it
+// with those defaults, and another process works it. It panics like Handle
+// on an invalid name, a duplicate registration or a per-task option. A
+// worker of this client that claims a declared type's task (because it
+// serves the type's queue) fails the attempt with "no handler", so the
+// task is retried, possibly by a process that has one; keep declared types
+// on queues this client does not work.
+func Declare(h *Handlers, taskType string, opts ...Option) {
+	h.m[taskType] = &handlerEntry{typ: taskType, defaults: h.check("Declare", taskType, opts)}
+}
+
+// check validates a registration and returns the type's defaults.
+func (h *Handlers) check(fn, taskType string, opts []Option) options {
+	if !validName(taskType) {
+		panic(fmt.Sprintf("keel: %s: invalid task type %q", fn, taskType))
+	}
+	if _, dup := h.m[taskType]; dup {
+		panic(fmt.Sprintf("keel: %s: task type %q registered twice", fn, taskType))
+	}
+	defaults := options{}.merge(opts)
+	if defaults.uniqueBy != nil || defaults.idemKey != nil || defaults.runAt != nil || defaults.delay != nil || defaults.meta != nil {
+		panic(fmt.Sprintf("keel: %s(%q): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only", fn, taskType))
+	}
+	if err := defaults.validate(); err != nil {
+		panic(fmt.Sprintf("keel: %s(%q): %v", fn, taskType, err))
+	}
+	return defaults
+}
+
+// handled reports whether any registered type has a handler.
+func (h *Handlers) handled() bool {
+	for _, e := range h.m {
+		if e.run != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Types returns the registered task types, declared ones included.
 func (h *Handlers) Types() []string {
 	out := make([]string, 0, len(h.m))
 	for t := range h.m {

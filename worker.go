@@ -38,7 +38,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return fmt.Errorf("%w: already started", ErrNotWorker)
 	}
-	if len(c.cfg.Handlers.m) == 0 {
+	if !c.cfg.Handlers.handled() {
 		return fmt.Errorf("%w: no handlers registered", ErrNotWorker)
 	}
 	c.started = true
@@ -375,7 +375,7 @@ func (c *Client) execute(q *queueWorker, ctx context.Context, ex *execution) {
 		}})
 	}
 	h := c.cfg.Handlers.m[row.Type]
-	if h == nil {
+	if h == nil || h.run == nil {
 		report(nil, runResult{err: fmt.Errorf("no handler for task type %q on node %s", row.Type, c.cfg.Node)})
 		return
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -211,28 +210,22 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 }
 
 // handlers registers every configured type with its defaults: an HTTP
-// target for a type with a url. An enqueue-only type is registered too,
-// because keel.Config.Types cannot carry a type's defaults (queue,
-// priority, attempts, timeout) and keel applies them at enqueue. Its
-// handler never runs here in normal operation: config rejects an
-// enqueue-only type on a queue this server works, so only a task sent to
-// such a queue explicitly reaches it, and fails (retried, so that the
-// process that does work the type can take it).
+// target for a type with a url, a declared (enqueue-only) type for the
+// others, which another process works. config rejects an enqueue-only type
+// on a queue this server works, so no worker here claims one.
 func handlers(cfg *config.Config, targets map[string]httptarget.Target) (*keel.Handlers, error) {
 	h := keel.NewHandlers()
 	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
 		t := cfg.Types[name]
 		opts := []keel.Option{keel.Queue(t.Queue), keel.Priority(t.Priority), keel.MaxAttempts(t.MaxAttempts), keel.Timeout(t.Timeout.D())}
-		if t.IsTarget() {
-			opts = append(opts, keel.Backoff(t.BackoffBase.D(), t.BackoffMax.D()))
-			if err := httptarget.Register(h, name, targets[name], opts...); err != nil {
-				return nil, fmt.Errorf("types.%s: %w", name, err)
-			}
+		if !t.IsTarget() {
+			keel.Declare(h, name, opts...)
 			continue
 		}
-		keel.Handle(h, name, func(ctx context.Context, task *keel.Task[json.RawMessage]) error {
-			return fmt.Errorf("task type %q is enqueue-only on this keel serve (its configuration has no url): a process that works queue %q must run it", name, task.Queue)
-		}, opts...)
+		opts = append(opts, keel.Backoff(t.BackoffBase.D(), t.BackoffMax.D()))
+		if err := httptarget.Register(h, name, targets[name], opts...); err != nil {
+			return nil, fmt.Errorf("types.%s: %w", name, err)
+		}
 	}
 	return h, nil
 }
