@@ -146,6 +146,7 @@ func TestListBadInput(t *testing.T) {
 	for _, p := range []keel.ListParams{
 		{State: "done"}, {Limit: -1}, {Limit: 1001},
 		{CreatedAfter: t0, CreatedBefore: t0}, {CreatedAfter: t0.Add(time.Hour), CreatedBefore: t0},
+		{FinishedAfter: t0, FinishedBefore: t0}, {FinishedAfter: t0.Add(time.Hour), FinishedBefore: t0},
 	} {
 		if _, err := c.List(ctx, p); !errors.Is(err, keel.ErrInvalid) {
 			t.Fatalf("List(%+v): %v, want ErrInvalid", p, err)

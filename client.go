@@ -298,8 +298,12 @@ type ListParams struct {
 	Queue         string
 	CreatedAfter  time.Time // inclusive; zero: no bound
 	CreatedBefore time.Time // exclusive; zero: no bound
-	BeforeID      int64     // for paging: only ids below this
-	Limit         int       // default 100, at most 1000
+	// FinishedAfter (inclusive) and FinishedBefore (exclusive) bound the
+	// finish time: a task that has not finished matches neither.
+	FinishedAfter  time.Time
+	FinishedBefore time.Time
+	BeforeID       int64 // for paging: only ids below this
+	Limit          int   // default 100, at most 1000
 }
 
 // List returns tasks newest first.
@@ -313,9 +317,12 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
 	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
 		return nil, invalid("created_after must be before created_before")
 	}
+	if !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore) {
+		return nil, invalid("finished_after must be before finished_before")
+	}
 	rows, err := c.drv.List(ctx, driver.ListParams{
 		State: p.State, Type: p.Type, Queue: p.Queue, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore,
-		BeforeID: p.BeforeID, Limit: p.Limit,
+		FinishedAfter: p.FinishedAfter, FinishedBefore: p.FinishedBefore, BeforeID: p.BeforeID, Limit: p.Limit,
 	})
 	if err != nil {
 		return nil, err

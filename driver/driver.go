@@ -207,15 +207,20 @@ type RescueParams struct {
 
 // ListParams filters a listing. Zero fields do not filter. Results are
 // ordered by id descending, starting below BeforeID when it is set.
-// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound created_at.
+// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound created_at;
+// FinishedAfter (inclusive) and FinishedBefore (exclusive) bound
+// finished_at, and a task not finished (finished_at NULL) never matches a
+// finished bound.
 type ListParams struct {
-	State         State
-	Type          string
-	Queue         string
-	CreatedAfter  time.Time
-	CreatedBefore time.Time
-	BeforeID      int64
-	Limit         int
+	State          State
+	Type           string
+	Queue          string
+	CreatedAfter   time.Time
+	CreatedBefore  time.Time
+	FinishedAfter  time.Time
+	FinishedBefore time.Time
+	BeforeID       int64
+	Limit          int
 }
 
 // QueueCount is the number of tasks of one queue and type in one state.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -87,6 +88,7 @@ func ids(l TaskList) []int64 {
 func TestDeadLetters(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
+		mark := time.Now().Add(-time.Second)
 		dead := deadLetters(t, b,
 			`{"type":"email.send","payload":1}`, `{"type":"email.send","payload":2}`,
 			`{"type":"report.build"}`, `{"type":"email.send","queue":"other"}`)
@@ -112,6 +114,47 @@ func TestDeadLetters(t *testing.T) {
 		}
 		if got, pages := walk(t, b, "/v1/dead?limit=3"); len(got) != 4 || pages != 2 {
 			t.Fatalf("dead pages: %v in %d pages", got, pages)
+		}
+		// Finish-time bounds: after inclusive, before exclusive, checked at
+		// each dead letter's own finished_at.
+		b.call(t, "GET", "/v1/dead", "").ok(t, http.StatusOK, &l)
+		for _, task := range l.Tasks {
+			at := url.QueryEscape(task.FinishedAt.Format(time.RFC3339Nano))
+			var atOrAfter, before []int64
+			for _, o := range l.Tasks {
+				if o.FinishedAt.Before(*task.FinishedAt) {
+					before = append(before, o.ID)
+				} else {
+					atOrAfter = append(atOrAfter, o.ID)
+				}
+			}
+			var got TaskList
+			b.call(t, "GET", "/v1/dead?finished_after="+at, "").ok(t, http.StatusOK, &got)
+			if !slices.Equal(ids(got), atOrAfter) {
+				t.Fatalf("dead finished_after %s: %v, want %v", at, ids(got), atOrAfter)
+			}
+			b.call(t, "GET", "/v1/dead?finished_before="+at, "").ok(t, http.StatusOK, &got)
+			if !slices.Equal(ids(got), before) {
+				t.Fatalf("dead finished_before %s: %v, want %v", at, ids(got), before)
+			}
+		}
+		since := url.QueryEscape(mark.UTC().Format(time.RFC3339Nano))
+		soon := url.QueryEscape(time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano))
+		b.call(t, "GET", "/v1/dead?finished_after="+since+"&finished_before="+soon, "").ok(t, http.StatusOK, &l)
+		if !slices.Equal(ids(l), want) {
+			t.Fatalf("dead in a window around them: %v, want %v", ids(l), want)
+		}
+		b.call(t, "GET", "/v1/dead?type=report.build&finished_after="+since, "").ok(t, http.StatusOK, &l)
+		if !slices.Equal(ids(l), []int64{dead[2]}) {
+			t.Fatalf("dead by type and finish time: %v", ids(l))
+		}
+		b.call(t, "GET", "/v1/dead?finished_before="+since, "").ok(t, http.StatusOK, &l)
+		if len(l.Tasks) != 0 {
+			t.Fatalf("dead before any died: %v", ids(l))
+		}
+		b.call(t, "GET", "/v1/dead?finished_after="+soon, "").ok(t, http.StatusOK, &l)
+		if len(l.Tasks) != 0 {
+			t.Fatalf("dead after now: %v", ids(l))
 		}
 
 		var n BulkResponse

@@ -10,11 +10,15 @@ import (
 // listDead handles GET /v1/dead: dead letters, newest first, a page at a
 // time.
 func (s *server) listDead(w http.ResponseWriter, r *http.Request) error {
-	q, err := queryParams(r, "type", "queue", "cursor", "limit")
+	q, err := queryParams(r, "type", "queue", "finished_after", "finished_before", "cursor", "limit")
 	if err != nil {
 		return err
 	}
-	list, err := s.listPage(r.Context(), keel.ListParams{State: keel.StateDead, Type: q["type"], Queue: q["queue"]}, q)
+	p := keel.ListParams{State: keel.StateDead, Type: q["type"], Queue: q["queue"]}
+	if err := queryFinished(q, &p); err != nil {
+		return err
+	}
+	list, err := s.listPage(r.Context(), p, q)
 	if err != nil {
 		return err
 	}

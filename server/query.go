@@ -53,6 +53,16 @@ func queryTime(q map[string]string, name string) (time.Time, error) {
 	return t, nil
 }
 
+// queryFinished parses the optional finished_after and finished_before
+// parameters into p.
+func queryFinished(q map[string]string, p *keel.ListParams) (err error) {
+	if p.FinishedAfter, err = queryTime(q, "finished_after"); err != nil {
+		return err
+	}
+	p.FinishedBefore, err = queryTime(q, "finished_before")
+	return err
+}
+
 // listPage lists one page of tasks matching p from the cursor and limit
 // parameters of q, newest first, and the cursor of the next page if there
 // is one.

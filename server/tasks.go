@@ -128,7 +128,7 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
 
 // listTasks handles GET /v1/tasks: newest first, a page at a time.
 func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
-	q, err := queryParams(r, "state", "type", "queue", "created_after", "created_before", "cursor", "limit")
+	q, err := queryParams(r, "state", "type", "queue", "created_after", "created_before", "finished_after", "finished_before", "cursor", "limit")
 	if err != nil {
 		return err
 	}
@@ -137,6 +137,9 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.CreatedBefore, err = queryTime(q, "created_before"); err != nil {
+		return err
+	}
+	if err := queryFinished(q, &p); err != nil {
 		return err
 	}
 	list, err := s.listPage(r.Context(), p, q)

@@ -249,6 +249,24 @@ func TestListTasks(t *testing.T) {
 		if got := list("?created_before=" + mark.UTC().Format(time.RFC3339Nano)); len(got) != 0 {
 			t.Fatalf("created_before in the past: %v", got)
 		}
+		// Only the cancelled task has finished: the pending ones match no
+		// finished bound.
+		soon := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+		if got := list("?finished_after=" + after); !slices.Equal(got, all[:1]) {
+			t.Fatalf("finished_after: %v, want %v", got, all[:1])
+		}
+		if got := list("?finished_after=" + after + "&finished_before=" + soon + "&created_after=" + after); !slices.Equal(got, all[:1]) {
+			t.Fatalf("finished range: %v, want %v", got, all[:1])
+		}
+		if got := list("?finished_before=" + soon); !slices.Equal(got, all[:1]) {
+			t.Fatalf("finished_before: %v, want %v", got, all[:1])
+		}
+		if got := list("?finished_before=" + after); len(got) != 0 {
+			t.Fatalf("finished_before in the past: %v", got)
+		}
+		if got := list("?state=pending&finished_after=" + after); len(got) != 0 {
+			t.Fatalf("pending tasks with a finished bound: %v", got)
+		}
 		if got := list("?limit=5"); !slices.Equal(got, newestFirst[:5]) {
 			t.Fatalf("limit 5: %v", got)
 		}

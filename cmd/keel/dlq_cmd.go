@@ -114,17 +114,13 @@ func newDLQListCmd(f *apiFlags) *cobra.Command {
 			if d.queue != "" {
 				q.Set("queue", d.queue)
 			}
-			var keep func(server.Task) bool
-			if !after.IsZero() || !before.IsZero() {
-				// The API filters dead letters by type and queue only.
-				keep = func(t server.Task) bool {
-					if t.FinishedAt == nil {
-						return false
-					}
-					return (after.IsZero() || !t.FinishedAt.Before(after)) && (before.IsZero() || t.FinishedAt.Before(before))
-				}
+			if !after.IsZero() {
+				q.Set("finished_after", after.UTC().Format(time.RFC3339Nano))
 			}
-			tasks, more, err := pages(cmd, api, "/v1/dead", q, limit, all, keep)
+			if !before.IsZero() {
+				q.Set("finished_before", before.UTC().Format(time.RFC3339Nano))
+			}
+			tasks, more, err := pages(cmd, api, "/v1/dead", q, limit, all)
 			if err != nil {
 				return err
 			}

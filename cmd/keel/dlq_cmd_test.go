@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,6 +66,16 @@ func TestDLQ(t *testing.T) {
 	if l := decode[server.TaskList](t, s.keel(t, "dlq", "list", "--after", "1h", "--json")); len(l.Tasks) != 3 {
 		t.Fatalf("dlq list --after 1h: %d", len(l.Tasks))
 	}
+	soon := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if l := decode[server.TaskList](t, s.keel(t, "dlq", "list", "--after", "1h", "--before", soon, "--json")); len(l.Tasks) != 3 {
+		t.Fatalf("dlq list --after 1h --before %s: %d", soon, len(l.Tasks))
+	}
+	if out := s.keel(t, "dlq", "list", "--after", soon); out != "no dead tasks\n" {
+		t.Fatalf("dlq list --after %s: %q", soon, out)
+	}
+	if err := s.keelErr(t, "dlq", "list", "--after", "1h", "--before", "2h"); !strings.Contains(err.Error(), "--after") {
+		t.Fatalf("dlq list with after later than before: %v", err)
+	}
 	id := strconv.FormatInt(decode[server.TaskList](t, s.keel(t, "dlq", "list", "--json")).Tasks[0].ID, 10)
 	in := s.keel(t, "inspect", id)
 	for _, want := range []string{"state     dead", "arrived", "attempt 1 on ", ": failed permanently after", "mailbox unavailable", "second line", "dead-lettered: requeue with keel retry " + id} {
@@ -91,6 +103,57 @@ func TestDLQ(t *testing.T) {
 	}
 	if out := s.keel(t, "dlq", "list"); out != "no dead tasks\n" {
 		t.Fatalf("dlq list after purge: %q", out)
+	}
+}
+
+// TestDLQListFilters: dlq list passes --after and --before to the API as
+// finished_after and finished_before, asks for --limit tasks, and shows
+// what the API answers without filtering it again.
+func TestDLQListFilters(t *testing.T) {
+	after := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	before := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	inside, outside := after.Add(time.Hour), before.Add(time.Hour)
+	var queries []url.Values
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/dead", func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.Query())
+		json.NewEncoder(w).Encode(server.TaskList{ //nolint:errcheck
+			Tasks: []server.Task{
+				{ID: 2, Type: "email", Queue: "default", State: "dead", FinishedAt: &inside},
+				{ID: 1, Type: "email", Queue: "default", State: "dead", FinishedAt: &outside},
+			},
+			NextCursor: "next",
+		})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+
+	out, _, err := keelCmd(t, "", "dlq", "list", "--server", srv.URL, "--type", "email", "--limit", "2", "--json",
+		"--after", after.Format(time.RFC3339), "--before", before.Format(time.RFC3339))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queries) != 1 {
+		t.Fatalf("%d calls, want 1: %v", len(queries), queries)
+	}
+	q := queries[0]
+	want := url.Values{"type": {"email"}, "limit": {"2"},
+		"finished_after": {"2026-01-01T00:00:00Z"}, "finished_before": {"2026-01-02T00:00:00Z"}}
+	if !reflect.DeepEqual(q, want) {
+		t.Fatalf("query %v, want %v", q, want)
+	}
+	if l := decode[server.TaskList](t, out); len(l.Tasks) != 2 || l.Tasks[0].ID != 2 || l.Tasks[1].ID != 1 {
+		t.Fatalf("listed %+v, want the API's two tasks", l.Tasks)
+	}
+
+	queries = nil
+	if _, _, err := keelCmd(t, "", "dlq", "list", "--server", srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	// This fake answers two tasks a page, so the CLI pages on to 50.
+	if q := queries[0]; q.Has("finished_after") || q.Has("finished_before") || q.Get("limit") != "50" {
+		t.Fatalf("unfiltered list asked %v first", q)
 	}
 }
 

@@ -241,7 +241,7 @@ func newListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tasks, more, err := pages(cmd, api, "/v1/tasks", q, limit, all, nil)
+			tasks, more, err := pages(cmd, api, "/v1/tasks", q, limit, all)
 			if err != nil {
 				return err
 			}
@@ -260,12 +260,12 @@ func newListCmd() *cobra.Command {
 }
 
 // pages reads tasks from path, newest first: limit of them, or every one
-// with all. keep, when set, filters them on this side. more is set when
-// tasks were left out.
-func pages(cmd *cobra.Command, api *apiClient, path string, q url.Values, limit int, all bool, keep func(server.Task) bool) (tasks []server.Task, more bool, err error) {
+// with all. The API does the filtering. more is set when tasks were left
+// out.
+func pages(cmd *cobra.Command, api *apiClient, path string, q url.Values, limit int, all bool) (tasks []server.Task, more bool, err error) {
 	for {
 		page := 1000
-		if !all && keep == nil {
+		if !all {
 			page = limit - len(tasks)
 		}
 		q.Set("limit", strconv.Itoa(page))
@@ -274,9 +274,6 @@ func pages(cmd *cobra.Command, api *apiClient, path string, q url.Values, limit 
 			return nil, false, err
 		}
 		for _, t := range l.Tasks {
-			if keep != nil && !keep(t) {
-				continue
-			}
 			if !all && len(tasks) == limit {
 				return tasks, true, nil
 			}

@@ -155,6 +155,60 @@ func testListCreatedFilters(t *testing.T, e *env) {
 	}
 }
 
+// testListFinishedFilters: FinishedAfter is inclusive, FinishedBefore
+// exclusive, and a task without finished_at (pending, running, or finished
+// once and retried since) matches no finished bound.
+func testListFinishedFilters(t *testing.T, e *env) {
+	t0 := e.clock.Now()
+	t1, t2, t3 := t0.Add(time.Minute), t0.Add(2*time.Minute), t0.Add(3*time.Minute)
+	a := e.taskIn(driver.StateDead, t1)
+	b := e.taskIn(driver.StateSucceeded, t2)
+	c := e.taskIn(driver.StateCancelled, t2, withTask("other", "dt.task"))
+	d := e.taskIn(driver.StateDead, t3)
+	p := e.taskIn(driver.StatePending, t2)
+	r := e.taskIn(driver.StateRunning, t2)
+	x := e.taskIn(driver.StateDead, t1, withTask("other", "dt.task"))
+	e.clock.Advance(4 * time.Minute)
+	if _, err := e.drv.Retry(e.ctx, x.ID, e.clock.Now()); err != nil {
+		t.Fatalf("retry task %d: %v", x.ID, err)
+	}
+	if got := e.get(c.ID); !got.FinishedAt.Equal(t2) {
+		t.Fatalf("cancelled task %d finished %v, want %v", c.ID, got.FinishedAt, t2)
+	}
+	for _, id := range []int64{p.ID, r.ID, x.ID} {
+		if got := e.get(id); !got.FinishedAt.IsZero() {
+			t.Fatalf("unfinished task %d (%s) has finished_at %v", id, got.State, got.FinishedAt)
+		}
+	}
+	cases := []struct {
+		name string
+		p    driver.ListParams
+		want []int64
+	}{
+		{"no bound", driver.ListParams{}, []int64{x.ID, r.ID, p.ID, d.ID, c.ID, b.ID, a.ID}},
+		{"after, inclusive", driver.ListParams{FinishedAfter: t2}, []int64{d.ID, c.ID, b.ID}},
+		{"before, exclusive", driver.ListParams{FinishedBefore: t2}, []int64{a.ID}},
+		{"window", driver.ListParams{FinishedAfter: t2, FinishedBefore: t3}, []int64{c.ID, b.ID}},
+		{"wide window", driver.ListParams{FinishedAfter: t0, FinishedBefore: t3.Add(time.Hour)}, []int64{d.ID, c.ID, b.ID, a.ID}},
+		{"with state", driver.ListParams{FinishedAfter: t1, State: driver.StateDead}, []int64{d.ID, a.ID}},
+		{"with queue", driver.ListParams{FinishedAfter: t1, Queue: "other"}, []int64{c.ID}},
+		{"with created", driver.ListParams{FinishedBefore: t3, CreatedAfter: t0}, []int64{c.ID, b.ID, a.ID}},
+		{"with before id", driver.ListParams{FinishedAfter: t1, BeforeID: c.ID}, []int64{b.ID, a.ID}},
+		{"after the last", driver.ListParams{FinishedAfter: t3.Add(time.Second)}, []int64{}},
+		{"before the first", driver.ListParams{FinishedBefore: t1}, []int64{}},
+	}
+	for _, tc := range cases {
+		tc.p.Limit = 100
+		rows, err := e.drv.List(e.ctx, tc.p)
+		if err != nil {
+			t.Fatalf("%s: list: %v", tc.name, err)
+		}
+		if got := ids(rows); !slices.Equal(got, tc.want) {
+			t.Fatalf("%s: listed %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func testClaimExcludeTypes(t *testing.T, e *env) {
 	now := e.clock.Now()
 	x := e.insert(func(p *driver.InsertParams) { p.Type, p.Priority = "x", 10 })

@@ -33,6 +33,7 @@ var driverTests = []test{
 	{"ListAndCounts", testListAndCounts},
 	{"CountsByType", testCountsByType},
 	{"ListCreatedFilters", testListCreatedFilters},
+	{"ListFinishedFilters", testListFinishedFilters},
 	{"ClaimExcludeTypes", testClaimExcludeTypes},
 	{"SucceedKeepsLeaseOwner", testSucceedKeepsLeaseOwner},
 	{"CountFinished", testCountFinished},

@@ -375,6 +375,12 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 	if !p.CreatedBefore.IsZero() {
 		add("created_at < ?", p.CreatedBefore)
 	}
+	if !p.FinishedAfter.IsZero() {
+		add("finished_at >= ?", p.FinishedAfter)
+	}
+	if !p.FinishedBefore.IsZero() {
+		add("finished_at < ?", p.FinishedBefore)
+	}
 	if p.BeforeID > 0 {
 		add("id < ?", p.BeforeID)
 	}

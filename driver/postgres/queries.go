@@ -589,6 +589,12 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 	if !p.CreatedBefore.IsZero() {
 		add("created_at < $%d", p.CreatedBefore)
 	}
+	if !p.FinishedAfter.IsZero() {
+		add("finished_at >= $%d", p.FinishedAfter)
+	}
+	if !p.FinishedBefore.IsZero() {
+		add("finished_at < $%d", p.FinishedBefore)
+	}
 	if p.BeforeID > 0 {
 		add("id < $%d", p.BeforeID)
 	}

@@ -608,6 +608,12 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 	if !p.CreatedBefore.IsZero() {
 		where, args = append(where, "created_at < ?"), append(args, micros(p.CreatedBefore))
 	}
+	if !p.FinishedAfter.IsZero() {
+		where, args = append(where, "finished_at >= ?"), append(args, micros(p.FinishedAfter))
+	}
+	if !p.FinishedBefore.IsZero() {
+		where, args = append(where, "finished_at < ?"), append(args, micros(p.FinishedBefore))
+	}
 	if p.BeforeID > 0 {
 		where, args = append(where, "id < ?"), append(args, p.BeforeID)
 	}
