@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -279,6 +280,44 @@ func newStatsCmd() *cobra.Command {
 	}
 	addAPIFlags(cmd, &f)
 	return cmd
+}
+
+func newNodesCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "List the worker processes registered with the database and their last heartbeat",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			l, raw, err := api.nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printRaw(cmd.OutOrStdout(), raw)
+			}
+			return printNodes(cmd.OutOrStdout(), l.Nodes)
+		},
+	}
+	addAPIFlags(cmd, &f)
+	return cmd
+}
+
+func printNodes(out io.Writer, nodes []server.Node) error {
+	if len(nodes) == 0 {
+		fmt.Fprintln(out, "no worker nodes registered")
+		return nil
+	}
+	tw := newTable(out)
+	fmt.Fprintln(tw, "NODE	HOST	PID	QUEUES	STARTED	HEARTBEAT")
+	for _, n := range nodes {
+		fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s\n", n.Name, n.Host, n.PID, orDash(strings.Join(n.Queues, ",")), stamp(n.StartedAt), ago(n.HeartbeatAt))
+	}
+	return tw.Flush()
 }
 
 func printStats(out io.Writer, st server.Stats) error {

@@ -186,6 +186,12 @@ func (a *apiClient) stats(ctx context.Context) (server.Stats, []byte, error) {
 	return s, b, err
 }
 
+func (a *apiClient) nodes(ctx context.Context) (server.NodeList, []byte, error) {
+	var l server.NodeList
+	b, err := a.call(ctx, http.MethodGet, "/v1/nodes", nil, nil, &l)
+	return l, b, err
+}
+
 func (a *apiClient) queues(ctx context.Context) (server.QueueList, []byte, error) {
 	var l server.QueueList
 	b, err := a.call(ctx, http.MethodGet, "/v1/queues", nil, nil, &l)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -380,5 +381,30 @@ func TestAPIErrorWithoutProblem(t *testing.T) {
 	_, _, err := keelCmd(t, "", "stats", "--server", srv.URL)
 	if err == nil || err.Error() != "502 Bad Gateway: <html>upstream down</html> (HTTP 502)" {
 		t.Fatalf("error: %v", err)
+	}
+}
+
+// TestNodes: keel nodes lists the registered worker processes.
+func TestNodes(t *testing.T) {
+	idle := newAPI(t, serverOpts{})
+	if out := idle.keel(t, "nodes"); !strings.Contains(out, "no worker nodes registered") {
+		t.Fatalf("nodes without workers:\n%s", out)
+	}
+	h := keel.NewHandlers()
+	keel.Handle(h, "email", func(ctx context.Context, task *keel.Task[json.RawMessage]) error { return nil })
+	s := newAPI(t, serverOpts{handlers: h})
+	node := s.client.Node()
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if out = s.keel(t, "nodes"); strings.Contains(out, node) {
+			break
+		}
+	}
+	if !strings.Contains(out, node) || !strings.Contains(out, "NODE") || !strings.Contains(out, "default") {
+		t.Fatalf("nodes with a worker %s:\n%s", node, out)
+	}
+	list := decode[server.NodeList](t, s.keel(t, "nodes", "--json"))
+	if len(list.Nodes) != 1 || list.Nodes[0].Name != node || list.Nodes[0].PID != os.Getpid() {
+		t.Fatalf("nodes --json: %+v", list)
 	}
 }

@@ -31,7 +31,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
-	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd())
+	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd())
 	return root
 }
 
