@@ -1,6 +1,7 @@
 package keel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -24,31 +25,22 @@ type Filter struct {
 }
 
 func (f Filter) params() (driver.MatchParams, error) {
-	if f.State == "" {
-		f.State = StateDead
+	p := driver.MatchParams{
+		State: cmp.Or(f.State, StateDead), Type: f.Type, Queue: f.Queue,
+		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Limit: cmp.Or(f.Limit, 1000),
 	}
-	if f.State != StateDead && f.State != StateCancelled {
-		return driver.MatchParams{}, invalid("filter state must be dead or cancelled, got %q", f.State)
+	switch {
+	case p.Type != "" && !validName(p.Type):
+		return p, invalid("invalid task type %q", p.Type)
+	case p.Queue != "" && !validName(p.Queue):
+		return p, invalid("invalid queue name %q", p.Queue)
+	case !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore):
+		return p, invalid("finished_after must be before finished_before")
 	}
-	if f.Type != "" && !validName(f.Type) {
-		return driver.MatchParams{}, invalid("invalid task type %q", f.Type)
+	if err := p.Validate(); err != nil { // state dead or cancelled, limit 1..10000
+		return p, invalid("filter %v", err)
 	}
-	if f.Queue != "" && !validName(f.Queue) {
-		return driver.MatchParams{}, invalid("invalid queue name %q", f.Queue)
-	}
-	if f.Limit == 0 {
-		f.Limit = 1000
-	}
-	if f.Limit < 1 || f.Limit > 10000 {
-		return driver.MatchParams{}, invalid("limit must be in 1..10000, got %d", f.Limit)
-	}
-	if !f.FinishedAfter.IsZero() && !f.FinishedBefore.IsZero() && !f.FinishedAfter.Before(f.FinishedBefore) {
-		return driver.MatchParams{}, invalid("finished_after must be before finished_before")
-	}
-	return driver.MatchParams{
-		State: f.State, Type: f.Type, Queue: f.Queue,
-		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Limit: f.Limit,
-	}, nil
+	return p, nil
 }
 
 // RetryMatching requeues up to f.Limit matching dead (or cancelled) tasks:

@@ -26,15 +26,12 @@ type Client struct {
 	drv   driver.Driver
 	types map[string]options // known types and their defaults
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	queues  map[string]*queueWorker
-	running map[int64]*execution
-	// activeByType counts running handlers by task type, for type
-	// concurrency settings; guarded by mu.
-	activeByType map[string]int
-	inflight     sync.WaitGroup
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	queues   map[string]*queueWorker
+	running  map[int64]*execution
+	inflight sync.WaitGroup
 	// workCtx parents every handler context; cancelWork ends them all.
 	workCtx    context.Context
 	cancelWork context.CancelCauseFunc
@@ -50,11 +47,7 @@ type Client struct {
 	settingsMu   sync.Mutex // serializes writers of settings
 	settingsLoop *service.Loop
 
-	rateMu   sync.Mutex
-	rates    map[string]float64 // finish rate per queue, for ETA
-	ratesAt  time.Time
-	served   map[string]bool // queues some node works, for ETA
-	servedAt time.Time
+	eta etaCache // for ETA
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -63,7 +56,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}, running: map[int64]*execution{}, activeByType: map[string]int{}}
+	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}, running: map[int64]*execution{}}
 	for _, t := range cfg.Types {
 		c.types[t] = options{}
 	}

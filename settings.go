@@ -60,9 +60,10 @@ func (c *Client) queueLimit(queue string, configured int) int {
 }
 
 // claimFilter returns the task types a claim of up to n tasks must skip
-// (paused types, and types at their concurrency cap on this node) and how
-// many tasks it may take: no more than the smallest room left under a
-// type's cap, so one batch cannot overshoot it.
+// (paused types, and types whose attempts in this process, running or
+// being stored, reach their concurrency cap) and how many tasks it may
+// take: no more than the smallest room left under a type's cap, so one
+// batch cannot overshoot it.
 func (c *Client) claimFilter(n int) ([]string, int) {
 	snap := c.snapshot()
 	if len(snap.capped) == 0 {
@@ -70,9 +71,13 @@ func (c *Client) claimFilter(n int) ([]string, int) {
 	}
 	exclude := slices.Clone(snap.pausedTypes)
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	running := map[string]int{}
+	for _, ex := range c.running {
+		running[ex.row.Type]++
+	}
+	c.mu.Unlock()
 	for _, s := range snap.capped {
-		room := s.Concurrency - c.activeByType[s.Name]
+		room := s.Concurrency - running[s.Name]
 		if room <= 0 {
 			exclude = append(exclude, s.Name)
 			continue
@@ -151,15 +156,6 @@ func (c *Client) startSettingsRefresh(ctx context.Context) *service.Loop {
 	}
 	load(ctx, false) // workers start with the stored settings
 	return service.Start(ctx, func(ctx context.Context) {
-		t := time.NewTicker(c.cfg.SettingsInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				load(ctx, true)
-			}
-		}
+		service.Every(ctx, c.cfg.SettingsInterval, func(ctx context.Context) { load(ctx, true) })
 	})
 }

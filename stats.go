@@ -3,6 +3,7 @@ package keel
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -74,9 +75,9 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 			s.DeadLastHour += r.Count
 		}
 	}
-	for _, r := range recent {
-		if i, ok := idx[r.Queue]; ok {
-			s.Queues[i].PerSecond += float64(r.Count) / throughputWindow.Seconds()
+	for q, rate := range finishRates(recent) {
+		if i, ok := idx[q]; ok {
+			s.Queues[i].PerSecond = rate
 		}
 	}
 	s.Alert = s.DeadLastHour > AlertDeadPerHour
@@ -94,7 +95,7 @@ func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, 
 		return time.Time{}, false, nil
 	}
 	now := c.cfg.Now()
-	served, err := c.queueServed(ctx, t.Queue, now)
+	served, rate, err := c.etaInputs(ctx, t.Queue, now)
 	if err != nil || !served {
 		return time.Time{}, false, err
 	}
@@ -109,52 +110,55 @@ func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, 
 	if ahead == 0 {
 		return now, true, nil
 	}
-	rate, err := c.queueRate(ctx, t.Queue, now)
-	if err != nil {
-		return time.Time{}, false, err
-	}
 	if rate <= 0 {
 		return time.Time{}, false, nil
 	}
 	return now.Add(time.Duration(float64(ahead) / rate * float64(time.Second))), true, nil
 }
 
-// queueServed reports whether a registered worker process serves queue,
-// from the node registry read at most every 2s.
-func (c *Client) queueServed(ctx context.Context, queue string, now time.Time) (bool, error) {
-	c.rateMu.Lock()
-	defer c.rateMu.Unlock()
-	if c.served == nil || now.Sub(c.servedAt) > 2*time.Second || now.Before(c.servedAt) {
-		nodes, err := c.drv.ListNodes(ctx)
-		if err != nil {
-			return false, fmt.Errorf("keel: list nodes: %w", err)
-		}
-		c.served = map[string]bool{}
-		for _, n := range nodes {
-			for _, q := range n.Queues {
-				c.served[q] = true
-			}
-		}
-		c.servedAt = now
-	}
-	return c.served[queue], nil
+// etaCache holds what ETA reads besides a task's place in line: the
+// queues some registered node serves and each queue's recent finish rate,
+// read together at most every 2s so a burst of ETA requests costs two
+// queries.
+type etaCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	served map[string]bool
+	rates  map[string]float64 // finished per second over throughputWindow
 }
 
-// queueRate is the queue's recent finish rate per second, cached briefly so
-// a burst of ETA requests costs one query.
-func (c *Client) queueRate(ctx context.Context, queue string, now time.Time) (float64, error) {
-	c.rateMu.Lock()
-	defer c.rateMu.Unlock()
-	if c.rates == nil || now.Sub(c.ratesAt) > 2*time.Second || now.Before(c.ratesAt) {
+// etaInputs reports whether a registered worker process serves queue and
+// the queue's recent finish rate per second.
+func (c *Client) etaInputs(ctx context.Context, queue string, now time.Time) (served bool, rate float64, err error) {
+	e := &c.eta
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.served == nil || now.Sub(e.at) > 2*time.Second || now.Before(e.at) {
+		nodes, err := c.drv.ListNodes(ctx)
+		if err != nil {
+			return false, 0, fmt.Errorf("keel: list nodes: %w", err)
+		}
 		rows, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
 		if err != nil {
-			return 0, fmt.Errorf("keel: count finished tasks: %w", err)
+			return false, 0, fmt.Errorf("keel: count finished tasks: %w", err)
 		}
-		c.rates = map[string]float64{}
-		for _, r := range rows {
-			c.rates[r.Queue] += float64(r.Count) / throughputWindow.Seconds()
+		e.served = map[string]bool{}
+		for _, n := range nodes {
+			for _, q := range n.Queues {
+				e.served[q] = true
+			}
 		}
-		c.ratesAt = now
+		e.rates, e.at = finishRates(rows), now
 	}
-	return c.rates[queue], nil
+	return e.served[queue], e.rates[queue], nil
+}
+
+// finishRates turns counts of tasks finished over throughputWindow into
+// rates per second by queue.
+func finishRates(rows []driver.QueueCount) map[string]float64 {
+	rates := map[string]float64{}
+	for _, r := range rows {
+		rates[r.Queue] += float64(r.Count) / throughputWindow.Seconds()
+	}
+	return rates
 }

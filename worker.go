@@ -327,7 +327,6 @@ func (c *Client) startExecution(q *queueWorker, row *driver.TaskRow) {
 	ex := &execution{c: c, row: row, cancel: cancel}
 	c.mu.Lock()
 	q.active++
-	c.activeByType[row.Type]++
 	c.running[row.ID] = ex
 	c.mu.Unlock()
 	c.inflight.Add(1)
@@ -360,16 +359,9 @@ func (c *Client) execute(q *queueWorker, ctx context.Context, ex *execution) {
 		t := c.transition(ctx, row, res, start, end)
 		c.mu.Lock()
 		q.active--
-		c.activeByType[row.Type]--
 		q.finishing++
 		c.mu.Unlock()
 		q.signalFreed()
-		if c.typeCapped(row.Type) {
-			// Room under the type's cap: tasks of it may wait in any
-			// queue, which a drained worker would not look for until
-			// the poll.
-			c.wakeQueue("")
-		}
 		c.completer.Add(completer.Request{Transition: t, Done: func(applied bool, err error) {
 			c.finished(q, ex, t, applied, err)
 		}})
@@ -483,6 +475,11 @@ func (c *Client) finished(q *queueWorker, ex *execution, t driver.Transition, ap
 	}
 	if applied && t.State == driver.StatePending {
 		c.wake(row.Queue, t.RunAt)
+	}
+	if c.typeCapped(row.Type) {
+		// Room under the type's cap: its tasks may wait in any queue,
+		// which a drained worker would not look for until the poll.
+		c.wakeQueue("")
 	}
 	q.signalFreed()
 	c.inflight.Done()

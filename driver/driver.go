@@ -391,6 +391,9 @@ func SettingMillis(d *time.Duration) *int64 {
 	return &ms
 }
 
+// SettingDuration reads back a duration stored by SettingMillis.
+func SettingDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
 // Driver is the storage contract. Implementations must be safe for
 // concurrent use.
 type Driver interface {

@@ -164,25 +164,9 @@ func decodeValue(raw []byte, v reflect.Value, path string) error {
 }
 
 func decodeObject(raw []byte, v reflect.Value, path string) error {
-	if raw[0] != '{' {
-		return fieldError(path, "must be an object, got %s", jsonKind(raw))
-	}
 	fields := jsonFields(v.Type())
 	seen := map[string]bool{}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // {
-		return syntaxError(err)
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntaxError(err)
-		}
-		key, _ := tok.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return syntaxError(err)
-		}
+	return eachMember(raw, path, func(key string, val json.RawMessage) error {
 		i, ok := fields[key]
 		if !ok {
 			return badRequest("unknown field %q", join(path, truncate(key, 64)))
@@ -191,32 +175,13 @@ func decodeObject(raw []byte, v reflect.Value, path string) error {
 			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
 		}
 		seen[key] = true
-		if err := decodeValue(val, v.Field(i), join(path, key)); err != nil {
-			return err
-		}
-	}
-	return nil
+		return decodeValue(val, v.Field(i), join(path, key))
+	})
 }
 
 func decodeMap(raw []byte, v reflect.Value, path string) error {
-	if raw[0] != '{' {
-		return fieldError(path, "must be an object, got %s", jsonKind(raw))
-	}
 	m := reflect.MakeMap(v.Type())
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // {
-		return syntaxError(err)
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntaxError(err)
-		}
-		key, _ := tok.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return syntaxError(err)
-		}
+	err := eachMember(raw, path, func(key string, val json.RawMessage) error {
 		k := reflect.ValueOf(key).Convert(v.Type().Key())
 		if m.MapIndex(k).IsValid() {
 			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
@@ -226,8 +191,38 @@ func decodeMap(raw []byte, v reflect.Value, path string) error {
 			return err
 		}
 		m.SetMapIndex(k, e)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	v.Set(m)
+	return nil
+}
+
+// eachMember calls fn with every member of the JSON object raw, in order.
+func eachMember(raw []byte, path string, fn func(key string, val json.RawMessage) error) error {
+	if raw[0] != '{' {
+		return fieldError(path, "must be an object, got %s", jsonKind(raw))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return syntaxError(err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError(err)
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return syntaxError(err)
+		}
+		if err := fn(key, val); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -164,7 +164,7 @@ func scanSetting(scan func(dest ...any) error) (*driver.Setting, error) {
 		return nil, err
 	}
 	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = time.Duration(timeout)*time.Millisecond, time.Duration(base)*time.Millisecond, time.Duration(maxMS)*time.Millisecond
+	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return &r, nil
 }

@@ -136,7 +136,7 @@ func scanSetting(s scanner) (*driver.Setting, error) {
 		return nil, err
 	}
 	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = time.Duration(timeout)*time.Millisecond, time.Duration(base)*time.Millisecond, time.Duration(maxMS)*time.Millisecond
+	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
 	r.UpdatedAt = fromMicros(upd)
 	return &r, nil
 }
