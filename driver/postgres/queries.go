@@ -19,7 +19,15 @@ import (
 // caller's clock is used, else the database's now(); other instants are
 // passed as microsecond offsets from it.
 
-const nowCTE = `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now) `
+const nowCTE = `WITH t AS (SELECT ` + nowExpr + ` AS now) `
+
+// nowExpr is the statement's now as an expression. Conditions that bound
+// an index range use it rather than t.now: joined from the CTE, t.now
+// makes the scan the inner side of a nested loop, whose output the planner
+// does not know to be in index order, and once the table has statistics it
+// may sort every ready task on each claim (measured: 110 ms instead of 2 ms
+// per claim of 100 with 100,000 ready tasks).
+const nowExpr = `coalesce($1::timestamptz, now())`
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
@@ -35,8 +43,8 @@ type queries struct {
 // claimTmpl is the claim; {exclude} is empty in claim and the paused-types
 // filter in claimExcluding, so a claim that excludes nothing pays nothing.
 const claimTmpl = nowCTE + `, picked AS (
-	SELECT k.id FROM {schema}.keel_tasks k, t
-	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= t.now{exclude}
+	SELECT k.id FROM {schema}.keel_tasks k
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= ` + nowExpr + `{exclude}
 	ORDER BY k.priority DESC, k.run_at, k.id
 	LIMIT $3
 	FOR UPDATE OF k SKIP LOCKED)
@@ -105,9 +113,9 @@ FROM t
 WHERE k.id = ANY($3::bigint[]) AND k.state = 'running' AND k.lease_owner = $4
 RETURNING k.id`),
 
-		expired: q(nowCTE + `SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, k.run_at, t.now
-FROM {schema}.keel_tasks k, t
-WHERE k.state = 'running' AND k.lease_expires_at < t.now
+		expired: q(`SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, k.run_at, ` + nowExpr + `
+FROM {schema}.keel_tasks k
+WHERE k.state = 'running' AND k.lease_expires_at < ` + nowExpr + `
 ORDER BY k.lease_expires_at
 LIMIT $2
 FOR UPDATE OF k SKIP LOCKED`),
@@ -137,11 +145,11 @@ GROUP BY queue, state ORDER BY queue, state`),
 		// The ready tasks of queue $2 a claim takes before priority $3,
 		// run_at $4, id $5: two ranges of the claim index, higher
 		// priorities and the same priority earlier in line.
-		countAhead: q(nowCTE + `SELECT
-	(SELECT count(*) FROM {schema}.keel_tasks k, t
-	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority > $3 AND k.run_at <= t.now)
-	+ (SELECT count(*) FROM {schema}.keel_tasks k, t
-	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority = $3 AND k.run_at <= t.now
+		countAhead: q(`SELECT
+	(SELECT count(*) FROM {schema}.keel_tasks k
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority > $3 AND k.run_at <= ` + nowExpr + `)
+	+ (SELECT count(*) FROM {schema}.keel_tasks k
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority = $3 AND k.run_at <= ` + nowExpr + `
 		AND (k.run_at, k.id) < ($4::timestamptz, $5::bigint))`),
 
 		// Retry (same columns) for the first $7 matching tasks. A task
