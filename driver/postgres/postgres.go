@@ -98,6 +98,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	var seq string
+	if err := pool.QueryRow(ctx, `SELECT pg_get_serial_sequence($1, 'id')`, d.schema+".keel_tasks").Scan(&seq); err != nil {
+		return nil, fmt.Errorf("postgres: find the task id sequence: %w", err)
+	}
+	d.sql.reserveIDs = reserveIDsSQL(seq)
 	d.db = stdlib.OpenDBFromPool(pool)
 	return d, nil
 }
