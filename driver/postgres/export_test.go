@@ -1,6 +1,9 @@
 package postgres
 
 // Statements the plan tests explain.
-func (d *Driver) ClaimSQL() string      { return d.sql.claim }
-func (d *Driver) ExpiredSQL() string    { return d.sql.expired }
-func (d *Driver) CountAheadSQL() string { return d.sql.countAhead }
+func (d *Driver) ClaimSQL() string       { return d.sql.claim }
+func (d *Driver) ExpiredSQL() string     { return d.sql.expired }
+func (d *Driver) CountAheadSQL() string  { return d.sql.countAhead }
+func (d *Driver) SucceedManySQL() string { return d.sql.succeedMany }
+func (d *Driver) TransitionSQL() string  { return d.sql.transition }
+func (d *Driver) HeartbeatSQL() string   { return d.sql.heartbeat }
