@@ -101,7 +101,7 @@ func (d *Driver) retryNotify(ctx context.Context, now time.Time, id int64) (*dri
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{db: tx}
 		var err error
-		if row, err = d.one(ctx, q, d.sql.retry, d.now(now), id); err != nil || row == nil {
+		if row, err = d.one(ctx, q.byID(), d.sql.retry, d.now(now), id); err != nil || row == nil {
 			return err
 		}
 		return d.notifyReady(ctx, q, []*driver.TaskRow{row})

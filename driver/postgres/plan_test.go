@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
@@ -148,4 +150,131 @@ func explain(t *testing.T, ctx context.Context, schema, sql, types, args, mode s
 		t.Fatalf("explain output %s: %v", raw, err)
 	}
 	return out[0].Plan
+}
+
+// TestPlansFollowTheTable: statements first run while the task table was
+// small must not keep reading it whole once it has grown. A connection
+// caches a generic plan after five executions; for a batch finish prepared
+// on a table of a few pages that plan was a sequential scan, kept as the
+// table grew. The driver runs here on a pool of one connection, warms every
+// statement that goes by id on 60 tasks, grows the table to 20,000, and
+// checks in the table's statistics that the work that follows reads no
+// table sequentially.
+func TestPlansFollowTheTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	schema := "keel_test_plan_" + fmt.Sprint(time.Now().UnixNano()%1e9)
+	d, err := postgres.New(ctx, one, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		d.Close() //nolint:errcheck // the pool is closed next
+		if _, err := pool.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	}()
+	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(n int) {
+		t.Helper()
+		jobs := make([]keel.Job, n)
+		for i := range jobs {
+			jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
+		}
+		if _, err := c.EnqueueMany(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// work claims n tasks and runs every statement that goes by id on them.
+	work := func(n int) {
+		t.Helper()
+		now := time.Now()
+		rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: n, Owner: "w", Now: now,
+			LeaseExpiresAt: now.Add(time.Minute)})
+		if err != nil || len(rows) != n {
+			t.Fatalf("claim: %d rows, %v", len(rows), err)
+		}
+		ids := make([]int64, n)
+		finish := driver.FinishParams{Owner: "w", Now: now}
+		for i, r := range rows {
+			ids[i] = r.ID
+			state := driver.StateSucceeded
+			if i == 0 {
+				state = driver.StateDead // one transition of its own
+			}
+			finish.Transitions = append(finish.Transitions, driver.Transition{ID: r.ID, Fence: r.Fence, State: state})
+		}
+		if held, err := d.Heartbeat(ctx, driver.HeartbeatParams{Owner: "w", IDs: ids, Now: now,
+			LeaseExpiresAt: now.Add(time.Minute)}); err != nil || len(held) != n {
+			t.Fatalf("heartbeat: %d held, %v", len(held), err)
+		}
+		if done, err := d.Finish(ctx, finish); err != nil || len(done) != n {
+			t.Fatalf("finish: %d done, %v", len(done), err)
+		}
+		if _, err := d.Get(ctx, ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Retry(ctx, ids[0], now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Cancel(ctx, ids[0], now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(60)
+	for range 8 {
+		work(5)
+	}
+	enqueue(20000)
+	scans := func() (seq, idx int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = 'keel_tasks'`, schema).Scan(&seq, &idx); err != nil {
+			t.Fatal(err)
+		}
+		return seq, idx
+	}
+	// A backend's statistics reach other sessions when it flushes them; the
+	// pool's one connection is the session that ran the statements.
+	flush := func() {
+		t.Helper()
+		if _, err := one.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	var seq0, idx0 int64
+	for deadline := time.Now().Add(10 * time.Second); idx0 == 0; time.Sleep(100 * time.Millisecond) {
+		seq0, idx0 = scans()
+		if time.Now().After(deadline) {
+			t.Fatal("the warm-up's statistics did not arrive")
+		}
+	}
+	work(100)
+	flush()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		seq, idx := scans()
+		if idx > idx0 {
+			if seq != seq0 {
+				t.Fatalf("%d sequential scans of the task table after it grew to 20,000 tasks, want 0", seq-seq0)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no index scans reached the statistics")
+		}
+	}
 }

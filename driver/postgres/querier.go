@@ -17,6 +17,8 @@ type querier interface {
 	// query calls row for each result row with a scan function.
 	query(ctx context.Context, sql string, args []any, row func(scan func(dest ...any) error) error) error
 	exec(ctx context.Context, sql string, args []any) (int64, error)
+	// byID returns a querier for statements that look tasks up by id.
+	byID() querier
 }
 
 // pgxQuerier adapts a pool, connection or pgx.Tx.
@@ -25,10 +27,33 @@ type pgxQuerier struct {
 		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	}
+	// planEach has PostgreSQL plan each execution with its arguments
+	// instead of reusing a generic plan (see byID).
+	planEach bool
+}
+
+// byID plans each execution. A statement prepared while the task table was
+// small gets a generic plan that reads the table through (a sequential
+// scan, when the ids are an array) and keeps it on that connection as the
+// table grows, unless VACUUM or ANALYZE invalidates it: finishing a batch
+// took 2 ms instead of 0.13 ms on a table of 10,000 tasks with autovacuum
+// off. Planning such a statement costs about 0.15 ms of server time; the
+// claim, whose plan does not depend on the table's size, keeps its cached
+// plan.
+func (q pgxQuerier) byID() querier {
+	q.planEach = true
+	return q
+}
+
+func (q pgxQuerier) args(args []any) []any {
+	if q.planEach {
+		return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+	}
+	return args
 }
 
 func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(scan func(dest ...any) error) error) error {
-	rows, err := q.db.Query(ctx, sql, args...)
+	rows, err := q.db.Query(ctx, sql, q.args(args)...)
 	if err != nil {
 		return err
 	}
@@ -42,12 +67,16 @@ func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(
 }
 
 func (q pgxQuerier) exec(ctx context.Context, sql string, args []any) (int64, error) {
-	tag, err := q.db.Exec(ctx, sql, args...)
+	tag, err := q.db.Exec(ctx, sql, q.args(args)...)
 	return tag.RowsAffected(), err
 }
 
 // sqlQuerier adapts a caller's *sql.Tx on the pgx stdlib driver.
 type sqlQuerier struct{ tx *sql.Tx }
+
+// byID leaves planning to the caller's connection settings: database/sql
+// has no per-statement execution mode.
+func (q sqlQuerier) byID() querier { return q }
 
 func (q sqlQuerier) query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
 	rows, err := q.tx.QueryContext(ctx, query, args...)

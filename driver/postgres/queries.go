@@ -298,7 +298,7 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 			return nil, errors.New("insert task: no row inserted")
 		}
 		// The key is held: the unique index decided, load the holder.
-		err = q.query(ctx, d.sql.byKey, []any{p.IdemKey}, func(scan func(...any) error) error {
+		err = q.byID().query(ctx, d.sql.byKey, []any{p.IdemKey}, func(scan func(...any) error) error {
 			var err error
 			row, err = scanTask(scan)
 			return err
@@ -362,7 +362,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	finish := func(q querier) error {
 		ok = ok[:0]
 		if len(ids) > 0 {
-			err := q.query(ctx, d.sql.succeedMany, []any{d.now(p.Now), ids, fences, p.Owner}, func(scan func(...any) error) error {
+			err := q.byID().query(ctx, d.sql.succeedMany, []any{d.now(p.Now), ids, fences, p.Owner}, func(scan func(...any) error) error {
 				var id int64
 				if err := scan(&id); err != nil {
 					return err
@@ -423,7 +423,7 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, now ti
 	if t.Refund {
 		refund = 1
 	}
-	n, err := q.exec(ctx, d.sql.transition, []any{d.now(now), string(t.State), runAt, nullBytes(t.Result),
+	n, err := q.byID().exec(ctx, d.sql.transition, []any{d.now(now), string(t.State), runAt, nullBytes(t.Result),
 		refund, errJSON, t.ID, t.Fence, owner})
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
@@ -434,7 +434,7 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, now ti
 // Heartbeat implements driver.Driver.
 func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
 	var held []int64
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.heartbeat, []any{d.now(p.Now), offset(p.LeaseExpiresAt, p.Now),
+	err := pgxQuerier{db: d.pool}.byID().query(ctx, d.sql.heartbeat, []any{d.now(p.Now), offset(p.LeaseExpiresAt, p.Now),
 		p.IDs, p.Owner}, func(scan func(...any) error) error {
 		var id int64
 		if err := scan(&id); err != nil {
@@ -523,7 +523,7 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 }
 
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	row, err := d.one(ctx, q, d.sql.get, id)
+	row, err := d.one(ctx, q.byID(), d.sql.get, id)
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, err)
 	}
@@ -547,7 +547,7 @@ func (d *Driver) one(ctx context.Context, q querier, query string, args ...any) 
 // Cancel implements driver.Driver.
 func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	q := pgxQuerier{db: d.pool}
-	row, err := d.one(ctx, q, d.sql.cancel, d.now(now), id)
+	row, err := d.one(ctx, q.byID(), d.sql.cancel, d.now(now), id)
 	if err != nil {
 		return nil, fmt.Errorf("cancel task %d: %w", id, err)
 	}
