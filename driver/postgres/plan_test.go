@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	mathrand "math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +72,8 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 
 	statements := []struct {
 		name, sql, types, args, index, cond string
-		// The rescuer may sort what it reads: only expired leases.
+		// The rescuer may sort what it reads (only expired leases), and
+		// the statements by id their own rows, to lock them in id order.
 		sortOK bool
 	}{
 		{"claim", d.ClaimSQL(), "timestamptz, text, integer, text, bigint", "NULL, 'default', 100, 'w', 30000000",
@@ -82,12 +85,12 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 		// Statements that go by id read the primary key, not every running
 		// task through the lease index.
 		{"finish a batch", d.SucceedManySQL(), "timestamptz, bigint[], bigint[], text", "NULL, " + ids + ", " + fences + ", 'w'",
-			"keel_tasks_pkey", "id =", false},
+			"keel_tasks_pkey", "id =", true},
 		{"transition", d.TransitionSQL(), "timestamptz, text, bigint, text, integer, text, bigint, bigint, text",
 			fmt.Sprintf("NULL, 'pending', 1000, NULL, 0, NULL, %d, %d, 'w'", rows[0].ID, rows[0].Fence),
 			"keel_tasks_pkey", "id =", false},
 		{"heartbeat", d.HeartbeatSQL(), "timestamptz, bigint, bigint[], text", "NULL, 30000000, " + ids + ", 'w'",
-			"keel_tasks_pkey", "id =", false},
+			"keel_tasks_pkey", "id =", true},
 	}
 	// After VACUUM the table has a row count but no column statistics (the
 	// state the bad plan needed); after ANALYZE it has both.
@@ -276,5 +279,103 @@ func TestPlansFollowTheTable(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no index scans reached the statistics")
 		}
+	}
+}
+
+// TestFinishAndHeartbeatDoNotDeadlock: a process's heartbeat and its
+// finishing batches lock the same running rows at the same time. Each
+// statement takes its locks in id order; when the batch locked rows in the
+// order of its id array, PostgreSQL detected deadlocks between the two.
+func TestFinishAndHeartbeatDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t, postgres.Options{})
+	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	jobs := make([]keel.Job, n)
+	for i := range jobs {
+		jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
+	}
+	if _, err := c.EnqueueMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	var running []driver.TaskRow
+	for len(running) < n {
+		now := time.Now()
+		rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 100, Owner: "w", Now: now,
+			LeaseExpiresAt: now.Add(time.Hour)})
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("claim: %d rows, %v", len(rows), err)
+		}
+		running = append(running, rows...)
+	}
+	rng := mathrand.New(mathrand.NewPCG(1, 2))
+	rng.Shuffle(len(running), func(i, j int) { running[i], running[j] = running[j], running[i] })
+
+	done := make(chan struct{})
+	beatErr := make(chan error, 1)
+	go func() { // the heartbeat: every running id, in shuffled order, again and again
+		defer close(beatErr)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ids := make([]int64, 0, n)
+			for _, r := range running {
+				ids = append(ids, r.ID)
+			}
+			rng := mathrand.New(mathrand.NewPCG(3, uint64(len(ids))))
+			rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+			now := time.Now()
+			if _, err := d.Heartbeat(ctx, driver.HeartbeatParams{Owner: "w", IDs: ids, Now: now,
+				LeaseExpiresAt: now.Add(time.Hour)}); err != nil {
+				beatErr <- err
+				return
+			}
+		}
+	}()
+	// Batches of 100 in shuffled order, a fifth of them retries (each its
+	// own statement after the batch's successes), finished by four
+	// goroutines at once as a busy completer would.
+	var wg sync.WaitGroup
+	errs := make(chan error, n/100)
+	for b := 0; b < n; b += 100 {
+		batch := running[b : b+100]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := driver.FinishParams{Owner: "w", Now: time.Now()}
+			for i, r := range batch {
+				tr := driver.Transition{ID: r.ID, Fence: r.Fence, State: driver.StateSucceeded}
+				if i%5 == 0 {
+					tr.State, tr.RunAt = driver.StatePending, p.Now.Add(time.Hour)
+				}
+				p.Transitions = append(p.Transitions, tr)
+			}
+			got, err := d.Finish(ctx, p)
+			if err == nil && len(got) != len(batch) {
+				err = fmt.Errorf("finished %d of %d", len(got), len(batch))
+			}
+			errs <- err
+		}()
+		if b%400 == 300 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	close(done)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("finish: %v", err)
+		}
+	}
+	if err := <-beatErr; err != nil {
+		t.Errorf("heartbeat: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimExcluding, succeedMany, transition, heartbeat, expired, get,
+	insert, byKey, claim, claimExcluding, succeedMany, transition, heartbeat, lockByID, expired, get,
 	cancel, retry, counts, lead, resign, list,
 	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings string
 }
@@ -91,12 +91,17 @@ WHERE idem_key = $1 AND state IN ('pending', 'running', 'succeeded')`),
 		claim:          q(strings.Replace(claimTmpl, "{exclude}", "", 1)),
 		claimExcluding: q(strings.Replace(claimTmpl, "{exclude}", " AND k.type <> ALL($6::text[])", 1)),
 
-		// A success keeps lease_owner: the node that ran it.
-		succeedMany: q(nowCTE + `, b AS (SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS b(id, fence))
+		// A success keeps lease_owner: the node that ran it. Rows are
+		// locked in id order, as the heartbeat locks them (see lockByID).
+		succeedMany: q(nowCTE + `, b AS (SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS b(id, fence)),
+l AS (SELECT k.id FROM {schema}.keel_tasks k, b
+	WHERE k.id = b.id AND k.fence = b.fence AND k.state = 'running' AND k.lease_owner = $4
+	ORDER BY k.id
+	FOR UPDATE OF k)
 UPDATE {schema}.keel_tasks k
 SET state = 'succeeded', finished_at = t.now, updated_at = t.now, lease_expires_at = NULL
-FROM b, t
-WHERE k.id = b.id AND k.fence = b.fence AND k.state = 'running' AND k.lease_owner = $4
+FROM l, t
+WHERE k.id = l.id AND k.state = 'running' AND k.lease_owner = $4
 RETURNING k.id`),
 
 		// A success keeps lease_owner (the node that ran it); every other
@@ -113,11 +118,17 @@ SET state = $2,
 FROM t
 WHERE k.id = $7 AND k.fence = $8 AND k.state = 'running' AND k.lease_owner = $9`),
 
-		heartbeat: q(nowCTE + `UPDATE {schema}.keel_tasks k
+		heartbeat: q(nowCTE + `, l AS (SELECT k.id FROM {schema}.keel_tasks k
+	WHERE k.id = ANY($3::bigint[]) AND k.state = 'running' AND k.lease_owner = $4
+	ORDER BY k.id
+	FOR UPDATE OF k)
+UPDATE {schema}.keel_tasks k
 SET lease_expires_at = t.now + $2 * interval '1 microsecond', updated_at = t.now
-FROM t
-WHERE k.id = ANY($3::bigint[]) AND k.state = 'running' AND k.lease_owner = $4
+FROM l, t
+WHERE k.id = l.id AND k.state = 'running' AND k.lease_owner = $4
 RETURNING k.id`),
+
+		lockByID: q(`SELECT id FROM {schema}.keel_tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`),
 
 		expired: q(`SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, k.run_at, ` + nowExpr + `
 FROM {schema}.keel_tasks k
@@ -389,7 +400,21 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	if len(others) == 0 {
 		err = finish(pgxQuerier{db: d.pool})
 	} else {
-		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return finish(pgxQuerier{db: tx}) })
+		// One transaction takes every row lock first, in id order: the
+		// process's heartbeat locks the same rows in that order, and
+		// statements locking them in another (the batch, then each
+		// transition) deadlocked with it.
+		all := make([]int64, 0, len(p.Transitions))
+		for _, t := range p.Transitions {
+			all = append(all, t.ID)
+		}
+		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			q := pgxQuerier{db: tx}
+			if _, err := q.byID().exec(ctx, d.sql.lockByID, []any{all}); err != nil {
+				return fmt.Errorf("finish tasks: lock: %w", err)
+			}
+			return finish(q)
+		})
 	}
 	if err != nil {
 		return nil, err
