@@ -44,17 +44,7 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := open(t, postgres.Options{})
-	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := make([]keel.Job, 20000)
-	for i := range jobs {
-		jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
-	}
-	if _, err := c.EnqueueMany(ctx, jobs); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, d, 20000)
 	// Some of them running, as in a live system.
 	now := time.Now()
 	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 100, Owner: "w", Now: now,
@@ -155,6 +145,22 @@ func explain(t *testing.T, ctx context.Context, schema, sql, types, args, mode s
 	return out[0].Plan
 }
 
+// fill enqueues n tasks of type "t" through a client on d.
+func fill(t *testing.T, d driver.Driver, n int) {
+	t.Helper()
+	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]keel.Job, n)
+	for i := range jobs {
+		jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
+	}
+	if _, err := c.EnqueueMany(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPlansFollowTheTable: statements first run while the task table was
 // small must not keep reading it whole once it has grown. A connection
 // caches a generic plan after five executions; for a batch finish prepared
@@ -187,20 +193,6 @@ func TestPlansFollowTheTable(t *testing.T) {
 			t.Errorf("drop schema: %v", err)
 		}
 	}()
-	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enqueue := func(n int) {
-		t.Helper()
-		jobs := make([]keel.Job, n)
-		for i := range jobs {
-			jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
-		}
-		if _, err := c.EnqueueMany(ctx, jobs); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// work claims n tasks and runs every statement that goes by id on them.
 	work := func(n int) {
 		t.Helper()
@@ -237,11 +229,11 @@ func TestPlansFollowTheTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	enqueue(60)
+	fill(t, d, 60)
 	for range 8 {
 		work(5)
 	}
-	enqueue(20000)
+	fill(t, d, 20000)
 	scans := func() (seq, idx int64) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables
@@ -290,18 +282,8 @@ func TestFinishAndHeartbeatDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := open(t, postgres.Options{})
-	c, err := keel.NewClient(keel.Config{Driver: d, Types: []string{"t"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 3000
-	jobs := make([]keel.Job, n)
-	for i := range jobs {
-		jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
-	}
-	if _, err := c.EnqueueMany(ctx, jobs); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, d, n)
 	var running []driver.TaskRow
 	for len(running) < n {
 		now := time.Now()
