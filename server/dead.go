@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -28,25 +29,21 @@ func (s *server) listDead(w http.ResponseWriter, r *http.Request) error {
 
 // requeueDead handles POST /v1/dead/requeue: BulkRequest → BulkResponse.
 func (s *server) requeueDead(w http.ResponseWriter, r *http.Request) error {
-	f, err := s.decodeFilter(w, r)
-	if err != nil {
-		return err
-	}
-	n, err := s.c.RetryMatching(r.Context(), f)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, BulkResponse{Count: n})
-	return nil
+	return s.bulkDead(w, r, s.c.RetryMatching)
 }
 
 // purgeDead handles POST /v1/dead/purge: BulkRequest → BulkResponse.
 func (s *server) purgeDead(w http.ResponseWriter, r *http.Request) error {
+	return s.bulkDead(w, r, s.c.PurgeMatching)
+}
+
+// bulkDead applies op to the tasks a BulkRequest's filter matches.
+func (s *server) bulkDead(w http.ResponseWriter, r *http.Request, op func(context.Context, keel.Filter) (int64, error)) error {
 	f, err := s.decodeFilter(w, r)
 	if err != nil {
 		return err
 	}
-	n, err := s.c.PurgeMatching(r.Context(), f)
+	n, err := op(r.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,9 @@ type noopWorker struct {
 }
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+// schemaName is what River accepts, checked before anything is dropped.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
 
 const (
 	insertBatch = 5000
@@ -61,6 +65,9 @@ func main() {
 func run(ctx context.Context, dsn, schema string, n int, duration time.Duration) error {
 	if n < 1 || duration < 0 {
 		return errors.New("-n must be positive and --duration not negative")
+	}
+	if !schemaName.MatchString(schema) {
+		return fmt.Errorf("invalid schema name %q: use 1-40 lower-case letters, digits and '_', not starting with a digit", schema)
 	}
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {

@@ -130,11 +130,7 @@ func testListCreatedFilters(t *testing.T, e *env) {
 			t.Fatalf("task %d created %v, want %v", r.row.ID, r.row.CreatedAt, r.at)
 		}
 	}
-	cases := []struct {
-		name string
-		p    driver.ListParams
-		want []int64
-	}{
+	cases := []listCase{
 		{"after, inclusive", driver.ListParams{CreatedAfter: t1}, []int64{d.ID, c.ID, b.ID}},
 		{"before, exclusive", driver.ListParams{CreatedBefore: t1}, []int64{a.ID}},
 		{"window", driver.ListParams{CreatedAfter: t1, CreatedBefore: t2}, []int64{b.ID}},
@@ -143,16 +139,7 @@ func testListCreatedFilters(t *testing.T, e *env) {
 		{"after the last", driver.ListParams{CreatedAfter: t2.Add(time.Second)}, []int64{}},
 		{"before the first", driver.ListParams{CreatedBefore: t0}, []int64{}},
 	}
-	for _, tc := range cases {
-		tc.p.Limit = 100
-		rows, err := e.drv.List(e.ctx, tc.p)
-		if err != nil {
-			t.Fatalf("%s: list: %v", tc.name, err)
-		}
-		if got := ids(rows); !slices.Equal(got, tc.want) {
-			t.Fatalf("%s: listed %v, want %v", tc.name, got, tc.want)
-		}
-	}
+	checkListCases(t, e, cases)
 }
 
 // testListFinishedFilters: FinishedAfter is inclusive, FinishedBefore
@@ -180,11 +167,7 @@ func testListFinishedFilters(t *testing.T, e *env) {
 			t.Fatalf("unfinished task %d (%s) has finished_at %v", id, got.State, got.FinishedAt)
 		}
 	}
-	cases := []struct {
-		name string
-		p    driver.ListParams
-		want []int64
-	}{
+	cases := []listCase{
 		{"no bound", driver.ListParams{}, []int64{x.ID, r.ID, p.ID, d.ID, c.ID, b.ID, a.ID}},
 		{"after, inclusive", driver.ListParams{FinishedAfter: t2}, []int64{d.ID, c.ID, b.ID}},
 		{"before, exclusive", driver.ListParams{FinishedBefore: t2}, []int64{a.ID}},
@@ -197,16 +180,7 @@ func testListFinishedFilters(t *testing.T, e *env) {
 		{"after the last", driver.ListParams{FinishedAfter: t3.Add(time.Second)}, []int64{}},
 		{"before the first", driver.ListParams{FinishedBefore: t1}, []int64{}},
 	}
-	for _, tc := range cases {
-		tc.p.Limit = 100
-		rows, err := e.drv.List(e.ctx, tc.p)
-		if err != nil {
-			t.Fatalf("%s: list: %v", tc.name, err)
-		}
-		if got := ids(rows); !slices.Equal(got, tc.want) {
-			t.Fatalf("%s: listed %v, want %v", tc.name, got, tc.want)
-		}
-	}
+	checkListCases(t, e, cases)
 }
 
 func testClaimExcludeTypes(t *testing.T, e *env) {
@@ -416,5 +390,26 @@ func testCountAhead(t *testing.T, e *env) {
 	}
 	if got := ids(e.claim("w", now, 10)); !slices.Equal(got, want) {
 		t.Fatalf("claim order %v, want %v", got, want)
+	}
+}
+
+// listCase is a List call and the ids it must return, newest first.
+type listCase struct {
+	name string
+	p    driver.ListParams
+	want []int64
+}
+
+func checkListCases(t *testing.T, e *env, cases []listCase) {
+	t.Helper()
+	for _, tc := range cases {
+		tc.p.Limit = 100
+		rows, err := e.drv.List(e.ctx, tc.p)
+		if err != nil {
+			t.Fatalf("%s: list: %v", tc.name, err)
+		}
+		if got := ids(rows); !slices.Equal(got, tc.want) {
+			t.Fatalf("%s: listed %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

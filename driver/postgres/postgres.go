@@ -94,7 +94,6 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, err
 	}
 	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize()}
-	d.sql = newQueries(d.q)
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -102,7 +101,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 	if err := pool.QueryRow(ctx, `SELECT pg_get_serial_sequence($1, 'id')`, d.schema+".keel_tasks").Scan(&seq); err != nil {
 		return nil, fmt.Errorf("postgres: find the task id sequence: %w", err)
 	}
-	d.sql.reserveIDs = reserveIDsSQL(seq)
+	d.sql = newQueries(d.q, seq)
 	d.db = stdlib.OpenDBFromPool(pool)
 	return d, nil
 }

@@ -67,17 +67,16 @@ const matchWhere = `k.state IN ('dead', 'cancelled') AND k.state = $2
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at`
 
-// reserveIDsSQL takes $2 ids from the task table's sequence seq (as
-// pg_get_serial_sequence names it) and the statement's now. The sequence is
-// a literal: looked up in the statement, it was looked up once per id, and
-// reserving 1,000 ids took 8 ms instead of 0.5 ms.
-func reserveIDsSQL(seq string) string {
-	return `SELECT nextval('` + strings.ReplaceAll(seq, "'", "''") + `'::regclass), ` + nowExpr + `
-FROM generate_series(1, $2)`
-}
-
-func newQueries(q func(string) string) queries {
+// newQueries builds the statements; q puts the schema in, and seq is the
+// task table's id sequence as pg_get_serial_sequence names it.
+func newQueries(q func(string) string, seq string) queries {
 	return queries{
+		// $2 ids and the statement's now. The sequence is a literal: looked
+		// up in the statement, it was looked up once per id, and reserving
+		// 1,000 ids took 8 ms instead of 0.5 ms.
+		reserveIDs: `SELECT nextval('` + strings.ReplaceAll(seq, "'", "''") + `'::regclass), ` + nowExpr + `
+FROM generate_series(1, $2)`,
+
 		insert: q(nowCTE + `INSERT INTO {schema}.keel_tasks (queue, type, priority, payload, state, max_attempts,
 	run_at, timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
 SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, t.now + $7 * interval '1 microsecond', $8, $9, $10,
