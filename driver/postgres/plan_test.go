@@ -45,20 +45,26 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 	ctx := context.Background()
 	d := open(t, postgres.Options{})
 	fill(t, d, 20000)
-	// Some of them running, as in a live system.
+	// Some of them running, as in a live system: a thousand, the most one
+	// claim or one finish takes, so that a batch is large against the
+	// table.
 	now := time.Now()
-	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 100, Owner: "w", Now: now,
-		LeaseExpiresAt: now.Add(30 * time.Second)})
-	if err != nil || len(rows) != 100 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	var rows []driver.TaskRow
+	for len(rows) < 1000 {
+		got, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 1000 - len(rows), Owner: "w", Now: now,
+			LeaseExpiresAt: now.Add(30 * time.Second)})
+		if err != nil || len(got) == 0 {
+			t.Fatalf("claim: %d rows, %v", len(got), err)
+		}
+		rows = append(rows, got...)
 	}
 
-	idList, fenceList := make([]string, len(rows)), make([]string, len(rows))
+	idList, keyList := make([]string, len(rows)), make([]string, len(rows))
 	for i, r := range rows {
-		idList[i], fenceList[i] = fmt.Sprint(r.ID), fmt.Sprint(r.Fence)
+		idList[i], keyList[i] = fmt.Sprint(r.ID), fmt.Sprintf("%d:%d", r.ID, r.Fence)
 	}
 	ids := "'{" + strings.Join(idList, ",") + "}'"
-	fences := "'{" + strings.Join(fenceList, ",") + "}'"
+	keys := "'{" + strings.Join(keyList, ",") + "}'"
 
 	statements := []struct {
 		name, sql, types, args, index, cond string
@@ -66,7 +72,7 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 		// the statements by id their own rows, to lock them in id order.
 		sortOK bool
 	}{
-		{"claim", d.ClaimSQL(), "timestamptz, text, integer, text, bigint", "NULL, 'default', 100, 'w', 30000000",
+		{"claim", d.ClaimSQL(), "timestamptz, text, integer, text, bigint", "NULL, 'default', 1000, 'w', 30000000",
 			"keel_tasks_claim", "run_at <=", false},
 		{"expired", d.ExpiredSQL(), "timestamptz, integer", "NULL, 100",
 			"keel_tasks_lease", "lease_expires_at <", true},
@@ -74,7 +80,7 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 			"keel_tasks_claim", "run_at <=", false},
 		// Statements that go by id read the primary key, not every running
 		// task through the lease index.
-		{"finish a batch", d.SucceedManySQL(), "timestamptz, bigint[], bigint[], text", "NULL, " + ids + ", " + fences + ", 'w'",
+		{"finish a batch", d.SucceedManySQL(), "timestamptz, bigint[], text[], text", "NULL, " + ids + ", " + keys + ", 'w'",
 			"keel_tasks_pkey", "id =", true},
 		{"transition", d.TransitionSQL(), "timestamptz, text, bigint, text, integer, text, bigint, bigint, text",
 			fmt.Sprintf("NULL, 'pending', 1000, NULL, 0, NULL, %d, %d, 'w'", rows[0].ID, rows[0].Fence),
@@ -360,4 +366,91 @@ func TestFinishAndHeartbeatDoNotDeadlock(t *testing.T) {
 	if err := <-beatErr; err != nil {
 		t.Errorf("heartbeat: %v", err)
 	}
+}
+
+// TestHeartbeatSkipsLockedRows: a heartbeat does not wait for a row another
+// transaction holds. It renews the others, reports the held row as still
+// held (it was running under the owner when the beat began) and leaves its
+// lease alone; the next beat, once the lock is gone, renews it.
+func TestHeartbeatSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t, postgres.Options{})
+	fill(t, d, 2)
+	t0 := time.Now()
+	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 2, Owner: "w", Now: t0,
+		LeaseExpiresAt: t0.Add(time.Minute)})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	locked, free := rows[0].ID, rows[1].ID
+
+	tx, err := d.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the test ends the transaction itself
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+d.Schema()+".keel_tasks WHERE id = $1 FOR UPDATE", locked); err != nil {
+		t.Fatal(err)
+	}
+	leaseOf := func(id int64) time.Time {
+		t.Helper()
+		var at time.Time
+		if err := d.Pool().QueryRow(ctx, "SELECT lease_expires_at FROM "+d.Schema()+".keel_tasks WHERE id = $1", id).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	beat := func(until time.Time) []int64 {
+		t.Helper()
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		held, err := d.Heartbeat(bctx, driver.HeartbeatParams{Owner: "w", IDs: []int64{locked, free}, Now: time.Now(),
+			LeaseExpiresAt: until})
+		if err != nil {
+			t.Fatalf("heartbeat with a row locked elsewhere: %v", err)
+		}
+		return held
+	}
+
+	until := time.Now().Add(time.Hour)
+	if held := beat(until); !sameSet(held, []int64{locked, free}) {
+		t.Fatalf("heartbeat held %v, want both %d and %d", held, locked, free)
+	}
+	if got := leaseOf(free); got.Sub(until).Abs() > time.Second {
+		t.Errorf("free row's lease %v, want %v", got, until)
+	}
+	if got := leaseOf(locked); got.Sub(until).Abs() < 10*time.Minute {
+		t.Errorf("locked row's lease renewed to %v while another transaction held it", got)
+	}
+
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	until = time.Now().Add(2 * time.Hour)
+	if held := beat(until); !sameSet(held, []int64{locked, free}) {
+		t.Fatalf("second heartbeat held %v", held)
+	}
+	if got := leaseOf(locked); got.Sub(until).Abs() > time.Second {
+		t.Errorf("lease after the lock ended %v, want %v", got, until)
+	}
+}
+
+func sameSet(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[int64]int, len(a))
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		seen[x]--
+	}
+	for _, n := range seen {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }
