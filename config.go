@@ -81,7 +81,10 @@ type Config struct {
 	// queues and types (pause, concurrency, timeout, retry policy) that any
 	// node may change. Default 2s.
 	SettingsInterval time.Duration
-	// ClaimBatch caps how many tasks one claim takes. Default 100.
+	// ClaimBatch caps how many tasks one claim takes, 1..1000; a claim also
+	// takes no more than the queue's free worker slots. Default 100. With
+	// hundreds of workers, claims of hundreds cost the database less per
+	// task: keel bench runs 1,000 workers with claims of 500.
 	ClaimBatch int
 	// TimeoutGrace is how long a handler may keep running after its context
 	// was cancelled (timeout, stop, lost lease) before keel gives up waiting

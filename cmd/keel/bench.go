@@ -26,6 +26,7 @@ type benchOptions struct {
 	duration  time.Duration
 	rate      int
 	workers   int
+	claim     int
 	db        string
 	dsn       string
 	prefill   int
@@ -54,7 +55,8 @@ func newBenchCmd() *cobra.Command {
 	f.IntVarP(&o.n, "n", "n", 100000, "tasks to insert and drain (drain mode)")
 	f.DurationVar(&o.duration, "duration", 0, "run continuous insert-and-work for this long instead of draining")
 	f.IntVar(&o.rate, "rate", 0, "with --duration: insert this many tasks a second and report pickup latency")
-	f.IntVar(&o.workers, "workers", 200, "concurrent handlers (the queue's MaxWorkers)")
+	f.IntVar(&o.workers, "workers", 1000, "concurrent handlers (the queue's MaxWorkers)")
+	f.IntVar(&o.claim, "claim-batch", 500, "most tasks one claim takes (Config.ClaimBatch, 1..1000; the library's default is 100)")
 	f.StringVar(&o.db, "db", "", "SQLite file (default: a new file in a temporary directory, removed afterwards)")
 	f.StringVar(&o.dsn, "dsn", "", "PostgreSQL (postgres://...) or MySQL/MariaDB (mysql://...) DSN to bench instead of SQLite")
 	f.StringVar(&o.schema, "schema", "keel_bench", "with --dsn: the PostgreSQL schema or MySQL database to use; it is DROPPED and created anew")
@@ -79,6 +81,8 @@ func (o benchOptions) validate() error {
 		return errors.New("--rate needs --duration")
 	case o.workers < 1:
 		return fmt.Errorf("--workers must be positive, got %d", o.workers)
+	case o.claim < 1 || o.claim > 1000:
+		return fmt.Errorf("--claim-batch must be in 1..1000, got %d", o.claim)
 	case o.dsn != "" && o.db != "":
 		return errors.New("--db and --dsn are exclusive")
 	case o.producers < 1:
@@ -172,7 +176,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	var err error
 	b.client, err = keel.NewClient(keel.Config{
 		Driver: drv, Handlers: h,
-		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}},
+		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}}, ClaimBatch: o.claim,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -187,7 +191,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		b.profile = func() error { return pprof.StartCPUProfile(pf) }
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(out, "keel bench: %s, %d workers\n", where, o.workers)
+	fmt.Fprintf(out, "keel bench: %s, %d workers, claims of up to %d\n", where, o.workers, o.claim)
 	if o.prefill > 0 {
 		if err := b.prefillSucceeded(ctx, out, o, h); err != nil {
 			return err
@@ -228,7 +232,7 @@ func (b *benchRun) prefillSucceeded(ctx context.Context, out io.Writer, o benchO
 	start := time.Now()
 	pre, err := keel.NewClient(keel.Config{
 		Driver: b.drv, Handlers: h,
-		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}},
+		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}}, ClaimBatch: o.claim,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchRejectsBadFlags: bad settings are refused with a clear error
+// before the bench creates its database.
+func TestBenchRejectsBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--claim-batch", "0"}, "--claim-batch must be in 1..1000, got 0"},
+		{[]string{"--claim-batch", "1001"}, "--claim-batch must be in 1..1000, got 1001"},
+		{[]string{"--workers", "0"}, "--workers must be positive, got 0"},
+		{[]string{"--insert-batch", "-1"}, "--insert-batch must be positive, got -1"},
+		{[]string{"--rate", "10"}, "--rate needs --duration"},
+	} {
+		db := filepath.Join(t.TempDir(), "bench.db")
+		out, err := runKeel(t, append([]string{"bench", "-n", "10", "--db", db}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q\n%s", c.args, err, c.want, out)
+		}
+		if _, statErr := os.Stat(db); !os.IsNotExist(statErr) {
+			t.Errorf("%v: the bench created %s before refusing", c.args, db)
+		}
+	}
+}
+
+// TestBenchDrainsWithClaimBatch: a small drain with the bench's settings
+// works every task and says which settings it used.
+func TestBenchDrainsWithClaimBatch(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "bench.db")
+	out, err := runKeel(t, "bench", "-n", "3000", "--db", db, "--workers", "300", "--claim-batch", "150")
+	if err != nil {
+		t.Fatalf("keel bench: %v\n%s", err, out)
+	}
+	for _, want := range []string{"300 workers, claims of up to 150", "succeeded in database: 3000)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
