@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	mathrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,16 +49,7 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 	// Some of them running, as in a live system: a thousand, the most one
 	// claim or one finish takes, so that a batch is large against the
 	// table.
-	now := time.Now()
-	var rows []driver.TaskRow
-	for len(rows) < 1000 {
-		got, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 1000 - len(rows), Owner: "w", Now: now,
-			LeaseExpiresAt: now.Add(30 * time.Second)})
-		if err != nil || len(got) == 0 {
-			t.Fatalf("claim: %d rows, %v", len(got), err)
-		}
-		rows = append(rows, got...)
-	}
+	rows := claimAll(t, d, 1000, 30*time.Second)
 
 	idList, keyList := make([]string, len(rows)), make([]string, len(rows))
 	for i, r := range rows {
@@ -281,25 +273,16 @@ func TestPlansFollowTheTable(t *testing.T) {
 }
 
 // TestFinishAndHeartbeatDoNotDeadlock: a process's heartbeat and its
-// finishing batches lock the same running rows at the same time. Each
-// statement takes its locks in id order; when the batch locked rows in the
-// order of its id array, PostgreSQL detected deadlocks between the two.
+// finishing batches lock the same running rows at the same time, in
+// different orders. When both waited for locks, PostgreSQL detected
+// deadlocks between them; the heartbeat now skips locked rows.
 func TestFinishAndHeartbeatDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := open(t, postgres.Options{})
 	const n = 3000
 	fill(t, d, n)
-	var running []driver.TaskRow
-	for len(running) < n {
-		now := time.Now()
-		rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 100, Owner: "w", Now: now,
-			LeaseExpiresAt: now.Add(time.Hour)})
-		if err != nil || len(rows) == 0 {
-			t.Fatalf("claim: %d rows, %v", len(rows), err)
-		}
-		running = append(running, rows...)
-	}
+	running := claimAll(t, d, n, time.Hour)
 	rng := mathrand.New(mathrand.NewPCG(1, 2))
 	rng.Shuffle(len(running), func(i, j int) { running[i], running[j] = running[j], running[i] })
 
@@ -377,12 +360,7 @@ func TestHeartbeatSkipsLockedRows(t *testing.T) {
 	ctx := context.Background()
 	d := open(t, postgres.Options{})
 	fill(t, d, 2)
-	t0 := time.Now()
-	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: keel.DefaultQueue, Limit: 2, Owner: "w", Now: t0,
-		LeaseExpiresAt: t0.Add(time.Minute)})
-	if err != nil || len(rows) != 2 {
-		t.Fatalf("claim: %d rows, %v", len(rows), err)
-	}
+	rows := claimAll(t, d, 2, time.Minute)
 	locked, free := rows[0].ID, rows[1].ID
 
 	tx, err := d.Pool().Begin(ctx)
@@ -437,20 +415,21 @@ func TestHeartbeatSkipsLockedRows(t *testing.T) {
 }
 
 func sameSet(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	seen := make(map[int64]int, len(a))
-	for _, x := range a {
-		seen[x]++
-	}
-	for _, x := range b {
-		seen[x]--
-	}
-	for _, n := range seen {
-		if n != 0 {
-			return false
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
+// claimAll claims n of the filled tasks for owner "w", leased for lease.
+func claimAll(t *testing.T, d *postgres.Driver, n int, lease time.Duration) []driver.TaskRow {
+	t.Helper()
+	var rows []driver.TaskRow
+	for len(rows) < n {
+		now := time.Now()
+		got, err := d.Claim(context.Background(), driver.ClaimParams{Queue: keel.DefaultQueue, Limit: min(n-len(rows), 1000),
+			Owner: "w", Now: now, LeaseExpiresAt: now.Add(lease)})
+		if err != nil || len(got) == 0 {
+			t.Fatalf("claim: %d rows, %v", len(got), err)
 		}
+		rows = append(rows, got...)
 	}
-	return true
+	return rows
 }
