@@ -95,6 +95,17 @@ func (o benchOptions) validate() error {
 	return nil
 }
 
+// workerConfig is the configuration of a client that works the bench's
+// tasks with the bench's settings.
+func (o benchOptions) workerConfig(drv driver.Driver, h *keel.Handlers) keel.Config {
+	return keel.Config{
+		Driver: drv, Handlers: h,
+		Queues:     map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}},
+		ClaimBatch: o.claim,
+		Logger:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+}
+
 // benchRun is one bench's database, client and counters.
 type benchRun struct {
 	client  *keel.Client
@@ -174,11 +185,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return nil
 	})
 	var err error
-	b.client, err = keel.NewClient(keel.Config{
-		Driver: drv, Handlers: h,
-		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}}, ClaimBatch: o.claim,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	b.client, err = keel.NewClient(o.workerConfig(drv, h))
 	if err != nil {
 		return err
 	}
@@ -230,11 +237,7 @@ func (b *benchRun) insertWith(ctx context.Context, c *keel.Client, n, batch int)
 // measured run, so the run starts on a table holding n succeeded rows.
 func (b *benchRun) prefillSucceeded(ctx context.Context, out io.Writer, o benchOptions, h *keel.Handlers) error {
 	start := time.Now()
-	pre, err := keel.NewClient(keel.Config{
-		Driver: b.drv, Handlers: h,
-		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: o.workers}}, ClaimBatch: o.claim,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	pre, err := keel.NewClient(o.workerConfig(b.drv, h))
 	if err != nil {
 		return err
 	}
