@@ -429,7 +429,7 @@ func (c *Client) transition(ctx context.Context, row *driver.TaskRow, res runRes
 	switch {
 	case res.panic:
 		ae.Outcome = driver.OutcomePanic
-	case errors.Is(res.err, errTimeout):
+	case errors.Is(res.err, errTimeout) || isTimeout(res.err):
 		ae.Outcome = driver.OutcomeTimeout
 	case errors.As(res.err, &perm):
 		ae.Outcome = driver.OutcomePermanent
@@ -535,6 +535,14 @@ func (q *queueWorker) signalFreed() {
 	case q.freed <- struct{}{}:
 	default:
 	}
+}
+
+// isTimeout reports whether err says it is a timeout (net.Error,
+// context.DeadlineExceeded and os.ErrDeadlineExceeded do), so an outbound
+// call that timed out is recorded with outcome timeout, not error.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 func truncate(s string, n int) string {
