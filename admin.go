@@ -226,7 +226,9 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	if err != nil {
 		return nil, fmt.Errorf("keel: update queue %s: %w", name, err)
 	}
-	c.applySetting(*s)
+	if e := c.engine(); e != nil {
+		e.ApplySetting(*s)
+	}
 	return &QueueInfo{Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, UpdatedAt: s.UpdatedAt}, nil
 }
 
@@ -277,7 +279,9 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	if err != nil {
 		return nil, fmt.Errorf("keel: update type %s: %w", name, err)
 	}
-	c.applySetting(*s)
+	if e := c.engine(); e != nil {
+		e.ApplySetting(*s)
+	}
 	return &TypeInfo{
 		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts,
 		BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax, UpdatedAt: s.UpdatedAt,

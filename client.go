@@ -5,18 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/completer"
 	"github.com/keelq/keel/internal/digest"
-	"github.com/keelq/keel/internal/heartbeat"
-	"github.com/keelq/keel/internal/leader"
-	"github.com/keelq/keel/internal/nodes"
-	"github.com/keelq/keel/internal/notify"
-	"github.com/keelq/keel/internal/rescuer"
-	"github.com/keelq/keel/internal/service"
+	"github.com/keelq/keel/internal/engine"
 )
 
 // Client enqueues and inspects tasks and, when it has handlers, runs
@@ -26,26 +19,8 @@ type Client struct {
 	drv   driver.Driver
 	types map[string]options // known types and their defaults
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	queues   map[string]*queueWorker
-	running  map[int64]*execution
-	inflight sync.WaitGroup
-	// workCtx parents every handler context; cancelWork ends them all.
-	workCtx    context.Context
-	cancelWork context.CancelCauseFunc
-
-	completer *completer.Completer
-	heartbeat *heartbeat.Heartbeat
-	elector   *leader.Elector
-	rescuer   *rescuer.Rescuer
-	listener  *notify.Listener // nil unless the driver is a driver.Notifier
-	registrar *nodes.Registrar
-
-	settings     atomic.Pointer[settingsSnapshot]
-	settingsMu   sync.Mutex // serializes writers of settings
-	settingsLoop *service.Loop
+	mu  sync.Mutex
+	eng *engine.Engine // set by Start
 
 	eta etaCache // for ETA
 }
@@ -56,7 +31,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}, running: map[int64]*execution{}}
+	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}}
 	for _, t := range cfg.Types {
 		c.types[t] = options{}
 	}
@@ -263,11 +238,9 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if ex := c.running[id]; ex != nil {
-		ex.cancel(errCancelled)
+	if e := c.engine(); e != nil {
+		e.Cancel(id)
 	}
-	c.mu.Unlock()
 	return infoFromRow(row), nil
 }
 
@@ -341,22 +314,4 @@ func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error)
 		out[r.Queue][r.State] += r.Count
 	}
 	return out, nil
-}
-
-// backoff returns the retry delay for a task type after attempt.
-func (c *Client) backoff(taskType string, attempt int) time.Duration {
-	p := c.cfg.backoffPolicy()
-	if o, ok := c.types[taskType]; ok && o.backoff != nil {
-		p.Base, p.Max = o.backoff.Base, o.backoff.Max
-	}
-	if s, ok := c.snapshot().types[taskType]; ok {
-		if s.BackoffBase > 0 {
-			p.Base = s.BackoffBase
-		}
-		if s.BackoffMax > 0 {
-			p.Max = s.BackoffMax
-		}
-		p.Max = max(p.Max, p.Base)
-	}
-	return p.Delay(attempt)
 }

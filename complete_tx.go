@@ -3,9 +3,8 @@ package keel
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
-	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/engine"
 )
 
 // CompleteTx marks the task whose handler ctx belongs to as succeeded inside
@@ -18,8 +17,7 @@ import (
 // return nil. If the task is no longer held by this worker (its lease was
 // taken over or it was cancelled) it returns ErrLeaseLost: roll back.
 func CompleteTx(ctx context.Context, tx Tx, result any) error {
-	ex, _ := ctx.Value(execKey{}).(*execution)
-	if ex == nil {
+	if !engine.InHandler(ctx) {
 		return ErrNotInHandler
 	}
 	if tx == nil {
@@ -32,18 +30,6 @@ func CompleteTx(ctx context.Context, tx Tx, result any) error {
 			return invalid("result cannot be encoded as JSON: %v", err)
 		}
 	}
-	c := ex.c
-	ok, err := c.drv.FinishTx(ctx, tx, c.cfg.Node, c.cfg.Now(), driver.Transition{
-		ID: ex.row.ID, Fence: ex.row.Fence, State: driver.StateSucceeded, Result: b,
-	})
-	if err != nil {
-		return fmt.Errorf("complete task %d: %w", ex.row.ID, err)
-	}
-	if !ok {
-		return fmt.Errorf("complete task %d: %w", ex.row.ID, ErrLeaseLost)
-	}
-	c.mu.Lock()
-	ex.completedTx = true
-	c.mu.Unlock()
-	return nil
+	_, err := engine.CompleteTx(ctx, tx, b)
+	return err
 }

@@ -90,6 +90,14 @@ type Config struct {
 	// was cancelled (timeout, stop, lost lease) before keel gives up waiting
 	// and records the attempt. Default 5s.
 	TimeoutGrace time.Duration
+	// MaxRunawayHandlers bounds the handlers that ignore their ended
+	// context (timeout, stop, lost lease, cancel) and keep running past
+	// TimeoutGrace: their attempts are recorded and their slots reused, but
+	// while this many of them run the client claims no new tasks, so such
+	// a handler cannot make the process run unbounded work. Each is logged
+	// at ERROR; RunawayHandlers counts them. Default the sum of the
+	// queues' MaxWorkers.
+	MaxRunawayHandlers int
 	// MaxPayloadBytes bounds a payload. Default 1 MiB.
 	MaxPayloadBytes int
 }
@@ -115,6 +123,11 @@ func (c Config) withDefaults() Config {
 		queues[name] = q
 	}
 	c.Queues = queues
+	if c.MaxRunawayHandlers == 0 {
+		for _, q := range queues {
+			c.MaxRunawayHandlers += q.MaxWorkers
+		}
+	}
 	if c.Node == "" {
 		host, _ := os.Hostname()
 		var b [3]byte
@@ -195,6 +208,8 @@ func (c Config) validate() error {
 		return invalid("Config.HeartbeatInterval (%v) must be shorter than LeaseTTL (%v)", c.HeartbeatInterval, c.LeaseTTL)
 	case c.ClaimBatch < 1 || c.ClaimBatch > 1000:
 		return invalid("Config.ClaimBatch must be in 1..1000, got %d", c.ClaimBatch)
+	case c.MaxRunawayHandlers < 1:
+		return invalid("Config.MaxRunawayHandlers must be positive, got %d", c.MaxRunawayHandlers)
 	case c.MaxPayloadBytes < 1:
 		return invalid("Config.MaxPayloadBytes must be positive, got %d", c.MaxPayloadBytes)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/outcome"
 )
 
 // Errors returned by keel. Test for them with errors.Is.
@@ -29,7 +31,7 @@ var (
 	// ErrLeaseLost: the task is no longer held by this worker (its lease
 	// expired and another worker took it, or it was cancelled), so its
 	// completion was rejected.
-	ErrLeaseLost = errors.New("keel: task lease lost")
+	ErrLeaseLost = engine.ErrLeaseLost
 	// ErrNotInHandler: a handler-only call (CompleteTx) was made outside a
 	// handler's context.
 	ErrNotInHandler = errors.New("keel: not called from a task handler")
@@ -41,38 +43,14 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return "permanent: " + errString(e.err) }
-func (e *permanentError) Unwrap() error { return e.err }
-
 // Permanent marks err as not worth retrying: the task is dead-lettered at
 // once, whatever attempts remain.
-func Permanent(err error) error { return &permanentError{err: err} }
-
-type retryAfterError struct {
-	err   error
-	delay time.Duration
-}
-
-func (e *retryAfterError) Error() string { return errString(e.err) }
-func (e *retryAfterError) Unwrap() error { return e.err }
+func Permanent(err error) error { return &outcome.Permanent{Err: err} }
 
 // RetryAfter fails the attempt like err but retries after d instead of the
 // backoff delay (if attempts remain).
-func RetryAfter(err error, d time.Duration) error { return &retryAfterError{err: err, delay: d} }
-
-type snoozeError struct{ delay time.Duration }
-
-func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %v", e.delay) }
+func RetryAfter(err error, d time.Duration) error { return &outcome.RetryAfter{Err: err, Delay: d} }
 
 // Snooze reschedules the task to run again after d without using an
 // attempt and without recording an error.
-func Snooze(d time.Duration) error { return &snoozeError{delay: d} }
-
-func errString(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	return err.Error()
-}
+func Snooze(d time.Duration) error { return &outcome.Snooze{Delay: d} }

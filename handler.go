@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/engine"
 )
 
 // Handlers maps task types to their handlers and per-type defaults.
@@ -22,7 +23,7 @@ type handlerEntry struct {
 	defaults options
 	// run decodes the payload, calls the user's function and returns the
 	// result it set.
-	run func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error)
+	run engine.Handler
 }
 
 // HandlerFunc is a typed handler: it receives the task with its payload

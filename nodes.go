@@ -2,11 +2,7 @@ package keel
 
 import (
 	"context"
-	"os"
 	"time"
-
-	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/nodes"
 )
 
 // NodeInfo is one worker process in the node registry: every started
@@ -34,15 +30,4 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt}
 	}
 	return out, nil
-}
-
-// newRegistrar returns the node-registry service of a starting client.
-func newRegistrar(c *Client, queues []string) *nodes.Registrar {
-	host, _ := os.Hostname()
-	return nodes.New(nodes.Config{
-		Driver:   c.drv,
-		Node:     driver.NodeParams{Name: c.cfg.Node, Host: host, PID: os.Getpid(), Queues: queues, StartedAt: c.cfg.Now()},
-		Interval: c.cfg.HeartbeatInterval, LeaseTTL: c.cfg.LeaseTTL,
-		Now: c.cfg.Now, Logger: c.cfg.Logger, Leading: c.elector.Leading,
-	})
 }

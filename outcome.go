@@ -1,26 +1,22 @@
 package keel
 
 import (
-	"errors"
 	"time"
+
+	"github.com/keelq/keel/internal/outcome"
 )
 
 // IsPermanent reports whether err (or an error it wraps) was made with
 // Permanent, so a worker dead-letters the task at once.
 func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
+	return outcome.AsPermanent(err)
 }
 
 // RetryDelay reports the delay err asks for when it (or an error it wraps)
 // was made with RetryAfter. A worker waits that long instead of the backoff
 // before the next attempt (negative delays count as 0).
 func RetryDelay(err error) (time.Duration, bool) {
-	var r *retryAfterError
-	if !errors.As(err, &r) {
-		return 0, false
-	}
-	return max(r.delay, 0), true
+	return outcome.AsRetryAfter(err)
 }
 
 // SnoozeDelay reports the delay err asks for when it (or an error it wraps)
@@ -28,9 +24,5 @@ func RetryDelay(err error) (time.Duration, bool) {
 // without using an attempt. A snooze takes precedence over Permanent and
 // RetryAfter when an error wraps several of them, as it does in the worker.
 func SnoozeDelay(err error) (time.Duration, bool) {
-	var s *snoozeError
-	if !errors.As(err, &s) {
-		return 0, false
-	}
-	return s.delay, true
+	return outcome.AsSnooze(err)
 }

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/outcome"
+)
+
+// decide maps an attempt's result to the task's next state: every
+// retry-or-dead decision of a running attempt is made here.
+func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, start, end time.Time) driver.Transition {
+	t := driver.Transition{ID: row.ID, Fence: row.Fence}
+	if res.err == nil {
+		t.State, t.Result = driver.StateSucceeded, res.value
+		return t
+	}
+	if errors.Is(context.Cause(ctx), ErrStopping) {
+		// Shutdown cut the attempt short: release the task, attempt refunded.
+		t.State, t.RunAt, t.Refund = driver.StatePending, end, true
+		return t
+	}
+	if d, ok := outcome.AsSnooze(res.err); ok {
+		t.State, t.RunAt, t.Refund = driver.StatePending, end.Add(d), true
+		return t
+	}
+	ae := &driver.AttemptError{Attempt: row.Attempt, Node: e.cfg.Node, Start: start, End: end,
+		Outcome: driver.OutcomeError, Error: truncate(res.err.Error(), 4096), Stack: truncate(res.stack, 16384)}
+	t.Error = ae
+	switch {
+	case res.panic:
+		ae.Outcome = driver.OutcomePanic
+	case errors.Is(res.err, ErrTimeout) || outcome.IsTimeout(res.err):
+		ae.Outcome = driver.OutcomeTimeout
+	case outcome.AsPermanent(res.err):
+		ae.Outcome = driver.OutcomePermanent
+	}
+	delay, ok := outcome.AsRetryAfter(res.err)
+	if !ok {
+		delay = e.backoff(row.Type, row.Attempt)
+	}
+	return e.retryOrDead(t, row, end.Add(delay))
+}
+
+// retryOrDead completes a failed attempt's transition t: dead when the
+// failure is permanent or the attempts are used up, otherwise pending
+// again at retryAt. The worker and the rescuer both decide with it.
+func (e *Engine) retryOrDead(t driver.Transition, row *driver.TaskRow, retryAt time.Time) driver.Transition {
+	if t.Error.Outcome == driver.OutcomePermanent || row.Attempt >= row.MaxAttempts {
+		t.State, t.RunAt = driver.StateDead, time.Time{}
+		return t
+	}
+	t.State, t.RunAt = driver.StatePending, retryAt
+	return t
+}
+
+// backoff returns the retry delay for a task type after attempt: the
+// type's runtime settings over its registered policy over the default.
+func (e *Engine) backoff(taskType string, attempt int) time.Duration {
+	p := e.cfg.Backoff
+	if tp, ok := e.cfg.TypeBackoff[taskType]; ok {
+		p.Base, p.Max = tp.Base, tp.Max
+	}
+	if s, ok := e.settings.get().types[taskType]; ok {
+		if s.BackoffBase > 0 {
+			p.Base = s.BackoffBase
+		}
+		if s.BackoffMax > 0 {
+			p.Max = s.BackoffMax
+		}
+		p.Max = max(p.Max, p.Base)
+	}
+	return p.Delay(attempt)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

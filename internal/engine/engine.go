@@ -1,0 +1,308 @@
+// Package engine runs tasks: it claims them from a driver, executes their
+// handlers, classifies each attempt's outcome and stores it, and runs the
+// background services a worker process needs (completer, heartbeat,
+// leader election, rescuer, node registry, settings refresh, wake-ups).
+//
+// The root package keel is the user's API; it builds a Config from its own
+// configuration and handlers and hands it to New. The engine never sees a
+// keel.Client: what it needs arrives as plain values and funcs.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/backoff"
+	"github.com/keelq/keel/internal/completer"
+	"github.com/keelq/keel/internal/heartbeat"
+	"github.com/keelq/keel/internal/leader"
+	"github.com/keelq/keel/internal/nodes"
+	"github.com/keelq/keel/internal/notify"
+	"github.com/keelq/keel/internal/rescuer"
+	"github.com/keelq/keel/internal/service"
+)
+
+// Causes with which the engine cancels a handler's context; a handler can
+// read them with context.Cause.
+var (
+	ErrTimeout   = errors.New("keel: task timeout exceeded")
+	ErrStopping  = errors.New("keel: worker stopping")
+	ErrCancelled = errors.New("keel: task cancelled")
+	// ErrLeaseLost: the task is no longer held by this worker.
+	ErrLeaseLost = errors.New("keel: task lease lost")
+)
+
+// Handler runs one attempt of a task: it decodes the payload, calls the
+// user's function and returns the result it set.
+type Handler func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error)
+
+// Config is everything the engine needs, with defaults already applied
+// and validated by the caller.
+type Config struct {
+	Driver driver.Driver
+	Node   string
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Queues maps each queue this process works to its MaxWorkers.
+	Queues map[string]int
+	// Handlers maps task types to their handlers; a type mapped to nil is
+	// declared (known, with defaults) but not run here.
+	Handlers map[string]Handler
+	// Backoff is the retry policy of types without their own; TypeBackoff
+	// holds the types registered with one. Runtime settings override both.
+	Backoff     backoff.Policy
+	TypeBackoff map[string]backoff.Policy
+
+	LeaseTTL          time.Duration
+	HeartbeatInterval time.Duration
+	PollInterval      time.Duration
+	RescueInterval    time.Duration
+	SettingsInterval  time.Duration
+	ClaimBatch        int
+	TimeoutGrace      time.Duration
+	// MaxRunaway is how many handlers may ignore their ended context and
+	// keep running before the engine stops claiming; 0: no bound.
+	MaxRunaway int
+}
+
+// Engine is the running worker side of a client.
+type Engine struct {
+	cfg Config
+	drv driver.Driver
+
+	mu       sync.Mutex
+	stopped  bool
+	queues   map[string]*producer
+	running  map[int64]*execution
+	inflight sync.WaitGroup
+	// workCtx parents every handler context; cancelWork ends them all.
+	workCtx    context.Context
+	cancelWork context.CancelCauseFunc
+
+	completer *completer.Completer
+	heartbeat *heartbeat.Heartbeat
+	elector   *leader.Elector
+	rescuer   *rescuer.Rescuer
+	listener  *notify.Listener // nil unless the driver is a driver.Notifier
+	registrar *nodes.Registrar
+
+	settings settings
+	runaway  atomic.Int64 // handlers running past TimeoutGrace after their context ended
+}
+
+// Start builds the engine and starts its workers and services. ctx carries
+// values only: end the work with Stop.
+func Start(ctx context.Context, cfg Config) *Engine {
+	e := &Engine{cfg: cfg, drv: cfg.Driver, running: map[int64]*execution{}}
+	e.workCtx, e.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
+	log := cfg.Logger
+	e.completer = completer.New(completer.Config{Driver: e.drv, Owner: cfg.Node, Now: cfg.Now, Logger: log})
+	e.heartbeat = heartbeat.New(heartbeat.Config{
+		Driver: e.drv, Owner: cfg.Node, Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
+		Now: cfg.Now, Logger: log, Running: e.runningIDs, Lost: e.leaseLost,
+	})
+	e.elector = leader.New(leader.Config{Driver: e.drv, Owner: cfg.Node, TTL: cfg.LeaseTTL, Now: cfg.Now, Logger: log})
+	e.rescuer = rescuer.New(rescuer.Config{
+		Driver: e.drv, Node: cfg.Node, Interval: cfg.RescueInterval, Now: cfg.Now, Logger: log,
+		Backoff: e.backoff, Leading: e.elector.Leading,
+		Rescued: func(rows []driver.TaskRow) {
+			for _, r := range rows {
+				e.Wake(r.Queue, r.RunAt)
+			}
+		},
+	})
+	names := make([]string, 0, len(cfg.Queues))
+	for name := range cfg.Queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	host, _ := os.Hostname()
+	e.registrar = nodes.New(nodes.Config{
+		Driver:   e.drv,
+		Node:     driver.NodeParams{Name: cfg.Node, Host: host, PID: os.Getpid(), Queues: names, StartedAt: cfg.Now()},
+		Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
+		Now: cfg.Now, Logger: log, Leading: e.elector.Leading,
+	})
+	e.settings.load(ctx, e) // workers start with the stored settings
+	e.settings.loop = service.Start(ctx, func(ctx context.Context) {
+		service.Every(ctx, cfg.SettingsInterval, func(ctx context.Context) {
+			if e.settings.load(ctx, e) {
+				e.WakeQueue("") // a resumed queue or a raised limit frees slots
+			}
+		})
+	})
+	e.completer.Start(ctx)
+	e.heartbeat.Start(ctx)
+	e.elector.Start(ctx)
+	e.rescuer.Start(ctx)
+	e.registrar.Start(ctx)
+	e.mu.Lock()
+	e.queues = make(map[string]*producer, len(cfg.Queues))
+	for name, limit := range cfg.Queues {
+		e.queues[name] = newProducer(e, name, limit)
+	}
+	for _, p := range e.queues {
+		go p.run()
+	}
+	e.mu.Unlock()
+	if n, ok := e.drv.(driver.Notifier); ok {
+		// Tasks committed by other processes wake the workers at once.
+		e.listener = notify.New(notify.Config{Notifier: n, Logger: log, Wake: e.WakeQueue})
+		e.listener.Start(ctx)
+	}
+	log.Info("keel: workers started", "node", cfg.Node, "queues", names)
+	return e
+}
+
+// Stop shuts the workers down gracefully: it stops claiming, lets running
+// tasks finish until ctx is done, then cancels the rest and releases their
+// tasks to pending at once without using an attempt. It returns after every
+// task's outcome is stored and the background services have ended.
+func (e *Engine) Stop(ctx context.Context) {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return
+	}
+	e.stopped = true
+	queues := e.queues
+	e.mu.Unlock()
+
+	for _, p := range queues {
+		close(p.stop)
+	}
+	for _, p := range queues {
+		<-p.done
+		p.timer.stop()
+	}
+	finished := make(chan struct{})
+	go func() {
+		e.inflight.Wait()
+		close(finished)
+	}()
+	forced := false
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		forced = true
+		e.cancelWork(ErrStopping)
+		<-finished // bounded: each execution waits at most TimeoutGrace for its handler
+	}
+	e.cancelWork(ErrStopping)
+	e.completer.Stop()
+	e.rescuer.Stop()
+	e.heartbeat.Stop()
+	e.registrar.Stop()
+	e.settings.loop.Stop()
+	e.elector.Stop()
+	e.listener.Stop()
+	e.cfg.Logger.Info("keel: workers stopped", "node", e.cfg.Node, "cancelled_in_flight", forced)
+}
+
+// WakeQueue wakes the worker of queue now, or every worker for "".
+func (e *Engine) WakeQueue(queue string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if queue != "" {
+		if p := e.queues[queue]; p != nil {
+			p.wake()
+		}
+		return
+	}
+	for _, p := range e.queues {
+		p.wake()
+	}
+}
+
+// Wake tells the queue's worker that a task becomes ready at runAt.
+func (e *Engine) Wake(queue string, runAt time.Time) {
+	e.mu.Lock()
+	p := e.queues[queue]
+	e.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if runAt.After(e.cfg.Now()) {
+		p.wakeAt(runAt)
+		return
+	}
+	p.wake()
+}
+
+// Cancel cancels the handler running task id in this process, if any.
+func (e *Engine) Cancel(id int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ex := e.running[id]; ex != nil {
+		ex.cancel(ErrCancelled)
+	}
+}
+
+func (e *Engine) runningIDs() []int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]int64, 0, len(e.running))
+	for id := range e.running {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// leaseLost cancels handlers whose tasks are no longer ours.
+func (e *Engine) leaseLost(ids []int64, all bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if all {
+		for _, ex := range e.running {
+			ex.cancel(ErrLeaseLost)
+		}
+		return
+	}
+	for _, id := range ids {
+		// A task its handler completed with CompleteTx is no longer running
+		// in the database, but it was not lost: let the handler return.
+		if ex := e.running[id]; ex != nil && !ex.completedTx {
+			ex.cancel(ErrLeaseLost)
+		}
+	}
+}
+
+// CompleteTx stores the success of the attempt whose handler ctx belongs
+// to inside tx. inHandler is false, and nothing is done, when ctx is not a
+// handler's context; err wraps ErrLeaseLost when the task is no longer
+// held by this worker.
+func CompleteTx(ctx context.Context, tx driver.Tx, result []byte) (inHandler bool, err error) {
+	ex, _ := ctx.Value(execKey{}).(*execution)
+	if ex == nil {
+		return false, nil
+	}
+	e := ex.e
+	applied, err := e.drv.FinishTx(ctx, tx, e.cfg.Node, e.cfg.Now(), driver.Transition{
+		ID: ex.row.ID, Fence: ex.row.Fence, State: driver.StateSucceeded, Result: result,
+	})
+	if err != nil {
+		return true, fmt.Errorf("complete task %d: %w", ex.row.ID, err)
+	}
+	if !applied {
+		return true, fmt.Errorf("complete task %d: %w", ex.row.ID, ErrLeaseLost)
+	}
+	e.mu.Lock()
+	ex.completedTx = true
+	e.mu.Unlock()
+	return true, nil
+}
+
+// InHandler reports whether ctx is a handler's context.
+func InHandler(ctx context.Context) bool {
+	ex, _ := ctx.Value(execKey{}).(*execution)
+	return ex != nil
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/completer"
+)
+
+// execution is one attempt of a task running in this process.
+type execution struct {
+	e      *Engine
+	row    *driver.TaskRow
+	cancel context.CancelCauseFunc
+	// completedTx is set when the handler committed its own completion.
+	completedTx bool
+}
+
+type execKey struct{}
+
+func (e *Engine) startExecution(p *producer, row *driver.TaskRow) {
+	ctx, cancel := context.WithCancelCause(e.workCtx)
+	ex := &execution{e: e, row: row, cancel: cancel}
+	e.mu.Lock()
+	p.active++
+	e.running[row.ID] = ex
+	e.mu.Unlock()
+	e.inflight.Add(1)
+	go e.execute(p, context.WithValue(ctx, execKey{}, ex), ex)
+}
+
+// result is what one run of a handler produced.
+type result struct {
+	value json.RawMessage
+	err   error
+	stack string
+	panic bool
+}
+
+// execute runs one attempt and hands its outcome to the completer. The
+// handler runs on this goroutine; if its context ends (timeout, stop, lost
+// lease) and it does not return within TimeoutGrace, a timer reports the
+// attempt instead, the handler is counted as a runaway until it returns,
+// and its late return is ignored.
+func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
+	row := ex.row
+	start := e.cfg.Now()
+	var reported atomic.Bool
+	report := func(tctx context.Context, res result) {
+		if !reported.CompareAndSwap(false, true) {
+			return
+		}
+		if res.err != nil && tctx != nil && errors.Is(context.Cause(tctx), ErrTimeout) {
+			res.err = fmt.Errorf("%w after %v: %v", ErrTimeout, row.Timeout, res.err)
+		}
+		end := e.cfg.Now()
+		t := e.decide(ctx, row, res, start, end)
+		e.mu.Lock()
+		p.active--
+		p.finishing++
+		e.mu.Unlock()
+		p.signalFreed()
+		e.completer.Add(completer.Request{Transition: t, Done: func(applied bool, err error) {
+			e.finished(p, ex, t, applied, err)
+		}})
+	}
+	h := e.cfg.Handlers[row.Type]
+	if h == nil {
+		report(nil, result{err: fmt.Errorf("no handler for task type %q on node %s", row.Type, e.cfg.Node)})
+		return
+	}
+	tctx, cancelT := context.WithTimeoutCause(ctx, row.Timeout, ErrTimeout)
+	defer cancelT()
+	var grace atomic.Pointer[time.Timer]
+	var runaway atomic.Bool
+	stopWatch := context.AfterFunc(tctx, func() {
+		grace.Store(time.AfterFunc(e.cfg.TimeoutGrace, func() {
+			cause := context.Cause(tctx)
+			runaway.Store(true)
+			e.runawayStarted(row, cause)
+			report(tctx, result{err: fmt.Errorf("handler did not return within %v after its context ended: %w",
+				e.cfg.TimeoutGrace, cause)})
+		}))
+	})
+	res := runHandler(tctx, h, row)
+	if !stopWatch() {
+		// The context ended while the handler ran: the grace timer may be
+		// armed (or about to be); whichever reports first wins.
+		for i := 0; i < 1000 && grace.Load() == nil; i++ {
+			runtime.Gosched()
+		}
+		if t := grace.Load(); t != nil && !t.Stop() {
+			// The timer fired: wait for its callback to mark the runaway,
+			// so that its end is counted exactly once.
+			for !runaway.Load() {
+				runtime.Gosched()
+			}
+		}
+	}
+	if runaway.Load() {
+		e.runawayEnded(row, start)
+	}
+	report(tctx, res)
+}
+
+func runHandler(ctx context.Context, h Handler, row *driver.TaskRow) (res result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = result{err: fmt.Errorf("panic: %v", p), stack: string(debug.Stack()), panic: true}
+		}
+	}()
+	value, err := h(ctx, row)
+	return result{value: value, err: err}
+}
+
+// finished runs once an attempt's outcome is stored (or rejected).
+func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, applied bool, err error) {
+	row := ex.row
+	log := e.cfg.Logger
+	e.mu.Lock()
+	completedTx := ex.completedTx
+	if e.running[row.ID] == ex { // a newer attempt of the task may have replaced this one
+		delete(e.running, row.ID)
+	}
+	p.finishing--
+	e.mu.Unlock()
+	ex.cancel(nil)
+	switch {
+	case err != nil:
+		log.Error("keel: storing task outcome failed; the lease will expire and the task be rescued",
+			"task_id", row.ID, "type", row.Type, "attempt", row.Attempt, "error", err)
+	case completedTx:
+		// The handler's own transaction stored the outcome.
+	case !applied:
+		log.Warn("keel: task outcome rejected: lease lost or task cancelled",
+			"task_id", row.ID, "type", row.Type, "attempt", row.Attempt, "state", t.State)
+	case t.Error != nil:
+		log.Warn("keel: task attempt failed", "task_id", row.ID, "type", row.Type, "queue", row.Queue,
+			"attempt", row.Attempt, "outcome", t.Error.Outcome, "next_state", t.State, "error", t.Error.Error)
+	}
+	if applied && t.State == driver.StatePending {
+		e.Wake(row.Queue, t.RunAt)
+	}
+	if e.typeCapped(row.Type) {
+		// Room under the type's cap: its tasks may wait in any queue,
+		// which a drained worker would not look for until the poll.
+		e.WakeQueue("")
+	}
+	p.signalFreed()
+	e.inflight.Done()
+}

@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/service"
+)
+
+// settings holds the runtime settings (keel_settings) as last read.
+type settings struct {
+	snap atomic.Pointer[snapshot]
+	mu   sync.Mutex // serializes writers
+	loop *service.Loop
+}
+
+// snapshot is one reading of the runtime settings.
+type snapshot struct {
+	queues      map[string]driver.Setting
+	types       map[string]driver.Setting
+	pausedTypes []string
+	capped      []driver.Setting // unpaused types with a concurrency cap
+}
+
+func newSnapshot(rows []driver.Setting) *snapshot {
+	s := &snapshot{queues: map[string]driver.Setting{}, types: map[string]driver.Setting{}}
+	for _, r := range rows {
+		switch r.Kind {
+		case driver.SettingQueue:
+			s.queues[r.Name] = r
+		case driver.SettingType:
+			s.types[r.Name] = r
+			if r.Paused {
+				s.pausedTypes = append(s.pausedTypes, r.Name)
+			} else if r.Concurrency > 0 {
+				s.capped = append(s.capped, r)
+			}
+		}
+	}
+	return s
+}
+
+func (s *settings) get() *snapshot {
+	if p := s.snap.Load(); p != nil {
+		return p
+	}
+	return &snapshot{}
+}
+
+// load reads keel_settings and reports whether anything changed.
+func (s *settings) load(ctx context.Context, e *Engine) bool {
+	lctx, cancel := context.WithTimeout(ctx, max(e.cfg.SettingsInterval, time.Second))
+	defer cancel()
+	rows, err := e.drv.ListSettings(lctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("keel: reading runtime settings failed", "error", err)
+		}
+		return false
+	}
+	next := newSnapshot(rows)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.get()
+	s.snap.Store(next)
+	return !reflect.DeepEqual(old.queues, next.queues) || !reflect.DeepEqual(old.types, next.types)
+}
+
+// ApplySetting puts one changed setting into the snapshot at once (the
+// refresh loop brings the others' changes) and wakes the queues it may
+// have unblocked.
+func (e *Engine) ApplySetting(set driver.Setting) {
+	s := &e.settings
+	s.mu.Lock()
+	old := s.get()
+	rows := make([]driver.Setting, 0, len(old.queues)+len(old.types)+1)
+	for _, r := range old.queues {
+		if set.Kind != driver.SettingQueue || r.Name != set.Name {
+			rows = append(rows, r)
+		}
+	}
+	for _, r := range old.types {
+		if set.Kind != driver.SettingType || r.Name != set.Name {
+			rows = append(rows, r)
+		}
+	}
+	s.snap.Store(newSnapshot(append(rows, set)))
+	s.mu.Unlock()
+	e.WakeQueue("")
+}
+
+// queueLimit is how many of queue's tasks may run at once on this node now:
+// the configured MaxWorkers, lowered by a concurrency setting, 0 when the
+// queue is paused.
+func (e *Engine) queueLimit(queue string, configured int) int {
+	s, ok := e.settings.get().queues[queue]
+	switch {
+	case !ok:
+		return configured
+	case s.Paused:
+		return 0
+	case s.Concurrency > 0:
+		return min(configured, s.Concurrency)
+	}
+	return configured
+}
+
+// claimFilter returns the task types a claim of up to n tasks must skip
+// (paused types, and types whose attempts in this process, running or
+// being stored, reach their concurrency cap) and how many tasks it may
+// take: no more than the smallest room left under a type's cap, so one
+// batch cannot overshoot it.
+func (e *Engine) claimFilter(n int) ([]string, int) {
+	snap := e.settings.get()
+	if len(snap.capped) == 0 {
+		return snap.pausedTypes, n
+	}
+	exclude := slices.Clone(snap.pausedTypes)
+	e.mu.Lock()
+	running := map[string]int{}
+	for _, ex := range e.running {
+		running[ex.row.Type]++
+	}
+	e.mu.Unlock()
+	for _, s := range snap.capped {
+		room := s.Concurrency - running[s.Name]
+		if room <= 0 {
+			exclude = append(exclude, s.Name)
+			continue
+		}
+		n = min(n, room)
+	}
+	return exclude, n
+}
+
+// typeCapped reports whether taskType has a concurrency cap.
+func (e *Engine) typeCapped(taskType string) bool {
+	s, ok := e.settings.get().types[taskType]
+	return ok && !s.Paused && s.Concurrency > 0
+}
+
+// applyTypeSettings overrides a claimed row's timeout and max attempts with
+// its type's runtime settings.
+func (e *Engine) applyTypeSettings(row *driver.TaskRow) {
+	s, ok := e.settings.get().types[row.Type]
+	if !ok {
+		return
+	}
+	if s.Timeout > 0 {
+		row.Timeout = s.Timeout
+	}
+	if s.MaxAttempts > 0 {
+		row.MaxAttempts = s.MaxAttempts
+	}
+}
