@@ -7,7 +7,9 @@ import (
 )
 
 // Policy is an exponential backoff: Base × 2^(attempt-1), spread by ±Jitter
-// (a fraction, 0.2 = ±20 %), never more than Max.
+// (a fraction, 0.2 = ±20 %), never more than Max. Near the cap the spread
+// stays below it: a delay is drawn from [d×(1-Jitter), min(d×(1+Jitter),
+// Max)], so retries that reached the cap still spread out.
 type Policy struct {
 	Base   time.Duration
 	Max    time.Duration
@@ -21,15 +23,19 @@ func (p Policy) Delay(attempt int) time.Duration {
 		attempt = 1
 	}
 	d := p.Base
-	for i := 1; i < attempt && d < p.Max; i++ {
+	for i := 1; i < attempt && (p.Max <= 0 || d < p.Max); i++ {
 		d *= 2
 	}
 	if p.Max > 0 && d > p.Max {
 		d = p.Max
 	}
 	if p.Jitter > 0 {
-		spread := float64(d) * p.Jitter
-		d = time.Duration(float64(d) - spread + rand.Float64()*2*spread)
+		lo := float64(d) * (1 - p.Jitter)
+		hi := float64(d) * (1 + p.Jitter)
+		if p.Max > 0 {
+			hi = min(hi, float64(p.Max))
+		}
+		d = time.Duration(lo + rand.Float64()*(hi-lo))
 	}
 	if d < 0 {
 		d = 0
