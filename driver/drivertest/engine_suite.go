@@ -58,6 +58,8 @@ var engineTests = []test{
 	{"SettingsBadInputWritesNothing", testEngineSettingsBadInput},
 	{"BulkDeadLetters", testEngineBulkDeadLetters},
 	{"ETAAndStats", testEngineETAAndStats},
+	{"RetryWakesOnTime", testEngineRetryWakesOnTime},
+	{"RunawayHandlersStopClaims", testEngineRunawayHandlersStopClaims},
 }
 
 // args is the payload of the suite's tasks.
