@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/backoff"
+	"github.com/keelq/keel/internal/outcome"
+)
+
+func TestDecide(t *testing.T) {
+	e := &Engine{cfg: Config{Node: "n1",
+		Backoff:     backoff.Policy{Base: time.Second, Max: time.Minute},
+		TypeBackoff: map[string]backoff.Policy{"slow": {Base: 10 * time.Second, Max: time.Hour}},
+	}}
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := start.Add(time.Second)
+	stopping, stop := context.WithCancelCause(context.Background())
+	stop(ErrStopping)
+	var netTimeout net.Error = &net.DNSError{IsTimeout: true}
+	cases := []struct {
+		name    string
+		ctx     context.Context
+		typ     string
+		attempt int
+		res     result
+		state   driver.State
+		runAt   time.Time
+		outcome driver.Outcome // "" when no error is recorded
+		refund  bool
+	}{
+		{name: "success", res: result{value: []byte(`1`)}, state: driver.StateSucceeded},
+		{name: "error retries with backoff", res: result{err: errors.New("x")}, state: driver.StatePending,
+			runAt: end.Add(2 * time.Second), outcome: driver.OutcomeError, attempt: 2},
+		{name: "type backoff", typ: "slow", res: result{err: errors.New("x")}, state: driver.StatePending,
+			runAt: end.Add(10 * time.Second), outcome: driver.OutcomeError},
+		{name: "last attempt dies", attempt: 3, res: result{err: errors.New("x")}, state: driver.StateDead, outcome: driver.OutcomeError},
+		{name: "permanent dies at once", res: result{err: fmt.Errorf("w: %w", &outcome.Permanent{Err: errors.New("x")})},
+			state: driver.StateDead, outcome: driver.OutcomePermanent},
+		{name: "retry after", res: result{err: &outcome.RetryAfter{Err: errors.New("x"), Delay: time.Hour}},
+			state: driver.StatePending, runAt: end.Add(time.Hour), outcome: driver.OutcomeError},
+		{name: "negative retry after is now", res: result{err: &outcome.RetryAfter{Err: errors.New("x"), Delay: -time.Hour}},
+			state: driver.StatePending, runAt: end, outcome: driver.OutcomeError},
+		{name: "snooze refunds", res: result{err: fmt.Errorf("w: %w", &outcome.Snooze{Delay: time.Minute})},
+			state: driver.StatePending, runAt: end.Add(time.Minute), refund: true},
+		{name: "panic", res: result{err: errors.New("panic: x"), panic: true, stack: "s"}, state: driver.StatePending,
+			runAt: end.Add(time.Second), outcome: driver.OutcomePanic},
+		{name: "timeout", res: result{err: fmt.Errorf("%w after 1s", ErrTimeout)}, state: driver.StatePending,
+			runAt: end.Add(time.Second), outcome: driver.OutcomeTimeout},
+		{name: "network timeout", res: result{err: fmt.Errorf("call: %w", netTimeout)}, state: driver.StatePending,
+			runAt: end.Add(time.Second), outcome: driver.OutcomeTimeout},
+		{name: "stop releases, refunded", ctx: stopping, res: result{err: context.Canceled}, state: driver.StatePending,
+			runAt: end, refund: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			row := &driver.TaskRow{ID: 7, Fence: 9, Type: tc.typ, Attempt: max(tc.attempt, 1), MaxAttempts: 3}
+			got := e.decide(ctx, row, tc.res, start, end)
+			if got.ID != 7 || got.Fence != 9 || got.State != tc.state || !got.RunAt.Equal(tc.runAt) || got.Refund != tc.refund {
+				t.Fatalf("got %+v", got)
+			}
+			switch {
+			case tc.outcome == "" && got.Error != nil:
+				t.Fatalf("recorded an error: %+v", got.Error)
+			case tc.outcome != "" && (got.Error == nil || got.Error.Outcome != tc.outcome || got.Error.Node != "n1" ||
+				got.Error.Attempt != row.Attempt || !got.Error.Start.Equal(start) || !got.Error.End.Equal(end)):
+				t.Fatalf("error %+v, want outcome %s", got.Error, tc.outcome)
+			}
+		})
+	}
+}
