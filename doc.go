@@ -113,9 +113,13 @@
 // without using an attempt.
 //
 // A task enqueued in the same process wakes its worker at once, and one
-// this process schedules for later (Delay, RunAt, retries, snoozes) wakes
-// it by timer when due; tasks enqueued by other processes are found by
-// polling every Config.PollInterval.
+// this process schedules for later (Delay, RunAt, retries, snoozes,
+// rescues) wakes it by timer when due, whatever the poll interval; tasks
+// enqueued by other processes are found by polling every
+// Config.PollInterval. A handler that ignores its ended context past
+// Config.TimeoutGrace is a runaway: its attempt is recorded and its slot
+// reused, and while Config.MaxRunawayHandlers of them run the client
+// claims nothing (Client.RunawayHandlers counts them).
 //
 // # Operating
 //
@@ -138,13 +142,14 @@
 //
 //	MaxAttempts        4 (one run and three retries)
 //	Timeout            60s per attempt
-//	BackoffBase/Max    30s doubling per retry, at most 1h, ±20% jitter
+//	BackoffBase/Max    30s doubling per retry, ±20% jitter, never above 1h
 //	LeaseTTL           30s, renewed every HeartbeatInterval (10s)
 //	PollInterval       1s
 //	RescueInterval     10s
 //	SettingsInterval   2s
 //	ClaimBatch         100
 //	TimeoutGrace       5s
+//	MaxRunawayHandlers the sum of the queues' MaxWorkers
 //	MaxPayloadBytes    1 MiB
 //	Queues             {"default": 10 workers}
 package keel
