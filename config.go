@@ -127,6 +127,7 @@ func (c Config) withDefaults() Config {
 		for _, q := range queues {
 			c.MaxRunawayHandlers += q.MaxWorkers
 		}
+		c.MaxRunawayHandlers = max(c.MaxRunawayHandlers, 1) // no queues: nothing runs
 	}
 	if c.Node == "" {
 		host, _ := os.Hostname()
