@@ -58,6 +58,7 @@ var engineTests = []test{
 	{"SettingsBadInputWritesNothing", testEngineSettingsBadInput},
 	{"BulkDeadLetters", testEngineBulkDeadLetters},
 	{"ETAAndStats", testEngineETAAndStats},
+	{"RunAtRange", testEngineRunAtRange},
 }
 
 // args is the payload of the suite's tasks.
