@@ -58,7 +58,8 @@
 // (default 10s) runs from the connection being ready until the whole
 // response, body included, has been read; and the task's own timeout
 // (keel.Timeout, default 60s) bounds the attempt as a whole. Failures are
-// recorded by kind and retried:
+// recorded by kind and retried; connect and read timeouts with outcome
+// timeout, the others with outcome error:
 //
 //	connect to render.internal:443: connection refused
 //	connect timeout after 2s (POST https://render.internal/keel/invoice)
