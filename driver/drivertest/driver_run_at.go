@@ -116,6 +116,11 @@ func testEngineRunAtRange(t *testing.T, e *env) {
 			t.Errorf("RunAt(%v): %v, want ErrInvalid naming run_at", at, err)
 		}
 	}
+	// A Delay that lands beyond the range is refused the same way.
+	late := e.newClient(keel.Config{Types: []string{"dt.task"}, Now: func() time.Time { return lastRunAt.Add(-time.Hour) }})
+	if _, err := late.Enqueue(e.ctx, "dt.task", args{N: 5}, keel.Delay(2*time.Hour)); !errors.Is(err, keel.ErrInvalid) || !strings.Contains(err.Error(), "run_at") {
+		t.Errorf("Delay past the range: %v, want ErrInvalid naming run_at", err)
+	}
 	if n := e.total(); n != before {
 		t.Fatalf("%d tasks after refused enqueues, want %d", n, before)
 	}
