@@ -184,6 +184,9 @@ func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
 	}
 	if o.delay != nil {
 		p.RunAt = now.Add(*o.delay)
+		if err := checkRunAt(p.RunAt, " (now plus delay "+o.delay.String()+")"); err != nil {
+			return driver.InsertParams{}, err
+		}
 	}
 	switch {
 	case o.uniqueBy != nil:

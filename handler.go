@@ -45,7 +45,7 @@ func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Opti
 	h.m[taskType] = &handlerEntry{typ: taskType, defaults: defaults, run: func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error) {
 		task := &Task[T]{
 			ID: row.ID, Type: row.Type, Queue: row.Queue, Priority: row.Priority, Attempt: row.Attempt,
-			MaxAttempts: row.MaxAttempts, CreatedAt: row.CreatedAt, Payload: row.Payload,
+			MaxAttempts: row.MaxAttempts, Delivery: row.Fence, CreatedAt: row.CreatedAt, Payload: row.Payload,
 		}
 		if err := json.Unmarshal(row.Payload, &task.Args); err != nil {
 			return nil, Permanent(fmt.Errorf("decode payload into %T: %w", task.Args, err))

@@ -31,8 +31,30 @@ func Queue(name string) Option { return func(o *options) { o.queue = ptr(name) }
 // Priority orders ready tasks of a queue: larger runs first. Default 0.
 func Priority(p int) Option { return func(o *options) { o.priority = ptr(p) } }
 
-// RunAt schedules the task not to start before t. Default now.
+// RunAt schedules the task not to start before t. t must lie in the years
+// 1000 to 9999 (UTC), the range every supported database stores exactly
+// (to the microsecond); a time outside it is refused with ErrInvalid.
+// Default now.
 func RunAt(t time.Time) Option { return func(o *options) { o.runAt = ptr(t) } }
+
+// The run times keel accepts, [minRunAt, endRunAt): the range of MariaDB's
+// DATETIME(6), the narrowest of the three databases (PostgreSQL's
+// timestamptz spans 4713 BC to 294276 AD, SQLite stores Unix microseconds
+// in an int64).
+var (
+	minRunAt = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+	endRunAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// checkRunAt refuses a run time outside the range every database stores
+// exactly; how, when not empty, says how the time came about.
+func checkRunAt(t time.Time, how string) error {
+	if t.Before(minRunAt) || !t.Before(endRunAt) {
+		return invalid("run_at %s%s is out of range: use a time in the years 1000 to 9999 (UTC)",
+			t.UTC().Format(time.RFC3339Nano), how)
+	}
+	return nil
+}
 
 // Delay schedules the task to start d from now. Default 0.
 func Delay(d time.Duration) Option { return func(o *options) { o.delay = ptr(d) } }
@@ -53,8 +75,8 @@ func UniqueBy(naturalKey string) Option { return func(o *options) { o.uniqueBy =
 
 // IdempotencyKey dedupes by the caller's own key. A replay with the same
 // payload returns the existing task with Duplicate set; the same key with a
-// different payload fails with ErrIdempotencyConflict. Dead and cancelled
-// tasks release their key.
+// different payload or type fails with ErrIdempotencyConflict. Dead and
+// cancelled tasks release their key.
 func IdempotencyKey(key string) Option { return func(o *options) { o.idemKey = ptr(key) } }
 
 // Backoff sets a type's retry delays: base × 2^(attempt-1), at most max,
@@ -104,6 +126,11 @@ func (o options) validate() error {
 		return invalid("RunAt and Delay are exclusive")
 	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
 		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
+	}
+	if o.runAt != nil {
+		if err := checkRunAt(*o.runAt, ""); err != nil {
+			return err
+		}
 	}
 	for k := range o.meta {
 		if k == "" || len(k) > 128 {

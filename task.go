@@ -34,10 +34,15 @@ type Task[T any] struct {
 	Priority    int
 	Attempt     int // 1 on the first run
 	MaxAttempts int
-	CreatedAt   time.Time
-	Args        T
-	Payload     json.RawMessage
-	result      json.RawMessage
+	// Delivery numbers this run of the task among all its runs, from 1; it
+	// never repeats. Attempt can: a run cut off by a graceful stop gives
+	// its attempt back, so the next run has the same Attempt but a larger
+	// Delivery. Numbers can be skipped (it counts the task's claims).
+	Delivery  int64
+	CreatedAt time.Time
+	Args      T
+	Payload   json.RawMessage
+	result    json.RawMessage
 }
 
 // SetResult stores v (encoded as JSON) as the task's result when it

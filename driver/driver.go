@@ -50,8 +50,8 @@ var (
 	// ErrNotFound: no task with that id.
 	ErrNotFound = errors.New("keel: task not found")
 	// ErrIdempotencyConflict: the idempotency key is held by a task with a
-	// different payload.
-	ErrIdempotencyConflict = errors.New("keel: idempotency key already used with a different payload")
+	// different payload or type.
+	ErrIdempotencyConflict = errors.New("keel: idempotency key already used with a different payload or type")
 	// ErrWrongState: the operation does not apply to the task's current state.
 	ErrWrongState = errors.New("keel: task is not in a state that allows this")
 )

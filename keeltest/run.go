@@ -136,7 +136,7 @@ func Run[T any](ctx context.Context, handler keel.HandlerFunc[T], args T, opts .
 	}
 	task := &keel.Task[T]{
 		ID: cfg.id, Type: cfg.taskType, Queue: cfg.queue, Priority: cfg.priority,
-		Attempt: cfg.attempt, MaxAttempts: cfg.maxAttempts, CreatedAt: cfg.createdAt,
+		Attempt: cfg.attempt, MaxAttempts: cfg.maxAttempts, Delivery: int64(cfg.attempt), CreatedAt: cfg.createdAt,
 	}
 	out := &Outcome[T]{Task: task}
 	payload, err := json.Marshal(args)

@@ -27,7 +27,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	j := job(req)
 	info, err := s.c.Enqueue(r.Context(), j.Type, j.Payload, j.Options...)
 	if err != nil {
-		return err
+		return enqueueError(err)
 	}
 	// The task is stored: from here on nothing may turn the answer into an
 	// error, or the caller would submit it again.
@@ -63,7 +63,7 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	infos, err := s.c.EnqueueMany(r.Context(), jobs)
 	if err != nil {
-		return err
+		return enqueueError(err)
 	}
 	resp := BatchResponse{Tasks: make([]Task, len(infos))}
 	for i, info := range infos {
@@ -71,6 +71,17 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusCreated, resp)
 	return nil
+}
+
+// enqueueError shapes a failed enqueue's error for the caller. A held
+// idempotency key is a 409 in one sentence: keel's error also names the
+// steps that failed and the task holding the key, which in a batch may be
+// one of the batch's own tasks, never stored.
+func enqueueError(err error) error {
+	if errors.Is(err, keel.ErrIdempotencyConflict) {
+		return &apiError{status: http.StatusConflict, detail: "idempotency key already used with a different payload or type"}
+	}
+	return err
 }
 
 // job turns a request into keel's enqueue arguments; keel validates them.

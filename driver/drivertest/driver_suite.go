@@ -51,6 +51,7 @@ var driverTests = []test{
 	{"InsertTx", testInsertTx},
 	{"FinishTx", testFinishTx},
 	{"InsertTxConflictWritesNothing", testInsertTxConflict},
+	{"RunAtRange", testRunAtRange},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -60,6 +60,7 @@ var engineTests = []test{
 	{"ETAAndStats", testEngineETAAndStats},
 	{"RetryWakesOnTime", testEngineRetryWakesOnTime},
 	{"RunawayHandlersStopClaims", testEngineRunawayHandlersStopClaims},
+	{"RunAtRange", testEngineRunAtRange},
 }
 
 // args is the payload of the suite's tasks.

@@ -159,8 +159,9 @@ func (d *Driver) now(t time.Time) any {
 }
 
 // offset is t relative to now in microseconds, for SQL that adds it to the
-// (database) now.
-func offset(t, now time.Time) int64 { return t.Sub(now).Microseconds() }
+// (database) now. It subtracts Unix microseconds: time.Sub saturates at
+// ±292 years, whereas these differences fit an int64 for ±292,000.
+func offset(t, now time.Time) int64 { return t.UnixMicro() - now.UnixMicro() }
 
 // maxLockRetries is how often a deadlocked or timed-out unit of work is
 // retried before its error is returned.

@@ -82,7 +82,7 @@ func (d *Driver) copyInsert(ctx context.Context, tx pgx.Tx, params []driver.Inse
 	values := make([][]any, len(which))
 	for j, i := range which {
 		p := params[i]
-		runAt := base.Add(p.RunAt.Sub(p.Now))
+		runAt := time.UnixMicro(base.UnixMicro() + offset(p.RunAt, p.Now)).UTC()
 		rows[j] = &driver.TaskRow{ID: ids[j], Queue: p.Queue, Type: p.Type, Priority: p.Priority, Payload: p.Payload,
 			State: driver.StatePending, MaxAttempts: p.MaxAttempts, RunAt: runAt.Truncate(time.Microsecond),
 			Timeout: p.Timeout.Truncate(time.Millisecond), PayloadDigest: p.PayloadDigest,

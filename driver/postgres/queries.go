@@ -30,6 +30,14 @@ const nowCTE = `WITH t AS (SELECT ` + nowExpr + ` AS now) `
 // per claim of 100 with 100,000 ready tasks).
 const nowExpr = `coalesce($1::timestamptz, now())`
 
+// plusMicros is SQL for t.now plus the bigint parameter p in microseconds,
+// exact at any distance: interval * number multiplies in float8, which
+// rounds beyond 2^53 µs (285 years), so whole seconds (exact in float8
+// times 10^6 for 18,000 years) and the remaining microseconds go apart.
+func plusMicros(p string) string {
+	return `t.now + ` + p + `::bigint / 1000000 * interval '1 second' + ` + p + `::bigint % 1000000 * interval '1 microsecond'`
+}
+
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
 	finished_at, updated_at, errors, result, meta`
@@ -80,7 +88,7 @@ FROM generate_series(1, $2)`,
 
 		insert: q(nowCTE + `INSERT INTO {schema}.keel_tasks (queue, type, priority, payload, state, max_attempts,
 	run_at, timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
-SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, t.now + $7 * interval '1 microsecond', $8, $9, $10,
+SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, ` + plusMicros("$7") + `, $8, $9, $10,
 	t.now, t.now, $11::text::jsonb FROM t
 ON CONFLICT DO NOTHING
 RETURNING ` + taskColumns),
@@ -112,7 +120,7 @@ RETURNING k.id`),
 		// state clears it.
 		transition: q(nowCTE + `UPDATE {schema}.keel_tasks k
 SET state = $2,
-	run_at = CASE WHEN $3::bigint IS NULL THEN k.run_at ELSE t.now + $3 * interval '1 microsecond' END,
+	run_at = CASE WHEN $3::bigint IS NULL THEN k.run_at ELSE ` + plusMicros("$3") + ` END,
 	result = coalesce($4::text::jsonb, k.result),
 	attempt = k.attempt - $5,
 	errors = CASE WHEN $6::text IS NULL THEN k.errors ELSE

@@ -2,7 +2,8 @@
 """A keel HTTP-target worker in plain Python (standard library only).
 
 keel serve POSTs each task's JSON payload here, with the headers
-Keel-Task-Id, Keel-Attempt, Keel-Task-Type and Idempotency-Key. Answer 2xx
+Keel-Task-Id, Keel-Attempt, Keel-Delivery (never repeats for a task, unlike
+Keel-Attempt), Keel-Task-Type and Idempotency-Key. Answer 2xx
 when the work is done (a JSON body becomes the task's result), 408/429/5xx
 to have keel retry it with backoff (Retry-After is honoured), any other 4xx
 to dead-letter it at once.
@@ -25,7 +26,8 @@ class Worker(BaseHTTPRequestHandler):
             return
         task = self.headers["Keel-Task-Id"]
         attempt = self.headers["Keel-Attempt"]
-        print(f"task {task} attempt {attempt}: {payload}", flush=True)
+        delivery = self.headers["Keel-Delivery"]
+        print(f"task {task} attempt {attempt} delivery {delivery}: {payload}", flush=True)
         result = json.dumps({"greeting": f"hello, {(payload or {}).get('name', 'world')}"}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -110,6 +110,7 @@ func (c *caller) call(ctx context.Context, task *keel.Task[json.RawMessage]) err
 	req.Header = c.header.Clone()
 	req.Header.Set("Keel-Task-Id", strconv.FormatInt(task.ID, 10))
 	req.Header.Set("Keel-Attempt", strconv.Itoa(task.Attempt))
+	req.Header.Set("Keel-Delivery", strconv.FormatInt(task.Delivery, 10))
 	req.Header.Set("Keel-Task-Type", task.Type)
 	req.Header.Set("Keel-Queue", task.Queue)
 	req.Header.Set("Idempotency-Key", idempotencyKey(task.ID))
@@ -260,7 +261,8 @@ func (a *attempt) fail(taskCtx context.Context, err error) error {
 		case ph >= phaseHeaders:
 			what = "body incomplete"
 		}
-		return fmt.Errorf("read timeout after %v: %s (POST %s)", c.t.ReadTimeout, what, c.shown)
+		return &callError{msg: fmt.Sprintf("read timeout after %v: %s (POST %s)", c.t.ReadTimeout, what, c.shown),
+			err: err, timeout: true}
 	}
 	if taskCtx.Err() != nil {
 		return fmt.Errorf("POST %s stopped while %s: %w", c.shown, phaseDoing(ph), context.Cause(taskCtx))
@@ -271,18 +273,37 @@ func (a *attempt) fail(taskCtx context.Context, err error) error {
 // describeError words a transport error err that happened in phase ph.
 func describeError(c *caller, ph int32, err error) error {
 	timeout := isTimeout(err)
+	var msg string
 	switch {
 	case ph < phaseConnected && timeout:
-		return fmt.Errorf("connect timeout after %v (POST %s)", c.t.ConnectTimeout, c.shown)
+		msg = fmt.Sprintf("connect timeout after %v (POST %s)", c.t.ConnectTimeout, c.shown)
 	case ph < phaseConnected:
-		return fmt.Errorf("connect to %s: %s", c.host, causeText(err))
+		msg = fmt.Sprintf("connect to %s: %s", c.host, causeText(err))
 	case timeout && ph >= phaseHeaders:
-		return fmt.Errorf("read timeout after %v: body incomplete (POST %s)", c.t.ReadTimeout, c.shown)
+		msg = fmt.Sprintf("read timeout after %v: body incomplete (POST %s)", c.t.ReadTimeout, c.shown)
 	case timeout:
-		return fmt.Errorf("read timeout after %v: no response (POST %s)", c.t.ReadTimeout, c.shown)
+		msg = fmt.Sprintf("read timeout after %v: no response (POST %s)", c.t.ReadTimeout, c.shown)
+	default:
+		msg = fmt.Sprintf("POST %s: connection failed while %s: %s", c.shown, phaseDoing(ph), causeText(err))
 	}
-	return fmt.Errorf("POST %s: connection failed while %s: %s", c.shown, phaseDoing(ph), causeText(err))
+	return &callError{msg: msg, err: err, timeout: timeout}
 }
+
+// callError is a failed request worded for the task's history. It keeps
+// the transport error (errors.Is and errors.As see it) and says whether
+// the request timed out: Timeout() is what keel reads to record the
+// attempt with outcome timeout rather than error.
+type callError struct {
+	msg     string
+	err     error
+	timeout bool
+}
+
+func (e *callError) Error() string { return e.msg }
+func (e *callError) Unwrap() error { return e.err }
+
+// Timeout reports whether the request timed out (connect or read).
+func (e *callError) Timeout() bool { return e.timeout }
 
 func phaseDoing(ph int32) string {
 	switch ph {

@@ -1,10 +1,12 @@
 package httptarget
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -73,8 +75,17 @@ func TestDescribeError(t *testing.T) {
 		{"body cut", phaseHeaders, io.ErrUnexpectedEOF, "POST https://example.com/hook: connection failed while reading the response body: unexpected EOF"},
 	}
 	for _, tc := range cases {
-		if got := describeError(c, tc.phase, tc.err); got.Error() != tc.want {
+		got := describeError(c, tc.phase, tc.err)
+		if got.Error() != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		// keel records an error whose Timeout() is true with outcome timeout.
+		var te interface{ Timeout() bool }
+		if timeout := errors.As(got, &te) && te.Timeout(); timeout != strings.Contains(tc.want, "timeout") {
+			t.Errorf("%s: Timeout() = %v", tc.name, timeout)
+		}
+		if !errors.Is(got, tc.err) {
+			t.Errorf("%s: the transport error is not wrapped", tc.name)
 		}
 	}
 }

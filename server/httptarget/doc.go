@@ -18,6 +18,7 @@
 //	Content-Type:    application/json
 //	Keel-Task-Id:    42              the task's id
 //	Keel-Attempt:    1               1 on the first run, then 2, 3, ...
+//	Keel-Delivery:   1               grows with every request for the task, never repeats
 //	Keel-Task-Type:  invoice.render
 //	Keel-Queue:      default
 //	Idempotency-Key: keel-task-42    the same on every attempt of the task
@@ -30,6 +31,16 @@
 // target that must not apply a task twice records the keys it has done and
 // answers a repeat with 2xx without doing the work again. A dead-lettered
 // task that an operator requeues keeps its key.
+//
+// Keel-Attempt counts the attempts the task's retry policy has used, and
+// it can repeat: when keel stops gracefully and cuts a request off, the
+// task is released without using its attempt, and the next request
+// carries the same Keel-Attempt. To tell deliveries apart, use
+// Keel-Delivery: it numbers every request keel sends for the task (it
+// counts the task's claims, so numbers can be skipped) and is never reused,
+// also across retries and requeues. Keel-Task-Id and Keel-Delivery together
+// name one delivery: a target still working on delivery 3 of a task that
+// receives delivery 4 knows the earlier request was given up.
 //
 // # The response
 //
@@ -58,7 +69,8 @@
 // (default 10s) runs from the connection being ready until the whole
 // response, body included, has been read; and the task's own timeout
 // (keel.Timeout, default 60s) bounds the attempt as a whole. Failures are
-// recorded by kind and retried:
+// recorded by kind and retried; connect and read timeouts with outcome
+// timeout, the others with outcome error:
 //
 //	connect to render.internal:443: connection refused
 //	connect timeout after 2s (POST https://render.internal/keel/invoice)

@@ -38,8 +38,8 @@ func TestReadTimeout(t *testing.T) {
 			t.Fatalf("%s: task %s with errors %v, want dead after one attempt", tc.typ, done.State, done.Errors)
 		}
 		e := done.Errors[0]
-		if e.Error != tc.want || e.Outcome != "error" {
-			t.Errorf("%s: attempt error %q (outcome %s), want %q (outcome error)", tc.typ, e.Error, e.Outcome, tc.want)
+		if e.Error != tc.want || e.Outcome != "timeout" {
+			t.Errorf("%s: attempt error %q (outcome %s), want %q (outcome timeout)", tc.typ, e.Error, e.Outcome, tc.want)
 		}
 		if took := e.End.Sub(e.Start); took < 200*time.Millisecond || took > 5*time.Second {
 			t.Errorf("%s: attempt took %v, want about the 200ms read timeout", tc.typ, took)
@@ -97,12 +97,9 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
-// A dial that times out needs an address that drops SYNs, which a machine
-// without internet access cannot provide reliably (a listener with a full
-// backlog still completes handshakes on Linux). The TLS handshake is part
-// of the connect timeout too, and a listener that accepts but never
-// answers stalls it reliably. caller_internal_test.go checks the wording
-// for a dial timeout.
+// The TLS handshake is part of the connect timeout too: a listener that
+// accepts but never answers stalls it. timeout_test.go has a dial that
+// times out (a listener whose accept queue is full).
 func TestConnectTimeoutInTLSHandshake(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -141,6 +138,9 @@ func TestConnectTimeoutInTLSHandshake(t *testing.T) {
 	want := "connect timeout after 200ms (POST " + url + ")"
 	if done.State != keel.StateDead || len(done.Errors) != 1 || done.Errors[0].Error != want {
 		t.Fatalf("task %s with errors %v, want dead with %q", done.State, done.Errors, want)
+	}
+	if done.Errors[0].Outcome != "timeout" {
+		t.Errorf("outcome %s, want timeout", done.Errors[0].Outcome)
 	}
 	if took := done.Errors[0].End.Sub(done.Errors[0].Start); took < 200*time.Millisecond || took > 5*time.Second {
 		t.Errorf("attempt took %v, want about the 200ms connect timeout", took)
