@@ -109,6 +109,25 @@ func (c *Clock) Advance(d time.Duration) {
 	}
 }
 
+// AdvanceToNext waits until the clock holds a waiter, moves the clock to
+// the earliest due time and fires what came due; it returns how far the
+// clock moved. It fails tb if no waiter comes within 10 s.
+func (c *Clock) AdvanceToNext(tb testing.TB) time.Duration {
+	tb.Helper()
+	c.WaitForWaiters(tb, 1)
+	c.mu.Lock()
+	next := c.waiters[0].at
+	for _, w := range c.waiters[1:] {
+		if w.at.Before(next) {
+			next = w.at
+		}
+	}
+	d := next.Sub(c.now)
+	c.mu.Unlock()
+	c.Advance(d)
+	return d
+}
+
 // Waiters returns how many tickers and pending After channels the clock
 // holds.
 func (c *Clock) Waiters() int {
