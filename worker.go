@@ -49,7 +49,7 @@ func (c *Client) Start(ctx context.Context) error {
 		Driver: c.drv, Owner: c.cfg.Node, Interval: c.cfg.HeartbeatInterval, LeaseTTL: c.cfg.LeaseTTL,
 		Now: c.cfg.Now, Logger: log, Running: c.runningIDs, Lost: c.leaseLost,
 	})
-	c.elector = leader.New(leader.Config{Driver: c.drv, Owner: c.cfg.Node, TTL: c.cfg.LeaseTTL, Now: c.cfg.Now, Logger: log})
+	c.elector = leader.New(leader.Config{Driver: c.drv, Owner: c.cfg.Node, TTL: c.cfg.LeaseTTL, Now: c.cfg.Now, Logger: log, OnLead: func() { c.rescuer.Kick() }})
 	c.rescuer = rescuer.New(rescuer.Config{
 		Driver: c.drv, Node: c.cfg.Node, Interval: c.cfg.RescueInterval, Now: c.cfg.Now, Logger: log,
 		Backoff: c.backoff, Leading: c.elector.Leading,
@@ -362,7 +362,7 @@ func (c *Client) execute(q *queueWorker, ctx context.Context, ex *execution) {
 		q.finishing++
 		c.mu.Unlock()
 		q.signalFreed()
-		c.completer.Add(completer.Request{Transition: t, Done: func(applied bool, err error) {
+		c.completer.Add(completer.Request{Transition: t, LeaseExpiresAt: c.heartbeat.LeaseExpiresAt(row.ID, row.LeaseExpiresAt), Done: func(applied bool, err error) {
 			c.finished(q, ex, t, applied, err)
 		}})
 	}
