@@ -31,10 +31,14 @@ type answer struct {
 	err error
 }
 
-func (l *lease) Lead(_ context.Context, p driver.LeadParams) (bool, error) {
+func (l *lease) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	l.calls <- p
-	a := <-l.answers
-	return a.ok, a.err
+	select {
+	case a := <-l.answers:
+		return a.ok, a.err
+	case <-ctx.Done(): // Stop of a failed test
+		return false, ctx.Err()
+	}
 }
 
 func (l *lease) Resign(_ context.Context, name, owner string) error {
