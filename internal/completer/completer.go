@@ -13,27 +13,47 @@ import (
 	"github.com/keelq/keel/internal/service"
 )
 
+// Finisher is what a Completer needs of a driver.
+type Finisher interface {
+	Finish(ctx context.Context, params driver.FinishParams) ([]int64, error)
+}
+
 // Request is one transition and the callback told whether it applied
 // (false: the task's lease was lost, fencing rejected the write).
 type Request struct {
 	Transition driver.Transition
-	Done       func(applied bool, err error)
+	// LeaseExpiresAt is until when this process's lease on the task is
+	// known to hold. A write that fails is retried, with backoff, until
+	// then: a task whose outcome is stored before its lease runs out is
+	// not run again. Zero: retried for Config.Patience.
+	LeaseExpiresAt time.Time
+	Done           func(applied bool, err error)
 }
 
 // Config wires a Completer.
 type Config struct {
-	Driver   driver.Driver
-	Owner    string
-	Now      func() time.Time
-	Logger   *slog.Logger
-	MaxBatch int           // most transitions per write; default 1000
-	Retry    time.Duration // wait between attempts when the database fails; default 100ms
-	Attempts int           // database attempts per batch before giving up; default 20
+	Driver Finisher
+	Owner  string
+	// Clock paces the retries and stamps each write; default Real(Now).
+	Clock  service.Clock
+	Now    func() time.Time
+	Logger *slog.Logger
+	// MaxBatch is the most transitions per write; default 1000.
+	MaxBatch int
+	// Retry is the first wait after a failed write, doubled after each
+	// further failure up to MaxRetry; default 100ms.
+	Retry time.Duration
+	// MaxRetry caps the wait between attempts; default 1s.
+	MaxRetry time.Duration
+	// Patience is how long a failing write is retried for a request with
+	// no LeaseExpiresAt; default 2s.
+	Patience time.Duration
 }
 
 // Completer batches transitions. Create with New, then Start and Stop.
 type Completer struct {
 	cfg    Config
+	clk    service.Clock
 	mu     sync.Mutex
 	queue  []Request
 	signal chan struct{}
@@ -48,10 +68,16 @@ func New(cfg Config) *Completer {
 	if cfg.Retry == 0 {
 		cfg.Retry = 100 * time.Millisecond
 	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = 20
+	if cfg.MaxRetry == 0 {
+		cfg.MaxRetry = time.Second
 	}
-	return &Completer{cfg: cfg, signal: make(chan struct{}, 1)}
+	if cfg.Patience == 0 {
+		cfg.Patience = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Completer{cfg: cfg, clk: service.Or(cfg.Clock, cfg.Now), signal: make(chan struct{}, 1)}
 }
 
 // Add queues a transition for the next batch.
@@ -70,7 +96,8 @@ func (c *Completer) Start(ctx context.Context) {
 	c.loop = service.Start(ctx, c.run)
 }
 
-// Stop writes what is queued and stops.
+// Stop writes what is queued and stops. While the database fails, it
+// waits until the queued tasks' leases run out.
 func (c *Completer) Stop() { c.loop.Stop() }
 
 func (c *Completer) run(ctx context.Context) {
@@ -103,19 +130,22 @@ func (c *Completer) flush(ctx context.Context) {
 	}
 }
 
+// write finishes batch, retrying a failed write with backoff. Each request
+// is given up, with the error, once its deadline has passed: then its
+// lease may be gone, the rescuer takes the task over, and the fencing of a
+// late write would reject it anyway.
 func (c *Completer) write(ctx context.Context, batch []Request) {
-	params := driver.FinishParams{Owner: c.cfg.Owner, Transitions: make([]driver.Transition, len(batch))}
-	for i, r := range batch {
-		params.Transitions[i] = r.Transition
-	}
 	// Writes must outlive a stopping worker: use a context that is not
-	// cancelled with the loop, bounded by the attempts below.
+	// cancelled with the loop, bounded by the requests' deadlines.
 	wctx := context.WithoutCancel(ctx)
-	var err error
-	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
-		params.Now = c.cfg.Now()
-		var applied []int64
-		applied, err = c.cfg.Driver.Finish(wctx, params)
+	var deadlines []time.Time // per request, set at the first failure
+	wait := c.cfg.Retry
+	for attempt := 1; ; attempt++ {
+		params := driver.FinishParams{Owner: c.cfg.Owner, Now: c.clk.Now(), Transitions: make([]driver.Transition, len(batch))}
+		for i, r := range batch {
+			params.Transitions[i] = r.Transition
+		}
+		applied, err := c.cfg.Driver.Finish(wctx, params)
 		if err == nil {
 			ok := make(map[int64]bool, len(applied))
 			for _, id := range applied {
@@ -126,11 +156,41 @@ func (c *Completer) write(ctx context.Context, batch []Request) {
 			}
 			return
 		}
-		c.cfg.Logger.Warn("keel: finishing tasks failed, will retry", "error", err, "tasks", len(batch), "attempt", attempt)
-		time.Sleep(c.cfg.Retry)
-	}
-	// The tasks stay running; their leases expire and the rescuer retries them.
-	for _, r := range batch {
-		r.Done(false, err)
+		now := c.clk.Now()
+		if deadlines == nil {
+			deadlines = make([]time.Time, len(batch))
+			for i, r := range batch {
+				deadlines[i] = r.LeaseExpiresAt
+				if deadlines[i].IsZero() {
+					deadlines[i] = now.Add(c.cfg.Patience)
+				}
+			}
+		}
+		// Give up on the requests whose time is up; retry the others.
+		keptR, keptD := batch[:0], deadlines[:0]
+		var next time.Time
+		for i, r := range batch {
+			if !now.Before(deadlines[i]) {
+				r.Done(false, err)
+				continue
+			}
+			keptR, keptD = append(keptR, r), append(keptD, deadlines[i])
+			if next.IsZero() || deadlines[i].Before(next) {
+				next = deadlines[i]
+			}
+		}
+		if gaveUp := len(batch) - len(keptR); gaveUp > 0 {
+			c.cfg.Logger.Error("keel: finishing tasks failed until their leases ran out; giving up",
+				"error", err, "tasks", gaveUp, "attempts", attempt)
+		}
+		batch, deadlines = keptR, keptD
+		if len(batch) == 0 {
+			return
+		}
+		sleep := min(wait, next.Sub(now)) // one last try as the first lease ends
+		c.cfg.Logger.Warn("keel: finishing tasks failed, will retry", "error", err, "tasks", len(batch),
+			"attempt", attempt, "retry_in", sleep)
+		<-c.clk.After(sleep)
+		wait = min(2*wait, c.cfg.MaxRetry)
 	}
 }

@@ -110,7 +110,8 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Driver: e.drv, Owner: cfg.Node, Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
 		Now: cfg.Now, Logger: log, Running: e.runningIDs, Lost: e.leaseLost,
 	})
-	e.elector = leader.New(leader.Config{Driver: e.drv, Owner: cfg.Node, TTL: cfg.LeaseTTL, Now: cfg.Now, Logger: log})
+	e.elector = leader.New(leader.Config{Driver: e.drv, Owner: cfg.Node, TTL: cfg.LeaseTTL, Now: cfg.Now, Logger: log,
+		OnLead: func() { e.rescuer.Kick() }}) // a new leader rescues at once
 	e.rescuer = rescuer.New(rescuer.Config{
 		Driver: e.drv, Node: cfg.Node, Interval: cfg.RescueInterval, Now: cfg.Now, Logger: log,
 		Backoff: e.backoff, Leading: e.elector.Leading,

@@ -6,53 +6,72 @@ package heartbeat
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/service"
 )
 
+// Renewer is what a Heartbeat needs of a driver.
+type Renewer interface {
+	Heartbeat(ctx context.Context, params driver.HeartbeatParams) ([]int64, error)
+}
+
 // Config wires a Heartbeat.
 type Config struct {
-	Driver   driver.Driver
+	Driver   Renewer
 	Owner    string
 	Interval time.Duration
 	LeaseTTL time.Duration
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Clock paces the renewals; default Real(Now).
+	Clock  service.Clock
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Running lists the ids this process holds.
 	Running func() []int64
 	// Lost is called with ids whose lease is no longer ours; all=true means
-	// renewals have failed for so long that every lease may be gone.
+	// renewals have failed for so long that every lease may be gone before
+	// the next renewal.
 	Lost func(ids []int64, all bool)
 }
 
 // Heartbeat is the lease-renewal service.
 type Heartbeat struct {
 	cfg  Config
+	clk  service.Clock
 	loop *service.Loop
+
+	mu      sync.Mutex
+	renewed map[int64]time.Time // lease expiry written by the last renewal, per id it held
 }
 
 // New returns a Heartbeat.
-func New(cfg Config) *Heartbeat { return &Heartbeat{cfg: cfg} }
+func New(cfg Config) *Heartbeat {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Heartbeat{cfg: cfg, clk: service.Or(cfg.Clock, cfg.Now)}
+}
 
-// Start begins renewing.
+// Start begins renewing, every Interval.
 func (h *Heartbeat) Start(ctx context.Context) {
-	last := h.cfg.Now()
+	last := h.clk.Now()
 	h.loop = service.Start(ctx, func(ctx context.Context) {
-		t := time.NewTicker(h.cfg.Interval)
+		t := h.clk.NewTicker(h.cfg.Interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			if ok, at := h.beat(ctx); ok {
 				last = at
-			} else if h.cfg.Now().Sub(last) > h.cfg.LeaseTTL-h.cfg.Interval {
-				// Renewal keeps failing: stop handlers before another
-				// process is allowed to take their tasks over.
+			} else if !h.clk.Now().Add(h.cfg.Interval).Before(last.Add(h.cfg.LeaseTTL)) {
+				// Renewal keeps failing and the leases run out before the
+				// next try: stop handlers before another process is
+				// allowed to take their tasks over.
 				h.cfg.Lost(nil, true)
 			}
 		}
@@ -62,17 +81,32 @@ func (h *Heartbeat) Start(ctx context.Context) {
 // Stop stops renewing.
 func (h *Heartbeat) Stop() { h.loop.Stop() }
 
+// LeaseExpiresAt returns until when this process's lease on task id is
+// known to hold, given claimed, the expiry its claim wrote: the later of
+// claimed and the expiry of the last renewal that held the task.
+func (h *Heartbeat) LeaseExpiresAt(id int64, claimed time.Time) time.Time {
+	h.mu.Lock()
+	renewed := h.renewed[id]
+	h.mu.Unlock()
+	if renewed.After(claimed) {
+		return renewed
+	}
+	return claimed
+}
+
 // beat renews every lease held and reports whether it could, with the time
 // the renewed leases count from: the time taken before the write, not after
 // it, since a slow write does not make the leases last longer.
 func (h *Heartbeat) beat(ctx context.Context) (bool, time.Time) {
 	ids := h.cfg.Running()
+	now := h.clk.Now()
 	if len(ids) == 0 {
-		return true, h.cfg.Now()
+		h.setRenewed(nil, now)
+		return true, now
 	}
-	now := h.cfg.Now()
+	expires := now.Add(h.cfg.LeaseTTL)
 	held, err := h.cfg.Driver.Heartbeat(ctx, driver.HeartbeatParams{
-		Owner: h.cfg.Owner, IDs: ids, Now: now, LeaseExpiresAt: now.Add(h.cfg.LeaseTTL),
+		Owner: h.cfg.Owner, IDs: ids, Now: now, LeaseExpiresAt: expires,
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -80,6 +114,7 @@ func (h *Heartbeat) beat(ctx context.Context) (bool, time.Time) {
 		}
 		return false, now
 	}
+	h.setRenewed(held, expires)
 	if len(held) == len(ids) {
 		return true, now
 	}
@@ -95,4 +130,14 @@ func (h *Heartbeat) beat(ctx context.Context) (bool, time.Time) {
 	}
 	h.cfg.Lost(lost, false)
 	return true, now
+}
+
+func (h *Heartbeat) setRenewed(held []int64, expires time.Time) {
+	m := make(map[int64]time.Time, len(held))
+	for _, id := range held {
+		m[id] = expires
+	}
+	h.mu.Lock()
+	h.renewed = m
+	h.mu.Unlock()
 }

@@ -16,14 +16,23 @@ import (
 // before the leader removes its row.
 const StaleAfter = 3
 
+// Registry is what a Registrar needs of a driver.
+type Registry interface {
+	RegisterNode(ctx context.Context, params driver.NodeParams) error
+	RemoveNode(ctx context.Context, name string) error
+	PruneNodes(ctx context.Context, params driver.PruneNodesParams) (int64, error)
+}
+
 // Config wires a Registrar.
 type Config struct {
-	Driver   driver.Driver
+	Driver   Registry
 	Node     driver.NodeParams // Name, Host, PID, Queues, StartedAt; Now is set per write
 	Interval time.Duration     // refresh (and prune) interval: the heartbeat interval
 	LeaseTTL time.Duration     // nodes silent for StaleAfter × LeaseTTL are pruned
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Clock paces the refreshes; default Real(Now).
+	Clock  service.Clock
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Leading gates pruning: only the elected leader prunes.
 	Leading func() bool
 }
@@ -31,24 +40,30 @@ type Config struct {
 // Registrar is the node-registry service.
 type Registrar struct {
 	cfg  Config
+	clk  service.Clock
 	loop *service.Loop
 }
 
 // New returns a Registrar.
-func New(cfg Config) *Registrar { return &Registrar{cfg: cfg} }
+func New(cfg Config) *Registrar {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Registrar{cfg: cfg, clk: service.Or(cfg.Clock, cfg.Now)}
+}
 
 // Start registers the node at once, then refreshes it (and prunes stale
 // nodes while leading) every Interval.
 func (r *Registrar) Start(ctx context.Context) {
 	r.loop = service.Start(ctx, func(ctx context.Context) {
-		service.Every(ctx, r.cfg.Interval, r.RunOnce)
+		service.EveryOn(ctx, r.clk, r.cfg.Interval, r.RunOnce)
 	})
 }
 
 // RunOnce refreshes this node's row and, while leading, prunes stale nodes.
 func (r *Registrar) RunOnce(ctx context.Context) {
 	p := r.cfg.Node
-	p.Now = r.cfg.Now()
+	p.Now = r.clk.Now()
 	// The refresh is not abandoned when Stop cancels ctx: a statement cut
 	// off client-side can still commit on the server after Stop's
 	// RemoveNode, putting the stopped node back. It is bounded instead.
@@ -61,7 +76,7 @@ func (r *Registrar) RunOnce(ctx context.Context) {
 	if !r.cfg.Leading() {
 		return
 	}
-	n, err := r.cfg.Driver.PruneNodes(ctx, driver.PruneNodesParams{Now: r.cfg.Now(), OlderThan: StaleAfter * r.cfg.LeaseTTL})
+	n, err := r.cfg.Driver.PruneNodes(ctx, driver.PruneNodesParams{Now: r.clk.Now(), OlderThan: StaleAfter * r.cfg.LeaseTTL})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		r.cfg.Logger.Warn("keel: pruning stale nodes failed", "error", err)

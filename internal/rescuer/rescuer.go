@@ -12,14 +12,25 @@ import (
 	"github.com/keelq/keel/internal/service"
 )
 
+// BatchSize is the most tasks one Rescue call returns; a full batch is
+// followed at once by the next.
+const BatchSize = 500
+
+// Store is what a Rescuer needs of a driver.
+type Store interface {
+	Rescue(ctx context.Context, params driver.RescueParams) ([]driver.TaskRow, error)
+}
+
 // Config wires a Rescuer.
 type Config struct {
-	Driver   driver.Driver
+	Driver   Store
 	Node     string
 	Interval time.Duration
-	Now      func() time.Time
-	Logger   *slog.Logger
-	Backoff  func(taskType string, attempt int) time.Duration
+	// Clock paces the passes; default Real(Now).
+	Clock   service.Clock
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Backoff func(taskType string, attempt int) time.Duration
 	// Leading gates the work: only the elected leader rescues.
 	Leading func() bool
 	// Rescued is told about every task rescued (for wake-ups and metrics).
@@ -29,31 +40,58 @@ type Config struct {
 // Rescuer is the expired-lease maintenance service.
 type Rescuer struct {
 	cfg  Config
+	clk  service.Clock
+	kick chan struct{}
 	loop *service.Loop
 }
 
 // New returns a Rescuer.
-func New(cfg Config) *Rescuer { return &Rescuer{cfg: cfg} }
+func New(cfg Config) *Rescuer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Rescuer{cfg: cfg, clk: service.Or(cfg.Clock, cfg.Now), kick: make(chan struct{}, 1)}
+}
 
-// Start runs a rescue pass every Interval while leading.
+// Start runs a rescue pass at once, then every Interval and on every
+// Kick, each while leading.
 func (r *Rescuer) Start(ctx context.Context) {
 	r.loop = service.Start(ctx, func(ctx context.Context) {
-		service.Every(ctx, r.cfg.Interval, func(ctx context.Context) {
+		t := r.clk.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
 			if r.cfg.Leading() {
 				r.RunOnce(ctx)
 			}
-		})
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+			case <-r.kick:
+			}
+		}
 	})
+}
+
+// Kick asks for a pass now rather than at the next Interval. The elector
+// calls it when this process becomes the leader, so leases that expired
+// while no one led are not left waiting a whole Interval. It never blocks;
+// kicks that arrive during a pass make one more pass.
+func (r *Rescuer) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Stop stops the service.
 func (r *Rescuer) Stop() { r.loop.Stop() }
 
-// RunOnce rescues every expired task, in batches of 500.
+// RunOnce rescues every expired task, in batches of BatchSize.
 func (r *Rescuer) RunOnce(ctx context.Context) {
 	for ctx.Err() == nil {
 		rows, err := r.cfg.Driver.Rescue(ctx, driver.RescueParams{
-			Now: r.cfg.Now(), Limit: 500, Backoff: r.cfg.Backoff, Node: r.cfg.Node,
+			Now: r.clk.Now(), Limit: BatchSize, Backoff: r.cfg.Backoff, Node: r.cfg.Node,
 		})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -68,7 +106,7 @@ func (r *Rescuer) RunOnce(ctx context.Context) {
 		if len(rows) > 0 && r.cfg.Rescued != nil {
 			r.cfg.Rescued(rows)
 		}
-		if len(rows) < 500 {
+		if len(rows) < BatchSize {
 			return
 		}
 	}
