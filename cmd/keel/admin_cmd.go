@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/server"
 )
 

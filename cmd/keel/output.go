@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 )
 
 // now is the clock of the operator commands' relative times.
