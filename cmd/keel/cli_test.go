@@ -271,7 +271,7 @@ func TestListCancelRetry(t *testing.T) {
 	if err := s.keelErr(t, "retry", id); !strings.Contains(err.Error(), "(HTTP 409)") {
 		t.Fatalf("retry of a pending task: %v", err)
 	}
-	if err := s.keelErr(t, "list", "--state", "bogus"); !strings.Contains(err.Error(), "HTTP 400") {
+	if err := s.keelErr(t, "list", "--state", "bogus"); err.Error() != `--state must be one of pending, running, succeeded, dead, cancelled; got "bogus"` {
 		t.Fatalf("bad state: %v", err)
 	}
 }
