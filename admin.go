@@ -86,6 +86,10 @@ type QueueInfo struct {
 	// below the node's configured MaxWorkers. 0: not set.
 	Concurrency int
 	UpdatedAt   time.Time // of the settings; zero if never set
+	// MaxWorkers is how many of the queue's tasks this client runs at once
+	// (its Config.Queues), 0 when it does not work the queue (not among
+	// its queues, or no handlers). A Concurrency above it caps nothing here.
+	MaxWorkers int
 }
 
 // TypeInfo is one task type: its task counts and runtime settings.
@@ -116,7 +120,7 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 		if q, ok := byName[name]; ok {
 			return q
 		}
-		q := &QueueInfo{Name: name, Counts: map[State]int64{}}
+		q := &QueueInfo{Name: name, Counts: map[State]int64{}, MaxWorkers: c.workers(name)}
 		byName[name] = q
 		return q
 	}
@@ -229,7 +233,19 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	if e := c.engine(); e != nil {
 		e.ApplySetting(*s)
 	}
-	return &QueueInfo{Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, UpdatedAt: s.UpdatedAt}, nil
+	return &QueueInfo{
+		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, UpdatedAt: s.UpdatedAt,
+		MaxWorkers: c.workers(name),
+	}, nil
+}
+
+// workers is how many of queue's tasks this client runs at once: 0 when it
+// does not work the queue.
+func (c *Client) workers(queue string) int {
+	if !c.cfg.Handlers.handled() {
+		return 0
+	}
+	return c.cfg.Queues[queue].MaxWorkers
 }
 
 // TypeUpdate changes a task type's runtime settings; nil fields keep

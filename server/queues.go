@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -48,7 +49,12 @@ func (s *server) updateQueue(w http.ResponseWriter, r *http.Request, u keel.Queu
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, queueFromInfo(q))
+	out := queueFromInfo(q)
+	if u.Concurrency != nil && q.MaxWorkers > 0 && q.Concurrency > q.MaxWorkers {
+		out.Warnings = []string{fmt.Sprintf("concurrency %d is above the %d workers node %s runs for queue %s: there it caps nothing",
+			q.Concurrency, q.MaxWorkers, s.c.Node(), q.Name)}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -100,8 +106,31 @@ func (s *server) updateType(w http.ResponseWriter, r *http.Request, u keel.TypeU
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, typeFromInfo(t))
+	out := typeFromInfo(t)
+	if u.Concurrency != nil && t.Concurrency > 0 {
+		if n := s.workers(r); n > 0 && t.Concurrency > n {
+			out.Warnings = []string{fmt.Sprintf("concurrency %d is above the %d workers node %s runs in all its queues: there it caps nothing",
+				t.Concurrency, n, s.c.Node())}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// workers is how many tasks this node runs at once in all its queues; 0
+// when it works none, or when they cannot be read (the change is stored
+// already: only the warning is left out, and logged).
+func (s *server) workers(r *http.Request) int {
+	qs, err := s.c.Queues(r.Context())
+	if err != nil {
+		s.log.Warn("keel server: cannot check a concurrency against this node's workers", "error", err)
+		return 0
+	}
+	n := 0
+	for _, q := range qs {
+		n += q.MaxWorkers
+	}
+	return n
 }
 
 func typeFromInfo(t *keel.TypeInfo) TaskType {

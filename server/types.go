@@ -130,6 +130,9 @@ type Queue struct {
 	Paused      bool             `json:"paused"`
 	Concurrency int              `json:"concurrency,omitempty"`
 	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
+	// Warnings, in the answer to a change, say what of it has no effect:
+	// a concurrency above the workers this node runs for the queue.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // QueueList answers GET /v1/queues.
@@ -155,6 +158,9 @@ type TaskType struct {
 	BackoffBase *Duration        `json:"backoff_base,omitempty"`
 	BackoffMax  *Duration        `json:"backoff_max,omitempty"`
 	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
+	// Warnings, in the answer to a change, say what of it has no effect:
+	// a concurrency above the workers this node runs in all its queues.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TypeList answers GET /v1/types.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/server"
 )
 
@@ -99,7 +99,15 @@ func changeQueue(cmd *cobra.Command, f *apiFlags, name, action string, patch any
 		conc = fmt.Sprintf("%d per node", q.Concurrency)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "queue %s: paused %s, concurrency %s\n", q.Name, yesNo(q.Paused), conc)
+	printWarnings(cmd.ErrOrStderr(), q.Warnings)
 	return nil
+}
+
+// printWarnings writes the API's warnings about a change, one a line.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintln(w, "warning:", s)
+	}
 }
 
 func newTypeCmd() *cobra.Command {
@@ -240,6 +248,7 @@ func changeType(cmd *cobra.Command, f *apiFlags, name, action string, patch any)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "type %s: paused %s, concurrency %s, timeout %s, max attempts %s, backoff %s..%s\n", t.Name, yesNo(t.Paused),
 		conc, optDuration(t.Timeout), attempts, optDuration(t.BackoffBase), optDuration(t.BackoffMax))
+	printWarnings(cmd.ErrOrStderr(), t.Warnings)
 	return nil
 }
 

@@ -101,7 +101,7 @@ func (a *apiClient) do(ctx context.Context, method, path string, query url.Value
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "keel-cli/"+version)
+	req.Header.Set("User-Agent", "keel-cli/"+keelVersion())
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -271,7 +271,7 @@ func TestListCancelRetry(t *testing.T) {
 	if err := s.keelErr(t, "retry", id); !strings.Contains(err.Error(), "(HTTP 409)") {
 		t.Fatalf("retry of a pending task: %v", err)
 	}
-	if err := s.keelErr(t, "list", "--state", "bogus"); !strings.Contains(err.Error(), "HTTP 400") {
+	if err := s.keelErr(t, "list", "--state", "bogus"); err.Error() != `--state must be one of pending, running, succeeded, dead, cancelled; got "bogus"` {
 		t.Fatalf("bad state: %v", err)
 	}
 }
@@ -406,5 +406,40 @@ func TestNodes(t *testing.T) {
 	list := decode[server.NodeList](t, s.keel(t, "nodes", "--json"))
 	if len(list.Nodes) != 1 || list.Nodes[0].Name != node || list.Nodes[0].PID != os.Getpid() {
 		t.Fatalf("nodes --json: %+v", list)
+	}
+}
+
+// TestConcurrencyAboveWorkers: a queue or type concurrency above the
+// workers this node runs is stored, and the answer says it caps nothing
+// here: on stderr, and in the API's "warnings".
+func TestConcurrencyAboveWorkers(t *testing.T) {
+	s := newAPI(t, serverOpts{handlers: failing()}) // works queue default with 10 workers
+	node := s.client.Node()
+	for _, c := range []struct {
+		args []string
+		warn string // "" for none
+	}{
+		{[]string{"queue", "set", "default", "--concurrency", "10"}, ""},
+		{[]string{"queue", "set", "default", "--concurrency", "11"},
+			"warning: concurrency 11 is above the 10 workers node " + node + " runs for queue default: there it caps nothing\n"},
+		{[]string{"queue", "set", "other", "--concurrency", "50"}, ""}, // a queue this node does not work
+		{[]string{"queue", "pause", "default"}, ""},
+		{[]string{"type", "set", "email", "--concurrency", "10"}, ""},
+		{[]string{"type", "set", "email", "--concurrency", "50"},
+			"warning: concurrency 50 is above the 10 workers node " + node + " runs in all its queues: there it caps nothing\n"},
+		{[]string{"type", "set", "email", "--timeout", "1m"}, ""},
+	} {
+		out, errOut, err := keelCmd(t, "", append(c.args, "--server", s.url)...)
+		if err != nil || errOut != c.warn || !strings.HasPrefix(out, c.args[0]+" ") {
+			t.Errorf("keel %s: %v\nstdout %q\nstderr %q, want %q", strings.Join(c.args, " "), err, out, errOut, c.warn)
+		}
+	}
+	q := decode[server.Queue](t, s.keel(t, "queue", "set", "default", "--concurrency", "20", "--json"))
+	if q.Concurrency != 20 || len(q.Warnings) != 1 || !strings.HasPrefix(q.Warnings[0], "concurrency 20 is above the 10 workers") {
+		t.Fatalf("queue set --json: %+v", q)
+	}
+	ty := decode[server.TaskType](t, s.keel(t, "type", "set", "email", "--concurrency", "20", "--json"))
+	if ty.Concurrency != 20 || len(ty.Warnings) != 1 || !strings.HasPrefix(ty.Warnings[0], "concurrency 20 is above the 10 workers") {
+		t.Fatalf("type set --json: %+v", ty)
 	}
 }

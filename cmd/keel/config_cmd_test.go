@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 )
 
 // clearKeelEnv unsets every KEEL_* variable for the test.

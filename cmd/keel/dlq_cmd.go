@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -47,26 +47,38 @@ func (d *dlqFilter) times() (after, before time.Time, err error) {
 	return
 }
 
-// describe says which dead letters d selects, for messages.
-func (d *dlqFilter) describe() string {
-	var parts []string
+// describe says which dead letters d selects, as the words that follow
+// "dead tasks": " of type email in queue mail, dead-lettered before
+// 2026-01-02 15:04:05 (1h ago)"; empty without a filter. after and before
+// are d.times().
+func (d *dlqFilter) describe(after, before time.Time) string {
+	var s string
 	if d.typ != "" {
-		parts = append(parts, "type "+d.typ)
+		s += " of type " + d.typ
 	}
 	if d.queue != "" {
-		parts = append(parts, "queue "+d.queue)
+		s += " in queue " + d.queue
 	}
-	if d.after != "" {
-		parts = append(parts, "dead since "+d.after)
+	var when string
+	switch {
+	case !after.IsZero() && !before.IsZero():
+		when = "dead-lettered between " + moment(after) + " and " + moment(before)
+	case !after.IsZero():
+		when = "dead-lettered since " + moment(after)
+	case !before.IsZero():
+		when = "dead-lettered before " + moment(before)
 	}
-	if d.before != "" {
-		parts = append(parts, "dead before "+d.before)
+	if when != "" && s != "" {
+		s += ","
 	}
-	if len(parts) == 0 {
-		return "every dead task"
+	if when != "" {
+		s += " " + when
 	}
-	return "dead tasks of " + strings.Join(parts, ", ")
+	return s
 }
+
+// moment shows a time the operator gave: "2026-01-02 15:04:05 (1h ago)".
+func moment(t time.Time) string { return stamp(t) + " (" + ago(t) + ")" }
 
 func newDLQCmd() *cobra.Command {
 	var f apiFlags
@@ -174,7 +186,7 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 	)
 	short := "Requeue matching dead letters: pending again, runnable now, attempts reset"
 	if action == "purge" {
-		short = "Delete matching dead letters for good (needs --yes)"
+		short = "Delete matching dead letters for good (needs --yes; without it, says how many match)"
 	}
 	cmd := &cobra.Command{
 		Use:   action,
@@ -193,18 +205,6 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			total := st.Counts["dead"]
-			if d.queue != "" {
-				total = 0
-				for _, q := range st.Queues {
-					if q.Name == d.queue {
-						total = q.Counts["dead"]
-					}
-				}
-			}
-			if action == "purge" && !yes {
-				return fmt.Errorf("purge deletes %s for good (up to %d tasks): run it again with --yes", d.describe(), total)
-			}
 			// Only tasks dead before this command started, by the server's
 			// clock: a requeued task that dies again is not taken twice.
 			cutoff := st.At
@@ -215,7 +215,10 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 			if !after.IsZero() {
 				req.FinishedAfter = &after
 			}
-			n, err := bulkAll(cmd, api, action, req, total)
+			if action == "purge" && !yes {
+				return confirmPurge(cmd, api, f.json, &d, req, st, after, before)
+			}
+			n, err := bulkAll(cmd, api, action, req, deadAtMost(st, d.queue))
 			if err != nil {
 				return fmt.Errorf("%w (%d tasks done before the error)", err, n)
 			}
@@ -232,6 +235,104 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 		cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
 	}
 	return cmd
+}
+
+// maxConfirmCount bounds how many dead letters confirmPurge lists to count
+// them, when no count the API keeps answers exactly.
+const maxConfirmCount = 10 * bulkPage
+
+// confirmPurge answers dlq purge without --yes: it deletes nothing and
+// says how many dead letters the filter matches (an error, so the command
+// fails), or that nothing matches (no error: there is nothing to confirm).
+func confirmPurge(cmd *cobra.Command, api *apiClient, asJSON bool, d *dlqFilter, req server.BulkRequest, st server.Stats, after, before time.Time) error {
+	n, more, err := countDead(cmd.Context(), api, req, st, after.IsZero() && before.IsZero())
+	if err != nil {
+		return fmt.Errorf("count the dead tasks to purge: %w", err)
+	}
+	what := d.describe(after, before)
+	if n == 0 {
+		if asJSON {
+			return printJSON(cmd.OutOrStdout(), server.BulkResponse{Count: 0})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "nothing to purge: no dead tasks%s\n", what)
+		return nil
+	}
+	var tasks string
+	switch {
+	case more:
+		tasks = fmt.Sprintf("more than %d dead tasks%s", n, what)
+	case what == "":
+		tasks = fmt.Sprintf("all %d dead tasks", n)
+		if n == 1 {
+			tasks = "the 1 dead task"
+		}
+	case n == 1:
+		tasks = "1 dead task" + what
+	default:
+		tasks = fmt.Sprintf("%d dead tasks%s", n, what)
+	}
+	return fmt.Errorf("purge would delete %s for good: run it again with --yes", tasks)
+}
+
+// countDead counts the dead letters req selects. Without a time filter
+// (untimed) the counts of /v1/stats (all, or one queue) and /v1/types (one
+// type) are exact; otherwise it lists the dead letters a page at a time, at
+// most maxConfirmCount (more is set when there are more).
+func countDead(ctx context.Context, api *apiClient, req server.BulkRequest, st server.Stats, untimed bool) (n int64, more bool, err error) {
+	switch {
+	case untimed && req.Type == "":
+		return deadAtMost(st, req.Queue), false, nil
+	case untimed && req.Queue == "":
+		l, _, err := api.types(ctx)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, t := range l.Types {
+			if t.Name == req.Type {
+				return t.Counts["dead"], false, nil
+			}
+		}
+		return 0, false, nil
+	}
+	q := url.Values{"limit": {fmt.Sprint(bulkPage)}}
+	if req.Type != "" {
+		q.Set("type", req.Type)
+	}
+	if req.Queue != "" {
+		q.Set("queue", req.Queue)
+	}
+	if req.FinishedAfter != nil {
+		q.Set("finished_after", req.FinishedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	q.Set("finished_before", req.FinishedBefore.UTC().Format(time.RFC3339Nano))
+	for {
+		l, err := api.list(ctx, "/v1/dead", q)
+		if err != nil {
+			return 0, false, err
+		}
+		n += int64(len(l.Tasks))
+		if l.NextCursor == "" {
+			return n, false, nil
+		}
+		if n >= maxConfirmCount {
+			return n, true, nil
+		}
+		q.Set("cursor", l.NextCursor)
+	}
+}
+
+// deadAtMost is how many dead letters /v1/stats counts, in queue when it
+// is set: an upper bound for a bulk call filtered by type or time.
+func deadAtMost(st server.Stats, queue string) int64 {
+	if queue == "" {
+		return st.Counts["dead"]
+	}
+	for _, q := range st.Queues {
+		if q.Name == queue {
+			return q.Counts["dead"]
+		}
+	}
+	return 0
 }
 
 // bulkAll repeats a bulk call, bulkPage tasks at a time, until nothing is

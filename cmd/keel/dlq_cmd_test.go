@@ -84,9 +84,7 @@ func TestDLQ(t *testing.T) {
 		}
 	}
 
-	if err := s.keelErr(t, "dlq", "purge"); !strings.Contains(err.Error(), "purge deletes every dead task for good (up to 3 tasks): run it again with --yes") {
-		t.Fatalf("purge without --yes: %v", err)
-	}
+	testPurgeConfirmation(t, s)
 	if err := s.keelErr(t, "dlq", "requeue", "--after", "1h", "--before", "2h"); !strings.Contains(err.Error(), "--after") {
 		t.Fatalf("after later than before: %v", err)
 	}
@@ -104,6 +102,48 @@ func TestDLQ(t *testing.T) {
 	if out := s.keel(t, "dlq", "list"); out != "no dead tasks\n" {
 		t.Fatalf("dlq list after purge: %q", out)
 	}
+}
+
+// testPurgeConfirmation: purge without --yes deletes nothing and says how
+// many dead letters match its filter, in a sentence; s holds 3 dead tasks
+// of type email on queue default.
+func testPurgeConfirmation(t *testing.T, s *apiSetup) {
+	t.Helper()
+	// A fixed clock for the command's relative times; TestDLQ does not run
+	// in parallel.
+	at := time.Now().Truncate(time.Second)
+	now = func() time.Time { return at }
+	defer func() { now = time.Now }()
+	soon := at.Add(time.Hour)
+	for _, c := range []struct {
+		args []string
+		want string // the error, or with a "nothing" prefix the output
+	}{
+		{nil, "purge would delete all 3 dead tasks for good: run it again with --yes"},
+		{[]string{"--type", "email"}, "purge would delete 3 dead tasks of type email for good: run it again with --yes"},
+		{[]string{"--queue", "default"}, "purge would delete 3 dead tasks in queue default for good: run it again with --yes"},
+		{[]string{"--type", "email", "--queue", "default"},
+			"purge would delete 3 dead tasks of type email in queue default for good: run it again with --yes"},
+		{[]string{"--type", "report"}, "nothing to purge: no dead tasks of type report\n"},
+		{[]string{"--type", "email", "--queue", "other"}, "nothing to purge: no dead tasks of type email in queue other\n"},
+		{[]string{"--after", "1h"}, "purge would delete 3 dead tasks dead-lettered since " + stamp(now().Add(-time.Hour)) + " (1h ago) for good: run it again with --yes"},
+		{[]string{"--before", soon.Format(time.RFC3339)},
+			"purge would delete 3 dead tasks dead-lettered before " + stamp(soon) + " (in 1h) for good: run it again with --yes"},
+		{[]string{"--before", "1h"}, "nothing to purge: no dead tasks dead-lettered before " + stamp(now().Add(-time.Hour)) + " (1h ago)\n"},
+		{[]string{"--type", "email", "--after", "1h", "--before", soon.Format(time.RFC3339)},
+			"purge would delete 3 dead tasks of type email, dead-lettered between " + stamp(now().Add(-time.Hour)) + " (1h ago) and " +
+				stamp(soon) + " (in 1h) for good: run it again with --yes"},
+	} {
+		out, _, err := keelCmd(t, "", append([]string{"dlq", "purge", "--server", s.url}, c.args...)...)
+		got := out
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("dlq purge %s:\n got %q\nwant %q", strings.Join(c.args, " "), got, c.want)
+		}
+	}
+	waitState(t, s.client, keel.StateDead, 3) // still there
 }
 
 // TestDLQListFilters: dlq list passes --after and --before to the API as
@@ -200,5 +240,54 @@ func TestBulkPages(t *testing.T) {
 	}
 	if len(calls) != 3 || !calls[0].FinishedBefore.Equal(at) {
 		t.Fatalf("purge calls %+v: want 3, cut off at the server's time", calls)
+	}
+}
+
+// TestPurgeConfirmationCountsPages: with a time filter purge counts the
+// matching dead letters page by page, and says "more than" past
+// maxConfirmCount instead of reading on.
+func TestPurgeConfirmationCountsPages(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var total, listed int
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(server.Stats{At: at, Counts: map[string]int64{"dead": 99999}}) //nolint:errcheck
+	})
+	mux.HandleFunc("GET /v1/dead", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("type") != "email" || q.Get("finished_after") == "" || q.Get("finished_before") != "2026-01-02T03:04:05Z" {
+			t.Errorf("query %v", q)
+		}
+		from, _ := strconv.Atoi(q.Get("cursor"))
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		var l server.TaskList
+		for i := from; i < min(from+limit, total); i++ {
+			l.Tasks = append(l.Tasks, server.Task{ID: int64(i + 1)})
+		}
+		listed += len(l.Tasks)
+		if from+limit < total {
+			l.NextCursor = strconv.Itoa(from + limit)
+		}
+		json.NewEncoder(w).Encode(l) //nolint:errcheck
+	})
+	mux.HandleFunc("POST /v1/dead/purge", func(w http.ResponseWriter, r *http.Request) {
+		t.Error("purge without --yes called the purge route")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+
+	for _, c := range []struct {
+		total, listed int
+		want          string
+	}{
+		{2500, 2500, "purge would delete 2500 dead tasks of type email, dead-lettered since "},
+		{15000, 10000, "purge would delete more than 10000 dead tasks of type email, dead-lettered since "},
+	} {
+		total, listed = c.total, 0
+		_, _, err := keelCmd(t, "", "dlq", "purge", "--server", srv.URL, "--type", "email", "--after", "30d")
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || listed != c.listed {
+			t.Errorf("%d dead: listed %d (want %d): %v", c.total, listed, c.listed, err)
+		}
 	}
 }

@@ -7,12 +7,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when set at build time with -ldflags "-X main.version=...",
+// is what keel version prints; otherwise it reads the build information
+// (see versionFrom).
+var version string
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
@@ -41,7 +44,47 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print keel's version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "keel", version)
+			fmt.Fprintln(cmd.OutOrStdout(), "keel", keelVersion())
 		},
 	}
+}
+
+// keelVersion is this binary's version: see versionFrom.
+func keelVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(version, bi)
+}
+
+// versionFrom names a build: the -ldflags version when set; else the main
+// module's version (a release for go install …@v1.2.3; go build in a
+// checkout stamps a pseudo-version with the commit, +dirty when modified);
+// else, for a build stamped only with VCS settings, "(devel)" with the
+// commit, +modified when the tree had changes, and the commit time; else
+// "(devel)" (go run, go test, -buildvcs=false).
+func versionFrom(ldflag string, bi *debug.BuildInfo) string {
+	if ldflag != "" {
+		return ldflag
+	}
+	if bi == nil {
+		return "(devel)"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	rev := vcs["vcs.revision"]
+	if rev == "" {
+		return "(devel)"
+	}
+	v := "(devel) " + rev[:min(len(rev), 12)]
+	if vcs["vcs.modified"] == "true" {
+		v += "+modified"
+	}
+	if at := vcs["vcs.time"]; at != "" {
+		v += " " + at
+	}
+	return v
 }

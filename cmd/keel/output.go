@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 )
 
 // now is the clock of the operator commands' relative times.
@@ -54,9 +54,20 @@ func ago(t time.Time) string {
 	return "in " + short(-d)
 }
 
-// short formats a duration compactly: 850ms, 3.2s, 4m10s, 2h5m, 3d.
+// short formats a duration compactly: 0.4ms, 850ms, 3.2s, 4m10s, 2h5m, 3d.
+// Below a millisecond it keeps a tenth of one (<0.1ms below 50µs), so a
+// quick attempt does not read as taking no time.
 func short(d time.Duration) string {
+	sub := d.Round(100 * time.Microsecond)
 	switch {
+	case d < 0:
+		return "-" + short(-d)
+	case d == 0:
+		return "0s"
+	case sub == 0:
+		return "<0.1ms"
+	case sub < time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(sub)/float64(time.Millisecond))
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Minute:

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/config"
 	"github.com/keelq/keel/server"
 	"github.com/keelq/keel/server/httptarget"
 )

@@ -12,7 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keelq/keel/internal/config"
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/server"
 )
 
@@ -221,6 +222,9 @@ func newListCmd() *cobra.Command {
   keel list --since 2h --all --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state != "" && !keel.State(state).Valid() {
+				return fmt.Errorf("--state must be one of %s; got %q", stateNames(), state)
+			}
 			q := url.Values{}
 			for k, v := range map[string]string{"state": state, "type": typ, "queue": queue} {
 				if v != "" {
@@ -250,13 +254,25 @@ func newListCmd() *cobra.Command {
 	}
 	addAPIFlags(cmd, &f)
 	fs := cmd.Flags()
-	fs.StringVar(&state, "state", "", "only this state: pending, running, succeeded, dead, cancelled")
+	fs.StringVar(&state, "state", "", "only this state: "+stateNames())
 	fs.StringVar(&typ, "type", "", "only this task type")
 	fs.StringVar(&queue, "queue", "", "only this queue")
 	fs.StringVar(&since, "since", "", "only tasks created since: an RFC 3339 time or a duration before now (2h, 7d)")
 	fs.IntVar(&limit, "limit", 50, "how many tasks to show, at most 1000")
 	fs.BoolVar(&all, "all", false, "show every matching task, paging through the API")
 	return cmd
+}
+
+// states are a task's states, in the order of its life.
+var states = []keel.State{keel.StatePending, keel.StateRunning, keel.StateSucceeded, keel.StateDead, keel.StateCancelled}
+
+// stateNames lists states for help and errors: "pending, running, …".
+func stateNames() string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // pages reads tasks from path, newest first: limit of them, or every one
