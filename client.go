@@ -278,7 +278,7 @@ type ListParams struct {
 // List returns tasks newest first.
 func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
 	if p.State != "" && !p.State.Valid() {
-		return nil, invalid("unknown state %q", p.State)
+		return nil, invalid("unknown state %q: use pending, running, succeeded, dead or cancelled", p.State)
 	}
 	if p.Limit < 0 || p.Limit > 1000 {
 		return nil, invalid("limit must be in 0..1000, got %d", p.Limit)

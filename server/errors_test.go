@@ -161,7 +161,7 @@ func TestTaskRouteErrors(t *testing.T) {
 			{name: "trailing slash", method: "GET", path: "/v1/tasks/", status: 404, detail: "no route"},
 			{name: "list: unknown parameter", method: "GET", path: "/v1/tasks?sort=asc", status: 400, detail: `unknown query parameter "sort"`},
 			{name: "list: repeated parameter", method: "GET", path: "/v1/tasks?type=a&type=b", status: 400, detail: `"type" given 2 times`},
-			{name: "list: bad state", method: "GET", path: "/v1/tasks?state=done", status: 400, detail: `unknown state "done"`},
+			{name: "list: bad state", method: "GET", path: "/v1/tasks?state=done", status: 400, detail: `unknown state "done": use pending, running, succeeded, dead or cancelled`},
 			{name: "list: bad time", method: "GET", path: "/v1/tasks?created_after=yesterday", status: 400, detail: `"created_after" must be an RFC 3339 time`},
 			{name: "list: empty range", method: "GET", path: "/v1/tasks?created_after=2026-01-02T00:00:00Z&created_before=2026-01-01T00:00:00Z", status: 400, detail: "created_after must be before created_before"},
 			{name: "list: bad finished time", method: "GET", path: "/v1/tasks?finished_before=2026-01-02", status: 400, detail: `"finished_before" must be an RFC 3339 time`},
