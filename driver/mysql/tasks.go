@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -158,7 +157,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	var pairs []any
 	var others []driver.Transition
 	for _, t := range p.Transitions {
-		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+		if sqlutil.PlainSuccess(t) {
 			ids, pairs = append(ids, t.ID), append(pairs, t.ID, t.Fence)
 		} else {
 			others = append(others, t)
@@ -215,21 +214,13 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 // transition applies t with one fenced UPDATE. nowArg is the statement's
 // now argument (nil: the database clock); offsets are taken from now.
 func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg any, now time.Time, t driver.Transition) (bool, error) {
-	var errJSON any
-	if t.Error != nil {
-		b, err := json.Marshal(t.Error)
-		if err != nil {
-			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
-		}
-		errJSON = string(b)
+	errJSON, refund, err := sqlutil.TransitionArgs(t)
+	if err != nil {
+		return false, err
 	}
 	var runAt any
 	if !t.RunAt.IsZero() {
 		runAt = offset(t.RunAt, now)
-	}
-	refund := 0
-	if t.Refund {
-		refund = 1
 	}
 	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(nowArg, string(t.State), runAt,
 		sqlutil.NullBytes(t.Result), refund, errJSON, errJSON, string(t.State), string(t.State), t.ID, t.Fence, owner)...)

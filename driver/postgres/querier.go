@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // querier runs the driver's SQL on the pool, a pgx.Tx or a caller's
@@ -79,17 +80,7 @@ type sqlQuerier struct{ tx *sql.Tx }
 func (q sqlQuerier) byID() querier { return q }
 
 func (q sqlQuerier) query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
-	rows, err := q.tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlutil.Query(ctx, q.tx, query, args...)(row)
 }
 
 func (q sqlQuerier) exec(ctx context.Context, query string, args []any) (int64, error) {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -180,7 +179,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	var keys []string
 	var others []driver.Transition
 	for _, t := range p.Transitions {
-		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+		if sqlutil.PlainSuccess(t) {
 			ids, keys = append(ids, t.ID), append(keys, strconv.FormatInt(t.ID, 10)+":"+strconv.FormatInt(t.Fence, 10))
 		} else {
 			others = append(others, t)
@@ -234,21 +233,13 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 }
 
 func (d *Driver) transition(ctx context.Context, q querier, owner string, now time.Time, t driver.Transition) (bool, error) {
-	var errJSON any
-	if t.Error != nil {
-		b, err := json.Marshal(t.Error)
-		if err != nil {
-			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
-		}
-		errJSON = string(b)
+	errJSON, refund, err := sqlutil.TransitionArgs(t)
+	if err != nil {
+		return false, err
 	}
 	var runAt any
 	if !t.RunAt.IsZero() {
 		runAt = offset(t.RunAt, now)
-	}
-	refund := 0
-	if t.Refund {
-		refund = 1
 	}
 	n, err := q.byID().exec(ctx, d.sql.transition, []any{d.now(now), string(t.State), runAt, sqlutil.NullBytes(t.Result),
 		refund, errJSON, t.ID, t.Fence, owner})

@@ -142,7 +142,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	var pairs [][2]int64
 	var others []driver.Transition
 	for _, t := range p.Transitions {
-		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+		if sqlutil.PlainSuccess(t) {
 			ids = append(ids, t.ID)
 			pairs = append(pairs, [2]int64{t.ID, t.Fence})
 		} else {
@@ -196,17 +196,9 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 }
 
 func transition(ctx context.Context, tx querier, owner string, now time.Time, t driver.Transition) (bool, error) {
-	var errJSON any
-	if t.Error != nil {
-		b, err := json.Marshal(t.Error)
-		if err != nil {
-			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
-		}
-		errJSON = string(b)
-	}
-	refund := 0
-	if t.Refund {
-		refund = 1
+	errJSON, refund, err := sqlutil.TransitionArgs(t)
+	if err != nil {
+		return false, err
 	}
 	res, err := tx.ExecContext(ctx, sqlTransition, string(t.State), nullMicros(t.RunAt), sqlutil.NullBytes(t.Result),
 		refund, errJSON, micros(now), t.ID, t.Fence, owner)

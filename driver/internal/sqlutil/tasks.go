@@ -2,6 +2,7 @@ package sqlutil
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -120,4 +121,27 @@ func MatchArgs(p driver.MatchParams, at func(time.Time) any, repeat int) []any {
 		}
 	}
 	return append(out, p.Limit)
+}
+
+// PlainSuccess reports whether t is a success with nothing to store (no
+// result, error or refund): those are finished together, in one statement.
+func PlainSuccess(t driver.Transition) bool {
+	return t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil
+}
+
+// TransitionArgs are the arguments of t that every driver's transition
+// statement takes in the same form: the attempt error as JSON text (NULL
+// when none) and the refund as 0 or 1.
+func TransitionArgs(t driver.Transition) (errJSON any, refund int, err error) {
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return nil, 0, fmt.Errorf("finish task %d: %w", t.ID, err)
+		}
+		errJSON = string(b)
+	}
+	if t.Refund {
+		refund = 1
+	}
+	return errJSON, refund, nil
 }
