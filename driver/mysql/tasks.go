@@ -64,6 +64,7 @@ func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertPa
 			plain = append(plain, i)
 		}
 	}
+	keyed := len(params) - len(plain)
 	for len(plain) > 0 {
 		n := min(len(plain), maxInsertRows)
 		rows, err := d.insertMany(ctx, q, params, plain[:n])
@@ -75,11 +76,10 @@ func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertPa
 		}
 		plain = plain[n:]
 	}
-	for i, p := range params {
-		if p.IdemKey == "" {
-			continue
-		}
-		res, err := d.insertKeyed(ctx, q, p)
+	// The keyed tasks in order of key: batches sharing keys lock them in
+	// the same order.
+	for _, i := range sqlutil.InsertOrder(params)[len(params)-keyed:] {
+		res, err := d.insertKeyed(ctx, q, params[i])
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -105,4 +108,30 @@ func callerTx(tx driver.Tx) (querier, error) {
 		}
 	}
 	return nil, fmt.Errorf("postgres: got %T, want a pgx.Tx or a *sql.Tx: %w", tx, driver.ErrUnsupportedTx)
+}
+
+// maxTxAttempts is how often a transaction of the driver's own runs in all
+// when it fails with a deadlock or serialization failure.
+const maxTxAttempts = 8
+
+// retryable reports whether err is a deadlock (40P01) or serialization
+// failure (40001), after which the whole transaction can simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// backoff waits before attempt+2 of a transaction: a short, growing,
+// jittered pause, cut short by ctx.
+func backoff(ctx context.Context, attempt int) error {
+	wait := time.Millisecond << min(attempt, 6)
+	wait += rand.N(wait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }

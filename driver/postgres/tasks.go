@@ -17,8 +17,23 @@ import (
 // The task queries: insert, claim, finish, heartbeat, rescue, get, cancel,
 // retry, list, counts and leadership. Their SQL is in queries.go.
 
-// Insert implements driver.Driver: all tasks in one transaction.
+// Insert implements driver.Driver: all tasks in one transaction, run again
+// after a deadlock or serialization failure (keys are inserted in order, so
+// batches sharing keys do not deadlock on them; anything else still could).
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := d.insertTx(ctx, params)
+		if err == nil || attempt+1 >= maxTxAttempts || !retryable(err) {
+			return out, err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// insertTx inserts params in one transaction of its own.
+func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("insert tasks: %w", err)
@@ -104,10 +119,12 @@ func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertPa
 	return out, nil
 }
 
-// insertRows inserts params one statement each.
+// insertRows inserts params one statement each, in sqlutil.InsertOrder;
+// results keep the order of params.
 func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	out := make([]driver.InsertResult, 0, len(params))
-	for _, p := range params {
+	out := make([]driver.InsertResult, len(params))
+	for _, i := range sqlutil.InsertOrder(params) {
+		p := params[i]
 		var row *driver.TaskRow
 		err := q.query(ctx, d.sql.insert, []any{d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
 			p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
@@ -120,7 +137,7 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 			return nil, fmt.Errorf("insert task: %w", err)
 		}
 		if row != nil {
-			out = append(out, driver.InsertResult{Task: row})
+			out[i] = driver.InsertResult{Task: row}
 			continue
 		}
 		if p.IdemKey == "" {
@@ -135,11 +152,9 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 		if err != nil {
 			return nil, fmt.Errorf("load task holding idempotency key: %w", err)
 		}
-		res, err := sqlutil.KeyHolder(row, p)
-		if err != nil {
+		if out[i], err = sqlutil.KeyHolder(row, p); err != nil {
 			return nil, err
 		}
-		out = append(out, res)
 	}
 	return out, nil
 }

@@ -15,15 +15,6 @@ import (
 // The task queries: insert, claim, finish, heartbeat, rescue, get, cancel,
 // retry, list, counts and leadership. Their SQL is in queries.go.
 
-// sqlTx accepts the caller transactions this driver can use: *sql.Tx.
-func sqlTx(tx driver.Tx) (*sql.Tx, error) {
-	t, ok := tx.(*sql.Tx)
-	if !ok || t == nil {
-		return nil, fmt.Errorf("sqlite: got %T, want a *sql.Tx begun on the driver's DB(): %w", tx, driver.ErrUnsupportedTx)
-	}
-	return t, nil
-}
-
 // Insert implements driver.Driver.
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	var out []driver.InsertResult
@@ -41,7 +32,7 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 // InsertTx implements driver.Driver. The inserts run under a savepoint so
 // a failure leaves nothing of the batch in the caller's transaction.
 func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	tx, err := sqlTx(dtx)
+	tx, err := callerTx(dtx)
 	if err != nil {
 		return nil, err
 	}
@@ -59,14 +50,17 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 	return out, nil
 }
 
+// insert inserts params one statement each, in sqlutil.InsertOrder;
+// results keep the order of params.
 func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	out := make([]driver.InsertResult, 0, len(params))
-	for _, p := range params {
+	out := make([]driver.InsertResult, len(params))
+	for _, i := range sqlutil.InsertOrder(params) {
+		p := params[i]
 		row, err := scanTask(tx.QueryRowContext(ctx, sqlInsert, p.Queue, p.Type, p.Priority, string(p.Payload),
 			p.MaxAttempts, micros(p.RunAt), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
 			p.PayloadDigest, micros(p.Now), micros(p.Now), sqlutil.NullBytes(p.Meta)).Scan)
 		if err == nil {
-			out = append(out, driver.InsertResult{Task: row})
+			out[i] = driver.InsertResult{Task: row}
 			continue
 		}
 		if !errors.Is(err, sql.ErrNoRows) || p.IdemKey == "" {
@@ -77,11 +71,9 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("load task holding idempotency key: %w", err)
 		}
-		res, err := sqlutil.KeyHolder(row, p)
-		if err != nil {
+		if out[i], err = sqlutil.KeyHolder(row, p); err != nil {
 			return nil, err
 		}
-		out = append(out, res)
 	}
 	return out, nil
 }
@@ -188,7 +180,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 
 // FinishTx implements driver.Driver.
 func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
-	tx, err := sqlTx(dtx)
+	tx, err := callerTx(dtx)
 	if err != nil {
 		return false, err
 	}

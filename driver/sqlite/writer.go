@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/keelq/keel/driver"
 )
 
 // The single writer: every write of the process goes through one
@@ -182,6 +184,15 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// callerTx accepts the caller transactions this driver can use: *sql.Tx.
+func callerTx(tx driver.Tx) (*sql.Tx, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok || t == nil {
+		return nil, fmt.Errorf("sqlite: got %T, want a *sql.Tx begun on the driver's DB(): %w", tx, driver.ErrUnsupportedTx)
+	}
+	return t, nil
 }
 
 // cachedTx runs queries of a writer batch through statements prepared once.

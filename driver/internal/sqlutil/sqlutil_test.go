@@ -102,3 +102,15 @@ func TestMigrateLoop(t *testing.T) {
 		t.Errorf("failing migration: %v", err)
 	}
 }
+
+func TestInsertOrder(t *testing.T) {
+	keys := []string{"b", "", "a", "b", "", "c"}
+	params := make([]driver.InsertParams, len(keys))
+	for i, k := range keys {
+		params[i].IdemKey = k
+	}
+	// Plain tasks first as given, then by key; of equal keys the first given.
+	if got, want := InsertOrder(params), []int{1, 4, 2, 0, 3, 5}; !reflect.DeepEqual(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}

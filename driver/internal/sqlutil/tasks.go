@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,4 +145,26 @@ func TransitionArgs(t driver.Transition) (errJSON any, refund int, err error) {
 		refund = 1
 	}
 	return errJSON, refund, nil
+}
+
+// InsertOrder is the order in which a driver inserts params: tasks without
+// an idempotency key first, as given, then the others by key. Two batches
+// that share keys then take the keys' index entries in the same order and
+// cannot deadlock on them; of equal keys the first given goes first.
+// Drivers return results in the caller's order all the same.
+func InsertOrder(params []driver.InsertParams) []int {
+	order := make([]int, 0, len(params))
+	for i, p := range params {
+		if p.IdemKey == "" {
+			order = append(order, i)
+		}
+	}
+	plain := len(order)
+	for i, p := range params {
+		if p.IdemKey != "" {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order[plain:], func(a, b int) int { return strings.Compare(params[a].IdemKey, params[b].IdemKey) })
+	return order
 }
