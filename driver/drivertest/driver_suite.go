@@ -29,6 +29,7 @@ var driverTests = []test{
 	{"ErrorHistoryKeepsLast20", testErrorHistoryKeepsLast20},
 	{"Idempotency", testDriverIdempotency},
 	{"IdempotencyConflictWritesNothing", testIdempotencyConflictWritesNothing},
+	{"BatchKeysOppositeOrders", testBatchKeysOppositeOrders},
 	{"KeyReleasedByDeadAndCancelled", testKeyReleased},
 	{"ListAndCounts", testListAndCounts},
 	{"CountsByType", testCountsByType},

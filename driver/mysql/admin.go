@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Operator queries: finished and ahead counts, bulk requeue and purge of
@@ -14,22 +15,8 @@ import (
 
 // CountFinished implements driver.Driver.
 func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	rows, err := d.db.QueryContext(ctx, sqlCountFinished, since)
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCountFinished, since), sqlutil.ScanFinishedCount)
 	if err != nil {
-		return nil, fmt.Errorf("count finished tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []driver.QueueCount
-	for rows.Next() {
-		var c driver.QueueCount
-		var state string
-		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
-			return nil, fmt.Errorf("count finished tasks: %w", err)
-		}
-		c.State = driver.State(state)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count finished tasks: %w", err)
 	}
 	return out, nil
@@ -64,7 +51,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 		err = d.inTx(ctx, func(tx *sql.Tx) error {
 			n = 0
 			rows, err := tx.QueryContext(ctx, sqlRetryMatchingPick.text,
-				sqlRetryMatchingPick.args(nil, append(matchArgs(p), p.Limit)...)...)
+				sqlRetryMatchingPick.args(nil, matchArgs(p)...)...)
 			if err != nil {
 				return err
 			}
@@ -117,7 +104,7 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		n = 0
 		rows, err := tx.QueryContext(ctx, sqlPurgeMatchingPick.text,
-			sqlPurgeMatchingPick.args(nil, append(matchArgs(p), p.Limit)...)...)
+			sqlPurgeMatchingPick.args(nil, matchArgs(p)...)...)
 		if err != nil {
 			return err
 		}
@@ -139,12 +126,9 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 	return n, nil
 }
 
-// matchArgs are the arguments of matchWhere, in order.
-func matchArgs(p driver.MatchParams) []any {
-	typ, queue := nullString(p.Type), nullString(p.Queue)
-	after, before := nullTime(p.FinishedAfter), nullTime(p.FinishedBefore)
-	return []any{string(p.State), typ, typ, queue, queue, after, after, before, before}
-}
+// matchArgs are the arguments of matchWhere, in order (each optional
+// filter twice), and the limit.
+func matchArgs(p driver.MatchParams) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 2) }
 
 // PatchSetting implements driver.Driver: one upsert, which locks the row,
 // and the read back, in one transaction. updated_at is the database clock
@@ -163,7 +147,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 			return err
 		}
 		var err error
-		s, err = scanSetting(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name))
+		s, err = scanSetting(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name).Scan)
 		return err
 	})
 	if err != nil {
@@ -174,44 +158,9 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 
 // ListSettings implements driver.Driver.
 func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	rows, err := d.db.QueryContext(ctx, sqlListSettings)
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlListSettings), scanSetting)
 	if err != nil {
 		return nil, fmt.Errorf("list settings: %w", err)
 	}
-	defer rows.Close()
-	var out []driver.Setting
-	for rows.Next() {
-		s, err := scanSetting(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list settings: %w", err)
-		}
-		out = append(out, *s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
 	return out, nil
-}
-
-// scanSetting reads one row selected with settingColumns.
-func scanSetting(s scanner) (*driver.Setting, error) {
-	var (
-		r                    driver.Setting
-		kind                 string
-		timeout, base, maxMS int64
-	)
-	if err := s.Scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &r.UpdatedAt); err != nil {
-		return nil, err
-	}
-	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
-	r.UpdatedAt = r.UpdatedAt.UTC()
-	return &r, nil
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
 }

@@ -2,96 +2,18 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
+
+// The multi-row and keyed inserts behind Insert (tasks.go).
 
 // maxInsertRows is the most tasks one multi-row INSERT carries (14
 // placeholders each, well under MySQL's 65,535).
 const maxInsertRows = 500
-
-// Insert implements driver.Driver: all tasks in one transaction.
-func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	var out []driver.InsertResult
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if out, err = d.insert(ctx, tx, params); err != nil {
-			return err
-		}
-		// A context that ended before the commit writes nothing.
-		return ctx.Err()
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// InsertTx implements driver.Driver. The inserts run under a savepoint so
-// a failure leaves nothing of the batch in the caller's transaction. A
-// deadlock there rolls back the caller's whole transaction, so it is
-// returned, not retried.
-func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	tx, err := callerTx(dtx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT keel_insert`); err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
-	}
-	out, err := d.insert(ctx, tx, params)
-	if err != nil {
-		undo := context.WithoutCancel(ctx)
-		if _, rbErr := tx.ExecContext(undo, `ROLLBACK TO SAVEPOINT keel_insert`); rbErr != nil {
-			return nil, errors.Join(err, fmt.Errorf("insert tasks: undo: %w", rbErr))
-		}
-		tx.ExecContext(undo, `RELEASE SAVEPOINT keel_insert`) //nolint:errcheck // the savepoint is empty now
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT keel_insert`); err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
-	}
-	return out, nil
-}
-
-// insert inserts params in the transaction q: tasks without idempotency
-// keys with multi-row INSERTs (they cannot conflict), the others one
-// INSERT each. Results keep the order of params.
-func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	out := make([]driver.InsertResult, len(params))
-	var plain []int
-	for i, p := range params {
-		if p.IdemKey == "" {
-			plain = append(plain, i)
-		}
-	}
-	for len(plain) > 0 {
-		n := min(len(plain), maxInsertRows)
-		rows, err := d.insertMany(ctx, q, params, plain[:n])
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range plain[:n] {
-			out[i] = driver.InsertResult{Task: rows[j]}
-		}
-		plain = plain[n:]
-	}
-	for i, p := range params {
-		if p.IdemKey == "" {
-			continue
-		}
-		res, err := d.insertKeyed(ctx, q, p)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = res
-	}
-	return out, nil
-}
 
 // insertMany writes the tasks params[which] with one INSERT and reads them
 // back. A multi-row INSERT of known size takes consecutive auto-increment
@@ -108,7 +30,7 @@ func (d *Driver) insertMany(ctx context.Context, q querier, params []driver.Inse
 		}
 		text.WriteString(insertRow.text)
 		args = append(args, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
-			p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), nil, p.PayloadDigest, nullBytes(p.Meta))...)
+			p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), nil, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
 	}
 	res, err := q.ExecContext(ctx, text.String(), args...)
 	if err != nil {
@@ -147,7 +69,7 @@ func (d *Driver) insertMany(ctx context.Context, q querier, params []driver.Inse
 func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertParams) (driver.InsertResult, error) {
 	text := sqlInsert.text[:strings.Index(sqlInsert.text, "{rows}")] + insertRow.text
 	res, err := q.ExecContext(ctx, text, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
-		p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), p.IdemKey, p.PayloadDigest, nullBytes(p.Meta))...)
+		p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), p.IdemKey, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
 	if err == nil {
 		id, err := res.LastInsertId()
 		if err != nil {
@@ -162,22 +84,13 @@ func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertPara
 	if !isDuplicate(err) {
 		return driver.InsertResult{}, fmt.Errorf("insert task: %w", err)
 	}
-	rows, err := q.QueryContext(ctx, sqlByKey, p.IdemKey)
+	held, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlByKey, p.IdemKey), scanTask)
 	if err != nil {
 		return driver.InsertResult{}, fmt.Errorf("load task holding idempotency key: %w", err)
 	}
-	held, err := scanTasks(rows, nil)
-	if err != nil {
-		return driver.InsertResult{}, fmt.Errorf("load task holding idempotency key: %w", err)
+	var holder *driver.TaskRow
+	if len(held) > 0 {
+		holder = &held[0]
 	}
-	if len(held) == 0 {
-		// The holder finished and released the key in between; the caller
-		// may retry.
-		return driver.InsertResult{}, errors.New("insert task: idempotency key holder vanished, try again")
-	}
-	row := &held[0]
-	if row.PayloadDigest != p.PayloadDigest {
-		return driver.InsertResult{}, fmt.Errorf("insert task: key held by task %d: %w", row.ID, driver.ErrIdempotencyConflict)
-	}
-	return driver.InsertResult{Task: row, Duplicate: true}, nil
+	return sqlutil.KeyHolder(holder, p)
 }

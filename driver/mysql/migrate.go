@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 	"github.com/keelq/keel/internal/migrate"
 )
 
@@ -35,55 +36,52 @@ func (d *Driver) Migrations(ctx context.Context) (_ []Migration, err error) {
 			err = fmt.Errorf("mysql: migrate: %w", err)
 		}
 	}()
-	ms, err := migrate.Load(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	var dbName string
-	if err := conn.QueryRowContext(ctx, `SELECT DATABASE()`).Scan(&dbName); err != nil {
+	if err := conn.QueryRowContext(ctx, sqlDatabase).Scan(&dbName); err != nil {
 		return nil, err
 	}
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 60)`, "keel-migrate:"+dbName).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, sqlMigrateLock, "keel-migrate:"+dbName).Scan(&got); err != nil {
 		return nil, err
 	}
 	if got.Int64 != 1 {
 		return nil, errors.New("timed out waiting for another migrator's lock")
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, "keel-migrate:"+dbName) //nolint:errcheck // closing the connection releases it too
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS keel_migrations (
-		version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL)`); err != nil {
+	defer conn.ExecContext(context.WithoutCancel(ctx), sqlMigrateUnlock, "keel-migrate:"+dbName) //nolint:errcheck // closing the connection releases it too
+	if _, err := conn.ExecContext(ctx, sqlMigrationsTable); err != nil {
 		return nil, err
 	}
-	out := make([]Migration, 0, len(ms))
-	for _, m := range ms {
-		var at time.Time
-		err := conn.QueryRowContext(ctx, `SELECT applied_at FROM keel_migrations WHERE version = ?`, m.Version).Scan(&at)
-		if err == nil {
-			out = append(out, Migration{Version: m.Version, Name: m.Name, AppliedAt: at.UTC()})
-			continue
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
-		for _, stmt := range statements(m.SQL) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return nil, fmt.Errorf("%s: %w", m.Name, err)
-			}
-		}
-		now := time.Now().UTC()
-		if _, err := conn.ExecContext(ctx, `INSERT INTO keel_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, now); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
-		}
-		out = append(out, Migration{Version: m.Version, Name: m.Name, Applied: true, AppliedAt: now})
+	return sqlutil.Migrate(ctx, migrationFS, "migrations", migrator{conn})
+}
+
+// migrator applies migrations on the connection that holds the lock.
+type migrator struct{ conn *sql.Conn }
+
+func (m migrator) AppliedAt(ctx context.Context, version int) (time.Time, bool, error) {
+	var at time.Time
+	err := m.conn.QueryRowContext(ctx, sqlMigrationAt, version).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
 	}
-	return out, nil
+	return at.UTC(), err == nil, err
+}
+
+func (m migrator) Apply(ctx context.Context, mig migrate.Migration) (bool, time.Time, error) {
+	for _, stmt := range statements(mig.SQL) {
+		if _, err := m.conn.ExecContext(ctx, stmt); err != nil {
+			return false, time.Time{}, err
+		}
+	}
+	now := time.Now().UTC()
+	if _, err := m.conn.ExecContext(ctx, sqlMigrationRecord, mig.Version, mig.Name, now); err != nil {
+		return false, time.Time{}, err
+	}
+	return true, now, nil
 }
 
 // statements splits a migration file into its statements: each ends with

@@ -4,8 +4,7 @@ import (
 	"strings"
 )
 
-// All of the driver's SQL lives in this file (the node registry's in
-// nodes.go). {now} stands for the statement's one "now": the caller's clock
+// All of the driver's SQL lives in this file. {now} stands for the statement's one "now": the caller's clock
 // when Options.CallerClock is set, else the database's UTC_TIMESTAMP(6),
 // which MySQL evaluates once per statement. Other instants are passed as
 // microsecond offsets from it. Lists of ids ({ids}, {pairs}) are expanded to
@@ -240,4 +239,31 @@ ON DUPLICATE KEY UPDATE
 	sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
 
 	sqlList = `SELECT ` + taskColumns + ` FROM keel_tasks`
+)
+
+// The node registry's SQL (keel_nodes, migration 002). Like the task
+// queries, every statement starts from one now: the caller's clock or the
+// database's UTC_TIMESTAMP(6).
+
+var sqlRegisterNode = prepare(`INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at)
+VALUES (?, ?, ?, ?, COALESCE(?, {now}), {now})
+ON DUPLICATE KEY UPDATE host = VALUES(host), pid = VALUES(pid), queues = VALUES(queues),
+	started_at = VALUES(started_at), heartbeat_at = VALUES(heartbeat_at)`)
+
+const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at FROM keel_nodes ORDER BY name`
+
+const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
+
+var sqlPruneNodes = prepare(`DELETE FROM keel_nodes WHERE heartbeat_at < TIMESTAMPADD(MICROSECOND, -?, {now})`)
+
+// The migrations' bookkeeping (migrate.go); a named lock serialises
+// migrators.
+const (
+	sqlDatabase        = `SELECT DATABASE()`
+	sqlMigrateLock     = `SELECT GET_LOCK(?, 60)`
+	sqlMigrateUnlock   = `SELECT RELEASE_LOCK(?)`
+	sqlMigrationsTable = `CREATE TABLE IF NOT EXISTS keel_migrations (
+		version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL)`
+	sqlMigrationAt     = `SELECT applied_at FROM keel_migrations WHERE version = ?`
+	sqlMigrationRecord = `INSERT INTO keel_migrations (version, name, applied_at) VALUES (?, ?, ?)`
 )

@@ -3,25 +3,89 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// idArgs returns ids as arguments, sorted so that every statement locks
-// rows in the same order.
-func idArgs(ids []int64) []any {
-	sorted := slices.Clone(ids)
-	slices.Sort(sorted)
-	out := make([]any, len(sorted))
-	for i, id := range sorted {
-		out[i] = id
+// The task queries: insert, claim, finish, heartbeat, rescue, get, cancel,
+// retry, list, counts and leadership. Their SQL is in queries.go.
+
+// Insert implements driver.Driver: all tasks in one transaction.
+func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if out, err = d.insert(ctx, tx, params); err != nil {
+			return err
+		}
+		// A context that ended before the commit writes nothing.
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out
+	return out, nil
+}
+
+// InsertTx implements driver.Driver. The inserts run under a savepoint so
+// a failure leaves nothing of the batch in the caller's transaction. A
+// deadlock there rolls back the caller's whole transaction, so it is
+// returned, not retried.
+func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	tx, err := callerTx(dtx)
+	if err != nil {
+		return nil, err
+	}
+	var out []driver.InsertResult
+	err = sqlutil.InsertSavepoint(ctx, func(ctx context.Context, q string) error {
+		_, err := tx.ExecContext(ctx, q)
+		return err
+	}, func() error {
+		out, err = d.insert(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insert inserts params in the transaction q: tasks without idempotency
+// keys with multi-row INSERTs (they cannot conflict), the others one
+// INSERT each. Results keep the order of params.
+func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out := make([]driver.InsertResult, len(params))
+	var plain []int
+	for i, p := range params {
+		if p.IdemKey == "" {
+			plain = append(plain, i)
+		}
+	}
+	keyed := len(params) - len(plain)
+	for len(plain) > 0 {
+		n := min(len(plain), maxInsertRows)
+		rows, err := d.insertMany(ctx, q, params, plain[:n])
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range plain[:n] {
+			out[i] = driver.InsertResult{Task: rows[j]}
+		}
+		plain = plain[n:]
+	}
+	// The keyed tasks in order of key: batches sharing keys lock them in
+	// the same order.
+	for _, i := range sqlutil.InsertOrder(params)[len(params)-keyed:] {
+		res, err := d.insertKeyed(ctx, q, params[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = res
+	}
+	return out, nil
 }
 
 // Claim implements driver.Driver: in one short transaction, lock up to
@@ -93,7 +157,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	var pairs []any
 	var others []driver.Transition
 	for _, t := range p.Transitions {
-		if t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil {
+		if sqlutil.PlainSuccess(t) {
 			ids, pairs = append(ids, t.ID), append(pairs, t.ID, t.Fence)
 		} else {
 			others = append(others, t)
@@ -150,24 +214,16 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 // transition applies t with one fenced UPDATE. nowArg is the statement's
 // now argument (nil: the database clock); offsets are taken from now.
 func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg any, now time.Time, t driver.Transition) (bool, error) {
-	var errJSON any
-	if t.Error != nil {
-		b, err := json.Marshal(t.Error)
-		if err != nil {
-			return false, fmt.Errorf("finish task %d: %w", t.ID, err)
-		}
-		errJSON = string(b)
+	errJSON, refund, err := sqlutil.TransitionArgs(t)
+	if err != nil {
+		return false, err
 	}
 	var runAt any
 	if !t.RunAt.IsZero() {
 		runAt = offset(t.RunAt, now)
 	}
-	refund := 0
-	if t.Refund {
-		refund = 1
-	}
 	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(nowArg, string(t.State), runAt,
-		nullBytes(t.Result), refund, errJSON, errJSON, string(t.State), string(t.State), t.ID, t.Fence, owner)...)
+		sqlutil.NullBytes(t.Result), refund, errJSON, errJSON, string(t.State), string(t.State), t.ID, t.Fence, owner)...)
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}
@@ -276,11 +332,7 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 }
 
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	rows, err := q.QueryContext(ctx, sqlGet, id)
-	if err != nil {
-		return nil, fmt.Errorf("get task %d: %w", id, err)
-	}
-	got, err := scanTasks(rows, nil)
+	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGet, id), scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, err)
 	}
@@ -293,11 +345,16 @@ func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.Task
 // getMany loads the tasks with the given ids, in no particular order.
 func (d *Driver) getMany(ctx context.Context, q querier, ids []int64) ([]driver.TaskRow, error) {
 	s := sqlGetIDs.with("{ids}", "?", len(ids), 1)
-	rows, err := q.QueryContext(ctx, s.text, s.args(nil, idArgs(ids)...)...)
-	if err != nil {
-		return nil, err
-	}
-	return scanTasks(rows, make([]driver.TaskRow, 0, len(ids)))
+	out := make([]driver.TaskRow, 0, len(ids))
+	err := sqlutil.Query(ctx, q, s.text, s.args(nil, idArgs(ids)...)...)(func(scan sqlutil.Scan) error {
+		r, err := scanTask(scan)
+		if err != nil {
+			return err
+		}
+		out = append(out, *r)
+		return nil
+	})
+	return out, err
 }
 
 // update runs one conditional single-row UPDATE and, when it matched, reads
@@ -326,7 +383,8 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 		return nil, fmt.Errorf("cancel task %d: %w", id, err)
 	}
 	if row == nil {
-		return nil, d.missingOrWrongState(ctx, id)
+		_, err := d.Get(ctx, id)
+		return nil, sqlutil.MissingOrWrongState(id, err)
 	}
 	return row, nil
 }
@@ -341,63 +399,16 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 		return nil, fmt.Errorf("retry task %d: %w", id, err)
 	}
 	if row == nil {
-		return nil, d.missingOrWrongState(ctx, id)
+		_, err := d.Get(ctx, id)
+		return nil, sqlutil.MissingOrWrongState(id, err)
 	}
 	return row, nil
 }
 
-func (d *Driver) missingOrWrongState(ctx context.Context, id int64) error {
-	if _, err := d.Get(ctx, id); err != nil {
-		return err
-	}
-	return fmt.Errorf("task %d: %w", id, driver.ErrWrongState)
-}
-
 // List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		where, args = append(where, cond), append(args, v)
-	}
-	if p.State != "" {
-		add("state = ?", string(p.State))
-	}
-	if p.Type != "" {
-		add("type = ?", p.Type)
-	}
-	if p.Queue != "" {
-		add("queue = ?", p.Queue)
-	}
-	if !p.CreatedAfter.IsZero() {
-		add("created_at >= ?", p.CreatedAfter)
-	}
-	if !p.CreatedBefore.IsZero() {
-		add("created_at < ?", p.CreatedBefore)
-	}
-	if !p.FinishedAfter.IsZero() {
-		add("finished_at >= ?", p.FinishedAfter)
-	}
-	if !p.FinishedBefore.IsZero() {
-		add("finished_at < ?", p.FinishedBefore)
-	}
-	if p.BeforeID > 0 {
-		add("id < ?", p.BeforeID)
-	}
-	q := sqlList
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	rows, err := d.db.QueryContext(ctx, q, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	out, err := scanTasks(rows, nil)
+	q, args := sqlutil.ListQuery(sqlList, p, sqlutil.Question, func(t time.Time) any { return t })
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, q, args...), scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -406,22 +417,8 @@ func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRo
 
 // Counts implements driver.Driver.
 func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
-	rows, err := d.db.QueryContext(ctx, sqlCounts)
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCounts), sqlutil.ScanCount)
 	if err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []driver.QueueCount
-	for rows.Next() {
-		var c driver.QueueCount
-		var state string
-		if err := rows.Scan(&c.Queue, &c.Type, &state, &c.Count); err != nil {
-			return nil, fmt.Errorf("count tasks: %w", err)
-		}
-		c.State = driver.State(state)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count tasks: %w", err)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Operator queries: finished and ahead counts, bulk requeue and purge of
@@ -18,17 +19,7 @@ import (
 
 // CountFinished implements driver.Driver.
 func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	var out []driver.QueueCount
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countFinished, []any{since}, func(scan func(...any) error) error {
-		var c driver.QueueCount
-		var state string
-		if err := scan(&c.Queue, &state, &c.Count); err != nil {
-			return err
-		}
-		c.State = driver.State(state)
-		out = append(out, c)
-		return nil
-	})
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.countFinished, since), sqlutil.ScanFinishedCount)
 	if err != nil {
 		return nil, fmt.Errorf("count finished tasks: %w", err)
 	}
@@ -108,10 +99,7 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 }
 
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
-func matchArgs(p driver.MatchParams) []any {
-	return []any{string(p.State), nullString(p.Type), nullString(p.Queue),
-		nullTime(p.FinishedAfter), nullTime(p.FinishedBefore), p.Limit}
-}
+func matchArgs(p driver.MatchParams) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 1) }
 
 // PatchSetting implements driver.Driver: one upsert. updated_at is the
 // database clock unless Options.CallerClock is set.
@@ -138,40 +126,9 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 
 // ListSettings implements driver.Driver.
 func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	var out []driver.Setting
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.listSettings, nil, func(scan func(...any) error) error {
-		s, err := scanSetting(scan)
-		if err != nil {
-			return err
-		}
-		out = append(out, *s)
-		return nil
-	})
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listSettings), scanSetting)
 	if err != nil {
 		return nil, fmt.Errorf("list settings: %w", err)
 	}
 	return out, nil
-}
-
-// scanSetting reads one row selected with settingColumns.
-func scanSetting(scan func(dest ...any) error) (*driver.Setting, error) {
-	var (
-		r                    driver.Setting
-		kind                 string
-		timeout, base, maxMS int64
-	)
-	if err := scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &r.UpdatedAt); err != nil {
-		return nil, err
-	}
-	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
-	r.UpdatedAt = r.UpdatedAt.UTC()
-	return &r, nil
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
 }

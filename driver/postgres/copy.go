@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // copyMin is the smallest batch of tasks without idempotency keys that is
@@ -16,49 +17,6 @@ const copyMin = 8
 
 var copyColumns = []string{"id", "queue", "type", "priority", "payload", "state", "max_attempts", "run_at",
 	"timeout_ms", "payload_digest", "created_at", "updated_at", "meta"}
-
-// insert inserts params in the transaction q: tasks without idempotency
-// keys with one COPY when there are enough of them (they cannot conflict)
-// and q is a pgx transaction, the others one INSERT each. Results keep the
-// order of params.
-func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	var plain []int
-	for i, p := range params {
-		if p.IdemKey == "" {
-			plain = append(plain, i)
-		}
-	}
-	pq, _ := q.(pgxQuerier)
-	tx, isTx := pq.db.(pgx.Tx)
-	if len(plain) < copyMin || !isTx {
-		return d.insertRows(ctx, q, params)
-	}
-	out := make([]driver.InsertResult, len(params))
-	copied, err := d.copyInsert(ctx, tx, params, plain)
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range plain {
-		out[i] = driver.InsertResult{Task: copied[j]}
-	}
-	var keyed []driver.InsertParams
-	var keyedAt []int
-	for i, p := range params {
-		if p.IdemKey != "" {
-			keyed, keyedAt = append(keyed, p), append(keyedAt, i)
-		}
-	}
-	if len(keyed) > 0 {
-		res, err := d.insertRows(ctx, q, keyed)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range keyedAt {
-			out[i] = res[j]
-		}
-	}
-	return out, nil
-}
 
 // copyInsert reserves ids and reads the clock in one round trip, then
 // writes the rows with COPY.
@@ -88,7 +46,7 @@ func (d *Driver) copyInsert(ctx context.Context, tx pgx.Tx, params []driver.Inse
 			Timeout: p.Timeout.Truncate(time.Millisecond), PayloadDigest: p.PayloadDigest,
 			CreatedAt: base, UpdatedAt: base, Meta: p.Meta}
 		values[j] = []any{ids[j], p.Queue, p.Type, p.Priority, p.Payload, string(driver.StatePending), p.MaxAttempts,
-			runAt, p.Timeout.Milliseconds(), p.PayloadDigest, base, base, nullBytes(p.Meta)}
+			runAt, p.Timeout.Milliseconds(), p.PayloadDigest, base, base, sqlutil.NullBytes(p.Meta)}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{d.opts.Schema, "keel_tasks"}, copyColumns, pgx.CopyFromRows(values)); err != nil {
 		return nil, fmt.Errorf("insert tasks: copy: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 	"github.com/keelq/keel/internal/migrate"
 )
 
@@ -25,49 +26,55 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	return err
 }
 
-// Migrations applies pending migrations and reports every known version.
+// Migrations applies pending migrations and reports every known version,
+// all in one transaction.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
-	ms, err := migrate.Load(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Migration, 0, len(ms))
-	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "keel-migrate:"+d.schema); err != nil {
+	var out []Migration
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlMigrateLock, "keel-migrate:"+d.schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, d.q(`CREATE SCHEMA IF NOT EXISTS {schema};
-			CREATE TABLE IF NOT EXISTS {schema}.keel_migrations (
-				version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)); err != nil {
+		if _, err := tx.Exec(ctx, d.q(sqlMigrationsTable)); err != nil {
 			return err
 		}
-		for _, m := range ms {
-			var at []time.Time
-			err := pgxQuerier{db: tx}.query(ctx, d.q(`SELECT applied_at FROM {schema}.keel_migrations WHERE version = $1`),
-				[]any{m.Version}, func(scan func(...any) error) error {
-					var t time.Time
-					at = append(at, t)
-					return scan(&at[len(at)-1])
-				})
-			if err != nil {
-				return err
-			}
-			if len(at) > 0 {
-				out = append(out, Migration{Version: m.Version, Name: m.Name, AppliedAt: at[0].UTC()})
-				continue
-			}
-			if _, err := tx.Exec(ctx, d.q(m.SQL)); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, d.q(`INSERT INTO {schema}.keel_migrations (version, name) VALUES ($1, $2)`), m.Version, m.Name); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			out = append(out, Migration{Version: m.Version, Name: m.Name, Applied: true, AppliedAt: time.Now().UTC()})
-		}
-		return nil
+		var err error
+		out, err = sqlutil.Migrate(ctx, migrationFS, "migrations", migrator{d: d, tx: tx})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	return out, nil
+}
+
+// migrator applies migrations in the transaction that holds the lock.
+type migrator struct {
+	d  *Driver
+	tx pgx.Tx
+}
+
+func (m migrator) AppliedAt(ctx context.Context, version int) (time.Time, bool, error) {
+	var at []time.Time
+	err := pgxQuerier{db: m.tx}.query(ctx, m.d.q(sqlMigrationAt), []any{version}, func(scan func(...any) error) error {
+		var t time.Time
+		if err := scan(&t); err != nil {
+			return err
+		}
+		at = append(at, t.UTC())
+		return nil
+	})
+	if err != nil || len(at) == 0 {
+		return time.Time{}, false, err
+	}
+	return at[0], true, nil
+}
+
+func (m migrator) Apply(ctx context.Context, mig migrate.Migration) (bool, time.Time, error) {
+	if _, err := m.tx.Exec(ctx, m.d.q(mig.SQL)); err != nil {
+		return false, time.Time{}, err
+	}
+	if _, err := m.tx.Exec(ctx, m.d.q(sqlMigrationRecord), mig.Version, mig.Name); err != nil {
+		return false, time.Time{}, err
+	}
+	return true, time.Now().UTC(), nil
 }

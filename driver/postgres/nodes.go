@@ -5,24 +5,8 @@ import (
 	"fmt"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
-
-// The node registry's SQL (keel_nodes, migration 002). Like the task
-// queries, every statement starts from one now: $1 with the caller's clock,
-// else the database's now(). The registry is written once per heartbeat per
-// process, so the schema is put in at each call.
-
-const sqlRegisterNode = nowCTE + `INSERT INTO {schema}.keel_nodes AS n (name, host, pid, queues, started_at, heartbeat_at)
-SELECT $2, $3, $4, $5, coalesce($6::timestamptz, t.now), t.now FROM t
-ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`
-
-const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at FROM {schema}.keel_nodes ORDER BY name`
-
-const sqlRemoveNode = `DELETE FROM {schema}.keel_nodes WHERE name = $1`
-
-const sqlPruneNodes = nowCTE + `DELETE FROM {schema}.keel_nodes n USING t
-WHERE n.heartbeat_at < t.now - $2 * interval '1 microsecond'`
 
 // RegisterNode implements driver.Driver. The heartbeat time is the
 // database's clock (unless Options.CallerClock), like leases; StartedAt is
@@ -44,16 +28,7 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 
 // ListNodes implements driver.Driver.
 func (d *Driver) ListNodes(ctx context.Context) ([]driver.NodeRow, error) {
-	var out []driver.NodeRow
-	err := pgxQuerier{db: d.pool}.query(ctx, d.q(sqlListNodes), nil, func(scan func(...any) error) error {
-		var n driver.NodeRow
-		if err := scan(&n.Name, &n.Host, &n.PID, &n.Queues, &n.StartedAt, &n.HeartbeatAt); err != nil {
-			return err
-		}
-		n.StartedAt, n.HeartbeatAt = n.StartedAt.UTC(), n.HeartbeatAt.UTC()
-		out = append(out, n)
-		return nil
-	})
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.q(sqlListNodes)), scanNode)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

@@ -35,9 +35,6 @@ const (
 	listenAppPrefix = "keel_listener:"
 )
 
-// notifySQL sends one notification per queue in $2.
-const notifySQL = `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`
-
 // channelName is the notification channel of schema: "keel_" + schema, or
 // a hashed form when that exceeds PostgreSQL's 63-byte identifier limit.
 func channelName(schema string) string {

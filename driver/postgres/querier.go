@@ -3,12 +3,16 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // querier runs the driver's SQL on the pool, a pgx.Tx or a caller's
@@ -79,17 +83,7 @@ type sqlQuerier struct{ tx *sql.Tx }
 func (q sqlQuerier) byID() querier { return q }
 
 func (q sqlQuerier) query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
-	rows, err := q.tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlutil.Query(ctx, q.tx, query, args...)(row)
 }
 
 func (q sqlQuerier) exec(ctx context.Context, query string, args []any) (int64, error) {
@@ -114,4 +108,30 @@ func callerTx(tx driver.Tx) (querier, error) {
 		}
 	}
 	return nil, fmt.Errorf("postgres: got %T, want a pgx.Tx or a *sql.Tx: %w", tx, driver.ErrUnsupportedTx)
+}
+
+// maxTxAttempts is how often a transaction of the driver's own runs in all
+// when it fails with a deadlock or serialization failure.
+const maxTxAttempts = 8
+
+// retryable reports whether err is a deadlock (40P01) or serialization
+// failure (40001), after which the whole transaction can simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// backoff waits before attempt+2 of a transaction: a short, growing,
+// jittered pause, cut short by ctx.
+func backoff(ctx context.Context, attempt int) error {
+	wait := time.Millisecond << min(attempt, 6)
+	wait += rand.N(wait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Operator queries: finished and ahead counts, bulk requeue and purge of
@@ -13,20 +14,8 @@ import (
 
 // CountFinished implements driver.Driver.
 func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	rows, err := d.rdb.QueryContext(ctx, sqlCountFinished, micros(since))
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlCountFinished, micros(since)), sqlutil.ScanFinishedCount)
 	if err != nil {
-		return nil, fmt.Errorf("count finished tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []driver.QueueCount
-	for rows.Next() {
-		var c driver.QueueCount
-		if err := rows.Scan(&c.Queue, &c.State, &c.Count); err != nil {
-			return nil, fmt.Errorf("count finished tasks: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("count finished tasks: %w", err)
 	}
 	return out, nil
@@ -77,10 +66,7 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 }
 
 // matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.
-func matchArgs(p driver.MatchParams) []any {
-	return []any{string(p.State), nullString(p.Type), nullString(p.Queue),
-		nullMicros(p.FinishedAfter), nullMicros(p.FinishedBefore), p.Limit}
-}
+func matchArgs(p driver.MatchParams) []any { return sqlutil.MatchArgs(p, nullMicros, 1) }
 
 // PatchSetting implements driver.Driver: one upsert in the single writer.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
@@ -92,7 +78,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 		var err error
 		s, err = scanSetting(tx.QueryRowContext(ctx, sqlPatchSetting, string(p.Kind), p.Name,
 			p.Paused, p.Concurrency, driver.SettingMillis(p.Timeout), p.MaxAttempts,
-			driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax), micros(p.Now)))
+			driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax), micros(p.Now)).Scan)
 		if err != nil {
 			return fmt.Errorf("patch setting %s %s: %w", p.Kind, p.Name, err)
 		}
@@ -106,37 +92,9 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 
 // ListSettings implements driver.Driver.
 func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	rows, err := d.rdb.QueryContext(ctx, sqlListSettings)
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlListSettings), scanSetting)
 	if err != nil {
 		return nil, fmt.Errorf("list settings: %w", err)
 	}
-	defer rows.Close()
-	var out []driver.Setting
-	for rows.Next() {
-		s, err := scanSetting(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list settings: %w", err)
-		}
-		out = append(out, *s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
 	return out, nil
-}
-
-// scanSetting reads one row selected with settingColumns.
-func scanSetting(s scanner) (*driver.Setting, error) {
-	var (
-		r                         driver.Setting
-		kind                      string
-		timeout, base, maxMS, upd int64
-	)
-	if err := s.Scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &upd); err != nil {
-		return nil, err
-	}
-	r.Kind = driver.SettingKind(kind)
-	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
-	r.UpdatedAt = fromMicros(upd)
-	return &r, nil
 }

@@ -2,10 +2,14 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 	"github.com/keelq/keel/internal/migrate"
 )
 
@@ -18,59 +22,58 @@ type Migration = driver.Migration
 // Migrate applies every embedded migration not yet applied, each in its own
 // transaction, and is safe to run from several processes at once.
 func (d *Driver) Migrate(ctx context.Context) error {
-	_, err := d.migrate(ctx)
+	_, err := d.Migrations(ctx)
 	return err
 }
 
 // Migrations applies pending migrations and reports every known version.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
-	return d.migrate(ctx)
-}
-
-func (d *Driver) migrate(ctx context.Context) ([]Migration, error) {
-	ms, err := migrate.Load(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS keel_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+	if _, err := d.wdb.ExecContext(ctx, sqlMigrationsTable); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	out := make([]Migration, 0, len(ms))
-	for _, m := range ms {
-		applied, err := d.applyMigration(ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		var at int64
-		if err := d.wdb.QueryRowContext(ctx, `SELECT applied_at FROM keel_migrations WHERE version = ?`, m.Version).Scan(&at); err != nil {
-			return nil, fmt.Errorf("migrate: %w", err)
-		}
-		out = append(out, Migration{Version: m.Version, Name: m.Name, Applied: applied, AppliedAt: fromMicros(at)})
+	out, err := sqlutil.Migrate(ctx, migrationFS, "migrations", migrator{d})
+	if err != nil {
+		return nil, fmt.Errorf("migrate %w", err)
 	}
 	return out, nil
 }
 
-// applyMigration applies m unless present and reports whether it was new.
-func (d *Driver) applyMigration(ctx context.Context, m migrate.Migration) (bool, error) {
-	tx, err := d.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one migrator at a time
+// migrator applies one migration per BEGIN IMMEDIATE transaction: one
+// migrator at a time.
+type migrator struct{ d *Driver }
+
+func (m migrator) AppliedAt(ctx context.Context, version int) (time.Time, bool, error) {
+	return migrationAt(ctx, m.d.wdb, version)
+}
+
+func (m migrator) Apply(ctx context.Context, mig migrate.Migration) (bool, time.Time, error) {
+	tx, err := m.d.wdb.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
+		return false, time.Time{}, err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM keel_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
+	if at, ok, err := migrationAt(ctx, tx, mig.Version); err != nil || ok {
+		return false, at, err
 	}
-	if n > 0 {
-		return false, nil
+	if _, err := tx.ExecContext(ctx, mig.SQL); err != nil {
+		return false, time.Time{}, err
 	}
-	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
+	at := micros(m.d.now())
+	if _, err := tx.ExecContext(ctx, sqlMigrationRecord, mig.Version, mig.Name, at); err != nil {
+		return false, time.Time{}, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO keel_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.Version, m.Name, micros(d.now())); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.Name, err)
+	return true, fromMicros(at), tx.Commit()
+}
+
+// migrationAt reads when version was applied.
+func migrationAt(ctx context.Context, q querier, version int) (time.Time, bool, error) {
+	var at int64
+	err := q.QueryRowContext(ctx, sqlMigrationAt, version).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
 	}
-	return true, tx.Commit()
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return fromMicros(at), true, nil
 }

@@ -6,21 +6,8 @@ import (
 	"fmt"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
-
-// The node registry's SQL (keel_nodes, migration 002). Times are Unix
-// microseconds from the engine's clock.
-
-const sqlRegisterNode = `INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`
-
-const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at FROM keel_nodes ORDER BY name`
-
-const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
-
-const sqlPruneNodes = `DELETE FROM keel_nodes WHERE heartbeat_at < ?`
 
 // RegisterNode implements driver.Driver.
 func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
@@ -43,28 +30,8 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 
 // ListNodes implements driver.Driver.
 func (d *Driver) ListNodes(ctx context.Context) ([]driver.NodeRow, error) {
-	rows, err := d.rdb.QueryContext(ctx, sqlListNodes)
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlListNodes), scanNode)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	defer rows.Close()
-	var out []driver.NodeRow
-	for rows.Next() {
-		var (
-			n              driver.NodeRow
-			queues         string
-			started, heart int64
-		)
-		if err := rows.Scan(&n.Name, &n.Host, &n.PID, &queues, &started, &heart); err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		if err := json.Unmarshal([]byte(queues), &n.Queues); err != nil {
-			return nil, fmt.Errorf("list nodes: queues of %s: %w", n.Name, err)
-		}
-		n.StartedAt, n.HeartbeatAt = fromMicros(started), fromMicros(heart)
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	return out, nil

@@ -2,69 +2,40 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-type scanner interface {
-	Scan(dest ...any) error
-}
+// Rows and arguments. SQLite stores times as Unix microseconds (UTC) and
+// lists of ids as JSON arrays.
 
 // scanTask reads one row selected with taskColumns.
-func scanTask(s scanner) (*driver.TaskRow, error) {
-	var (
-		r                                      driver.TaskRow
-		payload, errs                          string
-		idemKey, owner, result, meta           sql.NullString
-		runAt, createdAt, updatedAt, timeoutMS int64
-		leaseExp, started, attempted, finished sql.NullInt64
-		state                                  string
-	)
-	err := s.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &payload, &state, &r.Attempt, &r.MaxAttempts,
-		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
-		&attempted, &finished, &updatedAt, &errs, &result, &meta)
-	if err != nil {
-		return nil, err
-	}
-	r.Payload = []byte(payload)
-	r.State = driver.State(state)
-	r.RunAt = fromMicros(runAt)
-	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
-	r.IdemKey = idemKey.String
-	r.LeaseOwner = owner.String
-	r.LeaseExpiresAt = optTime(leaseExp)
-	r.CreatedAt = fromMicros(createdAt)
-	r.StartedAt = optTime(started)
-	r.AttemptedAt = optTime(attempted)
-	r.FinishedAt = optTime(finished)
-	r.UpdatedAt = fromMicros(updatedAt)
-	if result.Valid {
-		r.Result = []byte(result.String)
-	}
-	if meta.Valid {
-		r.Meta = []byte(meta.String)
-	}
-	if errs != "" && errs != "[]" {
-		if err := json.Unmarshal([]byte(errs), &r.Errors); err != nil {
-			return nil, fmt.Errorf("task %d: decode error history: %w", r.ID, err)
-		}
-	}
-	return &r, nil
+func scanTask(scan sqlutil.Scan) (*driver.TaskRow, error) {
+	return sqlutil.ScanTask(scan, fromMicros, optTime)
 }
 
-func scanTasks(rows *sql.Rows, out []driver.TaskRow) ([]driver.TaskRow, error) {
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *r)
+// scanSetting reads one row selected with settingColumns.
+func scanSetting(scan sqlutil.Scan) (*driver.Setting, error) {
+	return sqlutil.ScanSetting(scan, fromMicros)
+}
+
+// scanNode reads one row of sqlListNodes.
+func scanNode(scan sqlutil.Scan) (*driver.NodeRow, error) {
+	return sqlutil.ScanNode(scan, fromMicros, sqlutil.JSONQueues)
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
 	}
-	return out, rows.Err()
+	return t.UnixMicro()
 }
 
 func optTime(v sql.NullInt64) time.Time {
@@ -74,16 +45,32 @@ func optTime(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
-func nullString(s string) any {
-	if s == "" {
-		return nil
+// pairList renders pairs as a JSON array of two-element arrays.
+func pairList(pairs [][2]int64) string {
+	b := make([]byte, 0, len(pairs)*16+2)
+	b = append(b, '[')
+	for i, p := range pairs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, p[0], 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p[1], 10)
+		b = append(b, ']')
 	}
-	return s
+	return string(append(b, ']'))
 }
 
-func nullBytes(b []byte) any {
-	if b == nil {
-		return nil
+// int64List renders ids as a JSON array.
+func int64List(ids []int64) string {
+	b := make([]byte, 0, len(ids)*8+2)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
 	}
-	return string(b)
+	return string(append(b, ']'))
 }

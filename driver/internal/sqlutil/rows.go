@@ -1,0 +1,189 @@
+// Package sqlutil holds what keel's SQL drivers share: reading task,
+// setting, node and count rows, the List filter, the bulk-operation
+// arguments, the idempotency-key holder check, the insert savepoint and
+// the migration loop. Each driver keeps its own SQL (its queries.go) and
+// hands in how its database represents a timestamp or a placeholder.
+package sqlutil
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// Scan reads the current row's columns into dest, like (*sql.Rows).Scan.
+type Scan = func(dest ...any) error
+
+// Rows is a row loop: it runs its query and calls row once per result row,
+// stopping at the first error.
+type Rows func(row func(scan Scan) error) error
+
+// Queryer is a database/sql handle: *sql.DB, *sql.Tx or *sql.Conn.
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Query returns the row loop of query on a database/sql handle.
+func Query(ctx context.Context, q Queryer, query string, args ...any) Rows {
+	return func(row func(scan Scan) error) error {
+		rows, err := q.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows.Scan); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+}
+
+// Collect reads every row of rows with scan.
+func Collect[R any](rows Rows, scan func(Scan) (*R, error)) ([]R, error) {
+	var out []R
+	err := rows(func(s Scan) error {
+		r, err := scan(s)
+		if err != nil {
+			return err
+		}
+		out = append(out, *r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScanTask reads one row selected with the drivers' taskColumns. T is how
+// the database hands over a timestamp and N a timestamp that may be NULL;
+// at and opt turn them into UTC times (opt gives the zero time for NULL).
+func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) (*driver.TaskRow, error) {
+	var (
+		r                                      driver.TaskRow
+		state                                  string
+		idemKey, owner                         sql.NullString
+		timeoutMS                              int64
+		runAt, createdAt, updatedAt            T
+		leaseExp, started, attempted, finished N
+		errs                                   []byte
+	)
+	err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Payload, &state, &r.Attempt, &r.MaxAttempts,
+		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
+		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta)
+	if err != nil {
+		return nil, err
+	}
+	r.State = driver.State(state)
+	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	r.IdemKey, r.LeaseOwner = idemKey.String, owner.String
+	r.RunAt, r.CreatedAt, r.UpdatedAt = at(runAt), at(createdAt), at(updatedAt)
+	r.LeaseExpiresAt, r.StartedAt = opt(leaseExp), opt(started)
+	r.AttemptedAt, r.FinishedAt = opt(attempted), opt(finished)
+	if len(errs) > 0 && string(errs) != "[]" {
+		if err := json.Unmarshal(errs, &r.Errors); err != nil {
+			return nil, fmt.Errorf("task %d: decode error history: %w", r.ID, err)
+		}
+	}
+	return &r, nil
+}
+
+// ScanSetting reads one row selected with the drivers' settingColumns; at
+// turns the database's timestamp into a UTC time.
+func ScanSetting[T any](scan Scan, at func(T) time.Time) (*driver.Setting, error) {
+	var (
+		r                    driver.Setting
+		kind                 string
+		timeout, base, maxMS int64
+		updated              T
+	)
+	if err := scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &updated); err != nil {
+		return nil, err
+	}
+	r.Kind = driver.SettingKind(kind)
+	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
+	r.UpdatedAt = at(updated)
+	return &r, nil
+}
+
+// ScanNode reads one row of name, host, pid, queues, started_at,
+// heartbeat_at. Q is how the database hands over the queue list and queues
+// decodes it.
+func ScanNode[T, Q any](scan Scan, at func(T) time.Time, queues func(Q) ([]string, error)) (*driver.NodeRow, error) {
+	var (
+		n              driver.NodeRow
+		qs             Q
+		started, heart T
+	)
+	if err := scan(&n.Name, &n.Host, &n.PID, &qs, &started, &heart); err != nil {
+		return nil, err
+	}
+	var err error
+	if n.Queues, err = queues(qs); err != nil {
+		return nil, fmt.Errorf("node %s: decode queues: %w", n.Name, err)
+	}
+	n.StartedAt, n.HeartbeatAt = at(started), at(heart)
+	return &n, nil
+}
+
+// JSONQueues decodes a queue list stored as a JSON array.
+func JSONQueues(b []byte) ([]string, error) {
+	var qs []string
+	err := json.Unmarshal(b, &qs)
+	return qs, err
+}
+
+// ScanCount reads one row of queue, type, state, count.
+func ScanCount(scan Scan) (*driver.QueueCount, error) {
+	var c driver.QueueCount
+	var state string
+	if err := scan(&c.Queue, &c.Type, &state, &c.Count); err != nil {
+		return nil, err
+	}
+	c.State = driver.State(state)
+	return &c, nil
+}
+
+// ScanFinishedCount reads one row of queue, state, count.
+func ScanFinishedCount(scan Scan) (*driver.QueueCount, error) {
+	var c driver.QueueCount
+	var state string
+	if err := scan(&c.Queue, &state, &c.Count); err != nil {
+		return nil, err
+	}
+	c.State = driver.State(state)
+	return &c, nil
+}
+
+// UTC is the at function of databases that hand over time.Time.
+func UTC(t time.Time) time.Time { return t.UTC() }
+
+// NullString is s as a statement argument: NULL when empty.
+func NullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// NullBytes is b as a text argument: NULL when nil.
+func NullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// NullTime is t as a statement argument: NULL when zero.
+func NullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}

@@ -1,0 +1,170 @@
+package sqlutil
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// MissingOrWrongState is the error for task id when a conditional update
+// changed nothing: getErr is what looking the task up returned (ErrNotFound
+// when it does not exist); a task that exists was in the wrong state.
+func MissingOrWrongState(id int64, getErr error) error {
+	if getErr != nil {
+		return getErr
+	}
+	return fmt.Errorf("task %d: %w", id, driver.ErrWrongState)
+}
+
+// KeyHolder is the result of an insert whose idempotency key another task
+// holds: holder (nil when it released the key in the meantime) is returned
+// as a duplicate when its payload is the same, else it is a conflict.
+func KeyHolder(holder *driver.TaskRow, p driver.InsertParams) (driver.InsertResult, error) {
+	if holder == nil {
+		// The holder finished and released the key between the two
+		// statements; the caller may retry.
+		return driver.InsertResult{}, errors.New("insert task: idempotency key holder vanished, try again")
+	}
+	if holder.PayloadDigest != p.PayloadDigest {
+		return driver.InsertResult{}, fmt.Errorf("insert task: key held by task %d: %w", holder.ID, driver.ErrIdempotencyConflict)
+	}
+	return driver.InsertResult{Task: holder, Duplicate: true}, nil
+}
+
+// InsertSavepoint runs insert under a savepoint of the caller's
+// transaction, so a failure leaves nothing of the batch in it. exec runs
+// one statement in that transaction.
+func InsertSavepoint(ctx context.Context, exec func(ctx context.Context, sql string) error, insert func() error) error {
+	if err := exec(ctx, `SAVEPOINT keel_insert`); err != nil {
+		return fmt.Errorf("insert tasks: %w", err)
+	}
+	if err := insert(); err != nil {
+		undo := context.WithoutCancel(ctx)
+		if rbErr := exec(undo, `ROLLBACK TO SAVEPOINT keel_insert`); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("insert tasks: undo: %w", rbErr))
+		}
+		exec(undo, `RELEASE SAVEPOINT keel_insert`) //nolint:errcheck // the savepoint is empty now
+		return err
+	}
+	if err := exec(ctx, `RELEASE SAVEPOINT keel_insert`); err != nil {
+		return fmt.Errorf("insert tasks: %w", err)
+	}
+	return nil
+}
+
+// ListQuery appends List's filter, order and limit to base (a SELECT of
+// the task columns) and returns the query and its arguments. mark returns
+// the dialect's placeholder for the nth argument (from 1); at turns a time
+// into the argument the database compares with its timestamps.
+func ListQuery(base string, p driver.ListParams, mark func(n int) string, at func(time.Time) any) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+mark(len(args)))
+	}
+	if p.State != "" {
+		add("state = ", string(p.State))
+	}
+	if p.Type != "" {
+		add("type = ", p.Type)
+	}
+	if p.Queue != "" {
+		add("queue = ", p.Queue)
+	}
+	if !p.CreatedAfter.IsZero() {
+		add("created_at >= ", at(p.CreatedAfter))
+	}
+	if !p.CreatedBefore.IsZero() {
+		add("created_at < ", at(p.CreatedBefore))
+	}
+	if !p.FinishedAfter.IsZero() {
+		add("finished_at >= ", at(p.FinishedAfter))
+	}
+	if !p.FinishedBefore.IsZero() {
+		add("finished_at < ", at(p.FinishedBefore))
+	}
+	if p.BeforeID > 0 {
+		add("id < ", p.BeforeID)
+	}
+	q := base
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args = append(args, limit)
+	return q + " ORDER BY id DESC LIMIT " + mark(len(args)), args
+}
+
+// Question is the placeholder of databases whose placeholders are "?".
+func Question(int) string { return "?" }
+
+// MatchArgs are the arguments of a bulk operation's selection, in the
+// order of the drivers' matchWhere: the state, then type, queue, finished
+// from and finished before (NULL when not set), each repeated times (a
+// dialect without numbered placeholders names each twice), then the limit.
+// at turns a time into an argument.
+func MatchArgs(p driver.MatchParams, at func(time.Time) any, repeat int) []any {
+	out := make([]any, 0, 2+4*repeat)
+	out = append(out, string(p.State))
+	for _, v := range []any{NullString(p.Type), NullString(p.Queue), at(p.FinishedAfter), at(p.FinishedBefore)} {
+		for range repeat {
+			out = append(out, v)
+		}
+	}
+	return append(out, p.Limit)
+}
+
+// PlainSuccess reports whether t is a success with nothing to store (no
+// result, error or refund): those are finished together, in one statement.
+func PlainSuccess(t driver.Transition) bool {
+	return t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil
+}
+
+// TransitionArgs are the arguments of t that every driver's transition
+// statement takes in the same form: the attempt error as JSON text (NULL
+// when none) and the refund as 0 or 1.
+func TransitionArgs(t driver.Transition) (errJSON any, refund int, err error) {
+	if t.Error != nil {
+		b, err := json.Marshal(t.Error)
+		if err != nil {
+			return nil, 0, fmt.Errorf("finish task %d: %w", t.ID, err)
+		}
+		errJSON = string(b)
+	}
+	if t.Refund {
+		refund = 1
+	}
+	return errJSON, refund, nil
+}
+
+// InsertOrder is the order in which a driver inserts params: tasks without
+// an idempotency key first, as given, then the others by key. Two batches
+// that share keys then take the keys' index entries in the same order and
+// cannot deadlock on them; of equal keys the first given goes first.
+// Drivers return results in the caller's order all the same.
+func InsertOrder(params []driver.InsertParams) []int {
+	order := make([]int, 0, len(params))
+	for i, p := range params {
+		if p.IdemKey == "" {
+			order = append(order, i)
+		}
+	}
+	plain := len(order)
+	for i, p := range params {
+		if p.IdemKey != "" {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order[plain:], func(a, b int) int { return strings.Compare(params[a].IdemKey, params[b].IdemKey) })
+	return order
+}

@@ -1,0 +1,420 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
+
+// The task queries: insert, claim, finish, heartbeat, rescue, get, cancel,
+// retry, list, counts and leadership. Their SQL is in queries.go.
+
+// Insert implements driver.Driver.
+func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
+	err := d.write(ctx, func(tx querier) error {
+		var err error
+		out, err = insert(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InsertTx implements driver.Driver. The inserts run under a savepoint so
+// a failure leaves nothing of the batch in the caller's transaction.
+func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	tx, err := callerTx(dtx)
+	if err != nil {
+		return nil, err
+	}
+	var out []driver.InsertResult
+	err = sqlutil.InsertSavepoint(ctx, func(ctx context.Context, q string) error {
+		_, err := tx.ExecContext(ctx, q)
+		return err
+	}, func() error {
+		out, err = insert(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insert inserts params one statement each, in sqlutil.InsertOrder;
+// results keep the order of params.
+func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out := make([]driver.InsertResult, len(params))
+	for _, i := range sqlutil.InsertOrder(params) {
+		p := params[i]
+		row, err := scanTask(tx.QueryRowContext(ctx, sqlInsert, p.Queue, p.Type, p.Priority, string(p.Payload),
+			p.MaxAttempts, micros(p.RunAt), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
+			p.PayloadDigest, micros(p.Now), micros(p.Now), sqlutil.NullBytes(p.Meta)).Scan)
+		if err == nil {
+			out[i] = driver.InsertResult{Task: row}
+			continue
+		}
+		if !errors.Is(err, sql.ErrNoRows) || p.IdemKey == "" {
+			return nil, fmt.Errorf("insert task: %w", err)
+		}
+		// The key is held: the unique index decided, load the holder.
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlByKey, p.IdemKey).Scan)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("load task holding idempotency key: %w", err)
+		}
+		if out[i], err = sqlutil.KeyHolder(row, p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Claim implements driver.Driver.
+func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	var excluded string // JSON array of types not to claim, or empty
+	if len(p.ExcludeTypes) > 0 {
+		b, err := json.Marshal(p.ExcludeTypes)
+		if err != nil {
+			return nil, fmt.Errorf("claim tasks: %w", err)
+		}
+		excluded = string(b)
+	}
+	err := d.write(ctx, func(tx querier) error {
+		out = out[:0]
+		var rows *sql.Rows
+		var err error
+		if excluded == "" {
+			rows, err = tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
+		} else {
+			rows, err = tx.QueryContext(ctx, sqlClaimExcluding, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now),
+				p.Queue, p.Limit, excluded)
+		}
+		if err != nil {
+			return fmt.Errorf("claim tasks: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner,
+				LeaseExpiresAt: p.LeaseExpiresAt, AttemptedAt: p.Now}
+			var payload []byte
+			var runAt, timeoutMS, createdAt int64
+			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
+				&r.Fence, &runAt, &timeoutMS, &createdAt); err != nil {
+				return fmt.Errorf("claim tasks: %w", err)
+			}
+			r.Payload = payload
+			r.RunAt, r.CreatedAt = fromMicros(runAt), fromMicros(createdAt)
+			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	driver.SortClaimed(out)
+	return out, nil
+}
+
+// Finish implements driver.Driver. Successes without a result go in one
+// statement; other transitions one statement each, all in one group commit.
+func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
+	var ok []int64
+	var ids []int64
+	var pairs [][2]int64
+	var others []driver.Transition
+	for _, t := range p.Transitions {
+		if sqlutil.PlainSuccess(t) {
+			ids = append(ids, t.ID)
+			pairs = append(pairs, [2]int64{t.ID, t.Fence})
+		} else {
+			others = append(others, t)
+		}
+	}
+	idsJSON, pairsJSON := int64List(ids), pairList(pairs)
+	err := d.write(ctx, func(tx querier) error {
+		ok = ok[:0]
+		if len(ids) > 0 {
+			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), idsJSON, pairsJSON, p.Owner)
+			if err != nil {
+				return fmt.Errorf("finish tasks: %w", err)
+			}
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return fmt.Errorf("finish tasks: %w", err)
+				}
+				ok = append(ok, id)
+			}
+			if err := rows.Close(); err != nil {
+				return fmt.Errorf("finish tasks: %w", err)
+			}
+		}
+		for _, t := range others {
+			applied, err := transition(ctx, tx, p.Owner, p.Now, t)
+			if err != nil {
+				return err
+			}
+			if applied {
+				ok = append(ok, t.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ok, nil
+}
+
+// FinishTx implements driver.Driver.
+func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now time.Time, t driver.Transition) (bool, error) {
+	tx, err := callerTx(dtx)
+	if err != nil {
+		return false, err
+	}
+	return transition(ctx, tx, owner, now, t)
+}
+
+func transition(ctx context.Context, tx querier, owner string, now time.Time, t driver.Transition) (bool, error) {
+	errJSON, refund, err := sqlutil.TransitionArgs(t)
+	if err != nil {
+		return false, err
+	}
+	res, err := tx.ExecContext(ctx, sqlTransition, string(t.State), nullMicros(t.RunAt), sqlutil.NullBytes(t.Result),
+		refund, errJSON, micros(now), t.ID, t.Fence, owner)
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Heartbeat implements driver.Driver.
+func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	ids := int64List(p.IDs)
+	var held []int64
+	err := d.write(ctx, func(tx querier) error {
+		held = held[:0]
+		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt), micros(p.Now), ids, p.Owner)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+			held = append(held, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// Rescue implements driver.Driver.
+func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
+	err := d.write(ctx, func(tx querier) error {
+		out = out[:0]
+		type expired struct {
+			id                   int64
+			typ, owner           string
+			attempt, maxAttempts int
+			fence                int64
+			attemptedAt          sql.NullInt64
+			runAt                int64
+		}
+		rows, err := tx.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
+		if err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		var list []expired
+		for rows.Next() {
+			var e expired
+			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt); err != nil {
+				rows.Close()
+				return fmt.Errorf("rescue: %w", err)
+			}
+			list = append(list, e)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		for _, e := range list {
+			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
+				RunAt: fromMicros(e.runAt).Add(p.Backoff(e.typ, e.attempt)),
+				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: p.Now,
+					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
+			if e.attemptedAt.Valid {
+				t.Error.Start = fromMicros(e.attemptedAt.Int64)
+			}
+			if e.attempt >= e.maxAttempts {
+				t.State, t.RunAt = driver.StateDead, time.Time{}
+			}
+			applied, err := transition(ctx, tx, e.owner, p.Now, t)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				continue
+			}
+			row, err := scanTask(tx.QueryRowContext(ctx, sqlGet, e.id).Scan)
+			if err != nil {
+				return fmt.Errorf("rescue: %w", err)
+			}
+			out = append(out, *row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get implements driver.Driver.
+func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
+	return getWith(ctx, d.rdb, id)
+}
+
+func getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
+	row, err := scanTask(q.QueryRowContext(ctx, sqlGet, id).Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// Cancel implements driver.Driver.
+func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	var row *driver.TaskRow
+	var opErr error
+	err := d.write(ctx, func(tx querier) error {
+		var err error
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id).Scan)
+		opErr = nil
+		if errors.Is(err, sql.ErrNoRows) {
+			_, err := getWith(ctx, tx, id)
+			opErr = sqlutil.MissingOrWrongState(id, err)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("cancel task %d: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return row, opErr
+}
+
+// Retry implements driver.Driver.
+func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
+	var row *driver.TaskRow
+	var opErr error
+	err := d.write(ctx, func(tx querier) error {
+		opErr = nil
+		var key sql.NullString
+		err := tx.QueryRowContext(ctx, sqlKeyOf, id).Scan(&key)
+		if errors.Is(err, sql.ErrNoRows) {
+			opErr = driver.ErrNotFound
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("retry task %d: %w", id, err)
+		}
+		if key.Valid {
+			var n int
+			if err := tx.QueryRowContext(ctx, sqlKeyHeld, key.String, id).Scan(&n); err != nil {
+				return fmt.Errorf("retry task %d: %w", id, err)
+			}
+			if n > 0 {
+				opErr = fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+				return nil
+			}
+		}
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlRetry, micros(now), id).Scan)
+		if errors.Is(err, sql.ErrNoRows) {
+			opErr = fmt.Errorf("retry task %d: %w", id, driver.ErrWrongState)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("retry task %d: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return row, opErr
+}
+
+// List implements driver.Driver.
+func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
+	q, args := sqlutil.ListQuery(sqlList, p, sqlutil.Question, func(t time.Time) any { return micros(t) })
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, q, args...), scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Counts implements driver.Driver.
+func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlCounts), sqlutil.ScanCount)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Lead implements driver.Driver.
+func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
+	var leading bool
+	err := d.write(ctx, func(tx querier) error {
+		var owner string
+		err := tx.QueryRowContext(ctx, sqlLead, p.Name, p.Owner, micros(p.Now.Add(p.TTL)), micros(p.Now)).Scan(&owner)
+		leading = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("elect leader: %w", err)
+		}
+		return nil
+	})
+	return leading, err
+}
+
+// Resign implements driver.Driver.
+func (d *Driver) Resign(ctx context.Context, name, owner string) error {
+	return d.write(ctx, func(tx querier) error {
+		if _, err := tx.ExecContext(ctx, sqlResign, name, owner); err != nil {
+			return fmt.Errorf("resign leadership: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,236 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// The single writer: every write of the process goes through one
+// connection and is committed in groups (group commit).
+
+// op is one write waiting for the next group commit. fn runs inside the
+// batch transaction and reports only database errors; its own outcome is
+// kept in its closure.
+type op struct {
+	fn   func(tx querier) error
+	done chan error
+	// state moves from queued to taken (by the writer) or abandoned (by a
+	// caller whose context ended first): exactly one side wins.
+	state atomic.Int32
+}
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
+
+var errClosed = errors.New("sqlite: driver closed")
+
+// write runs fn in the next group commit and waits for it to be durable.
+// If ctx ends before the writer takes the operation, it returns ctx's error
+// and nothing is written; once taken, it waits for the commit.
+func (d *Driver) write(ctx context.Context, fn func(tx querier) error) error {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	select {
+	case d.ops <- o:
+	case <-d.stop:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opQueued, opAbandoned) {
+			return ctx.Err()
+		}
+		select {
+		case err := <-o.done:
+			return err
+		case <-d.done:
+		}
+	case <-d.done:
+	}
+	select {
+	case err := <-o.done:
+		return err
+	default:
+		return errClosed
+	}
+}
+
+// writeLoop is the single writer: it takes every queued operation, runs
+// them in one transaction and commits once. If the batch fails, each
+// operation is retried alone so one bad write cannot fail the others.
+func (d *Driver) writeLoop() {
+	defer close(d.done)
+	batch := make([]*op, 0, d.opts.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-d.ops:
+			batch = append(batch, o)
+		case <-d.stop:
+			d.drain()
+			return
+		}
+		d.fill(&batch)
+		d.commit(batch)
+	}
+}
+
+// fill adds every queued operation to batch. A lone operation waits up to
+// lingerFor for company: a claim and the previous claim's completions then
+// share one fsync instead of paying for two.
+func (d *Driver) fill(batch *[]*op) {
+	deadline := time.Time{}
+	for len(*batch) < cap(*batch) {
+		select {
+		case o := <-d.ops:
+			*batch = append(*batch, o)
+			continue
+		default:
+		}
+		if len(*batch) > 1 || d.opts.Linger < 0 {
+			return
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(d.opts.Linger)
+		} else if time.Now().After(deadline) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// drain fails operations still queued at Close.
+func (d *Driver) drain() {
+	for {
+		select {
+		case o := <-d.ops:
+			o.done <- errClosed
+		default:
+			return
+		}
+	}
+}
+
+// commit runs a batch in one transaction. The transaction begins before
+// the operations are taken, so a caller that gives up while the writer
+// waits for the connection (a caller's DB() transaction holds it) or for
+// another process's lock writes nothing.
+func (d *Driver) commit(batch []*op) {
+	tx, beginErr := d.wdb.BeginTx(context.Background(), nil)
+	live := batch[:0:0]
+	for _, o := range batch {
+		if o.state.CompareAndSwap(opQueued, opTaken) {
+			live = append(live, o)
+		}
+	}
+	if beginErr != nil {
+		for _, o := range live {
+			o.done <- fmt.Errorf("sqlite: begin: %w", beginErr)
+		}
+		return
+	}
+	if len(live) == 0 {
+		tx.Rollback() //nolint:errcheck // nothing was written
+		return
+	}
+	err := d.run(tx, live)
+	if err == nil || len(live) == 1 {
+		for _, o := range live {
+			o.done <- err
+		}
+		return
+	}
+	for _, o := range live {
+		tx, err := d.wdb.BeginTx(context.Background(), nil)
+		if err != nil {
+			o.done <- fmt.Errorf("sqlite: begin: %w", err)
+			continue
+		}
+		o.done <- d.run(tx, []*op{o})
+	}
+}
+
+// run executes ops in tx and commits, or rolls back on the first error.
+func (d *Driver) run(tx *sql.Tx, ops []*op) error {
+	q := &cachedTx{tx: tx, d: d}
+	for _, o := range ops {
+		if err := o.fn(q); err != nil {
+			tx.Rollback() //nolint:errcheck // the batch error is what matters
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
+}
+
+// querier is what the driver's SQL runs on: a caller's *sql.Tx, or the
+// writer's batch transaction with its statement cache.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// callerTx accepts the caller transactions this driver can use: *sql.Tx.
+func callerTx(tx driver.Tx) (*sql.Tx, error) {
+	t, ok := tx.(*sql.Tx)
+	if !ok || t == nil {
+		return nil, fmt.Errorf("sqlite: got %T, want a *sql.Tx begun on the driver's DB(): %w", tx, driver.ErrUnsupportedTx)
+	}
+	return t, nil
+}
+
+// cachedTx runs queries of a writer batch through statements prepared once.
+// It ignores the callers' contexts: a batch serves many callers, and one
+// caller giving up must not abort the others' writes (write checks each
+// caller's context before the batch starts). A context that cannot be
+// cancelled also spares database/sql a watcher goroutine per query.
+type cachedTx struct {
+	tx *sql.Tx
+	d  *Driver
+}
+
+// stmt returns the batch's handle on a statement prepared at Open, or nil
+// for queries not on the hot path.
+func (c *cachedTx) stmt(query string) *sql.Stmt {
+	if s := c.d.stmts[query]; s != nil {
+		return c.tx.StmtContext(context.Background(), s)
+	}
+	return nil
+}
+
+func (c *cachedTx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	if s := c.stmt(query); s != nil {
+		return s.ExecContext(context.Background(), args...)
+	}
+	return c.tx.ExecContext(context.Background(), query, args...)
+}
+
+func (c *cachedTx) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := c.stmt(query); s != nil {
+		return s.QueryContext(context.Background(), args...)
+	}
+	return c.tx.QueryContext(context.Background(), query, args...)
+}
+
+func (c *cachedTx) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	if s := c.stmt(query); s != nil {
+		return s.QueryRowContext(context.Background(), args...)
+	}
+	return c.tx.QueryRowContext(context.Background(), query, args...)
+}
