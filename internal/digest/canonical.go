@@ -10,8 +10,10 @@ import (
 	"unicode/utf8"
 )
 
-// MaxDepth is the deepest nesting a payload may have.
-const MaxDepth = 64
+// MaxDepth is the deepest nesting a payload may have: MariaDB's JSON check
+// refuses documents nested 32 levels deep, and every database must accept
+// the same payloads.
+const MaxDepth = 31
 
 // The numbers every supported database stores exactly: PostgreSQL's
 // numeric, the strictest of them, holds at most this many digits before
