@@ -89,16 +89,28 @@ func unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
+// retrySafe is a driver error that knows whether its statement reached the
+// server (pgx's errors do).
+type retrySafe interface {
+	error
+	SafeToRetry() bool
+}
+
 // connectionFailed reports whether err is a failure to reach the database
 // rather than an answer from it: a network error (refused, reset, timed
-// out, unresolvable host), a connection the driver found broken, or a
-// conversation cut short. It needs no database library: drivers wrap these
-// standard errors.
+// out, unresolvable host), a connection the driver found broken, a
+// conversation cut short, or a statement the driver says never reached
+// the server (pgx's SafeToRetry, for a pooled connection that had been
+// closed). It needs no database library: drivers wrap these standard
+// errors or implement these methods.
 func connectionFailed(err error) bool {
 	if _, ok := errors.AsType[*net.OpError](err); ok {
 		return true
 	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	if r, ok := errors.AsType[retrySafe](err); ok && r.SafeToRetry() {
 		return true
 	}
 	for _, target := range []error{

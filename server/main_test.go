@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -123,8 +124,15 @@ func (b *bundle) workerElsewhere(t *testing.T) {
 // changes the client's configuration.
 func setup(t *testing.T, db string, o Options, mod ...func(*keel.Config)) *bundle {
 	t.Helper()
+	return setupVia(t, db, "", o, mod...)
+}
+
+// setupVia is setup with the driver connecting to the database server at
+// addr (host:port) instead of the test server's own address; "" keeps it.
+func setupVia(t *testing.T, db, addr string, o Options, mod ...func(*keel.Config)) *bundle {
+	t.Helper()
 	log := testLogger(t)
-	drv, closeDrv := openDriver(t, db)
+	drv, closeDrv := openDriverVia(t, db, addr)
 	cfg := keel.Config{Driver: drv, Types: []string{typeEmail, typeReport}, Logger: log, MaxPayloadBytes: testPayloadLimit}
 	for _, m := range mod {
 		m(&cfg)
@@ -154,6 +162,12 @@ func setup(t *testing.T, db string, o Options, mod ...func(*keel.Config)) *bundl
 // or a PostgreSQL schema dropped at the end.
 func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 	t.Helper()
+	return openDriverVia(t, db, "")
+}
+
+// openDriverVia is openDriver connecting through addr (see setupVia).
+func openDriverVia(t *testing.T, db, addr string) (driver.Driver, func()) {
+	t.Helper()
 	ctx := context.Background()
 	var d driver.Driver
 	switch db {
@@ -168,9 +182,18 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 		rand.Read(b[:]) //nolint:errcheck // never fails
 		schema := "keel_server_" + hex.EncodeToString(b[:])
 		dsn := testDSN()
-		pd, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
+		via := dsn
+		if addr != "" {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Host = addr
+			via = u.String()
+		}
+		pd, err := postgres.Open(ctx, via, postgres.Options{Schema: schema})
 		if err != nil {
-			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", dsn, err)
+			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", via, err)
 		}
 		d = pd
 		t.Cleanup(func() {
@@ -186,7 +209,7 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 			}
 		})
 	case "mysql":
-		d = openMySQL(t)
+		d = openMySQL(t, addr)
 	default:
 		t.Fatalf("unknown database %q", db)
 	}
@@ -202,8 +225,9 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 	return d, closeDrv
 }
 
-// openMySQL opens a fresh MariaDB/MySQL database, dropped at the end.
-func openMySQL(t *testing.T) driver.Driver {
+// openMySQL opens a fresh MariaDB/MySQL database, dropped at the end,
+// through addr unless it is "".
+func openMySQL(t *testing.T, addr string) driver.Driver {
 	t.Helper()
 	ctx := context.Background()
 	var b [6]byte
@@ -227,6 +251,9 @@ func openMySQL(t *testing.T) driver.Driver {
 		t.Fatal(err)
 	}
 	cfg.DBName = name
+	if addr != "" {
+		cfg.Addr = addr
+	}
 	d, err := mysql.Open(ctx, cfg.FormatDSN(), mysql.Options{})
 	if err != nil {
 		t.Fatalf("open mysql database %s: %v", name, err)
