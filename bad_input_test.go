@@ -58,6 +58,26 @@ func TestEnqueueBadInput(t *testing.T) {
 		{"UniqueBy and IdempotencyKey", "t.known", payload{}, []keel.Option{keel.UniqueBy("a"), keel.IdempotencyKey("b")}, keel.ErrInvalid},
 		{"Backoff on a single task", "t.known", payload{}, []keel.Option{keel.Backoff(time.Second, time.Minute)}, keel.ErrInvalid},
 		{"meta empty key", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"": "v"})}, keel.ErrInvalid},
+		// What one database refuses or another stores changed is refused
+		// before any database sees it (issue 11, defects 6 and 8).
+		{"payload with NUL", "t.known", payload{S: "a\x00b"}, nil, keel.ErrInvalid},
+		{"payload bytes with NUL", "t.known", []byte(`{"s":"a\u0000b"}`), nil, keel.ErrInvalid},
+		{"payload key with NUL", "t.known", map[string]int{"a\x00": 1}, nil, keel.ErrInvalid},
+		{"payload lone surrogate", "t.known", []byte(`{"s":"\ud800"}`), nil, keel.ErrInvalid},
+		{"payload invalid UTF-8 bytes", "t.known", []byte("{\"s\":\"caf\xe9\"}"), nil, keel.ErrInvalid},
+		{"payload duplicate key", "t.known", []byte(`{"n":1,"n":2}`), nil, keel.ErrInvalid},
+		{"payload nested duplicate key", "t.known", json.RawMessage(`{"a":[{"n":1,"s":"x","n":2}]}`), nil, keel.ErrInvalid},
+		{"payload huge number", "t.known", []byte(`{"n":1e400000}`), nil, keel.ErrInvalid},
+		{"payload tiny number", "t.known", []byte(`{"n":1e-400000}`), nil, keel.ErrInvalid},
+		{"IdempotencyKey with NUL", "t.known", payload{}, []keel.Option{keel.IdempotencyKey("k\x00")}, keel.ErrInvalid},
+		{"IdempotencyKey invalid UTF-8", "t.known", payload{}, []keel.Option{keel.IdempotencyKey("k\xff")}, keel.ErrInvalid},
+		{"meta value with NUL", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"k": "v\x00"})}, keel.ErrInvalid},
+		{"meta key with NUL", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"k\x00": "v"})}, keel.ErrInvalid},
+		{"meta value invalid UTF-8", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"k": "\xc3"})}, keel.ErrInvalid},
+		{"meta key invalid UTF-8", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"\xc3": "v"})}, keel.ErrInvalid},
+		// A huge name is named, not echoed whole (defect 9).
+		{"type of 1 MB", strings.Repeat("t", 1<<20), payload{}, nil, keel.ErrInvalid},
+		{"queue of 1 MB", "t.known", payload{}, []keel.Option{keel.Queue(strings.Repeat("q", 1<<20))}, keel.ErrInvalid},
 	}
 	for _, tc := range cases {
 		info, err := c.Enqueue(ctx, tc.typ, tc.payload, tc.opts...)
@@ -70,6 +90,9 @@ func TestEnqueueBadInput(t *testing.T) {
 		}
 		if err.Error() == tc.want.Error() {
 			t.Errorf("%s: error %q does not say what was wrong", tc.name, err)
+		}
+		if len(err.Error()) > 512 {
+			t.Errorf("%s: error of %d bytes echoes the input: %.80s…", tc.name, len(err.Error()), err)
 		}
 		// The same job inside a batch of good ones fails the whole batch.
 		_, err = c.EnqueueMany(ctx, []keel.Job{
@@ -138,6 +161,24 @@ func TestPayloadLimitBoundary(t *testing.T) {
 	}
 }
 
+// TestNilPayloadIsEmptyObject: a task enqueued without a payload carries
+// {}, so a handler decodes it and an HTTP target receives an object.
+func TestNilPayloadIsEmptyObject(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	info, err := c.Enqueue(context.Background(), "t.known", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(info.Payload) != "{}" {
+		t.Fatalf("nil payload stored as %s, want {}", info.Payload)
+	}
+	got, err := c.Get(context.Background(), info.ID)
+	if err != nil || string(got.Payload) != "{}" {
+		t.Fatalf("nil payload read back as %s, %v; want {}", got.Payload, err)
+	}
+}
+
 func TestListBadInput(t *testing.T) {
 	t.Parallel()
 	c, _ := setup(t)
@@ -147,6 +188,7 @@ func TestListBadInput(t *testing.T) {
 		{State: "done"}, {Limit: -1}, {Limit: 1001},
 		{CreatedAfter: t0, CreatedBefore: t0}, {CreatedAfter: t0.Add(time.Hour), CreatedBefore: t0},
 		{FinishedAfter: t0, FinishedBefore: t0}, {FinishedAfter: t0.Add(time.Hour), FinishedBefore: t0},
+		{Type: "\x00"}, {Queue: "a\x00"}, {Type: "\xff"}, {Queue: "q\xc3"},
 	} {
 		if _, err := c.List(ctx, p); !errors.Is(err, keel.ErrInvalid) {
 			t.Fatalf("List(%+v): %v, want ErrInvalid", p, err)

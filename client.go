@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
@@ -55,11 +57,16 @@ type Job struct {
 }
 
 // Enqueue durably stores a task of taskType. payload is encoded as JSON
-// ([]byte and json.RawMessage must already be JSON). When an idempotency
+// ([]byte and json.RawMessage must already be JSON); a nil payload is
+// stored as {}. A payload some database could not store as given is
+// refused: invalid UTF-8, the NUL character \u0000, a lone UTF-16
+// surrogate, an object key given twice, or a number with more than 131072
+// digits before or 16383 after the decimal point. When an idempotency
 // key (UniqueBy, IdempotencyKey) matches a task that holds it, that task is
 // returned with Duplicate set and nothing is inserted. Bad input returns an
 // error wrapping ErrInvalid, ErrUnknownType or ErrPayloadTooLarge and
-// writes nothing.
+// writes nothing. A database that cannot be reached returns an error
+// wrapping ErrUnavailable.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
 	infos, err := c.EnqueueMany(ctx, []Job{{Type: taskType, Payload: payload, Options: opts}})
 	if err != nil {
@@ -118,7 +125,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []Job, insert func([]driver.I
 	}
 	results, err := insert(params)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, fmt.Errorf("enqueue: %w", unavailable(ctx, err))
 	}
 	infos := make([]*TaskInfo, len(results))
 	for i, r := range results {
@@ -145,6 +152,9 @@ func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
 	}
 	o := defaults.merge(j.Options)
 	if err := o.validate(); err != nil {
+		return driver.InsertParams{}, err
+	}
+	if err := checkStored(o); err != nil {
 		return driver.InsertParams{}, err
 	}
 	raw, err := c.encodePayload(j.Payload)
@@ -202,6 +212,40 @@ func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
 	return p, nil
 }
 
+// checkStored refuses option values that some database cannot store as
+// given (NUL, invalid UTF-8), so every database answers alike. Names and
+// keys' lengths are checked by options.validate.
+func checkStored(o options) error {
+	if o.idemKey != nil {
+		if err := checkText("idempotency key", *o.idemKey); err != nil {
+			return err
+		}
+	}
+	for k, v := range o.meta {
+		if err := checkText("meta key", k); err != nil {
+			return err
+		}
+		if err := checkText(fmt.Sprintf("meta %q", shorten(k, maxEcho)), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkText refuses a string some database cannot store: invalid UTF-8
+// (stored replaced, or refused) or the NUL character (refused by
+// PostgreSQL).
+func checkText(what, s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", what)
+	case strings.IndexByte(s, 0) >= 0:
+		return invalid("%s contains the NUL character (\\u0000)", what)
+	}
+	return nil
+}
+
+// encodePayload encodes a job's payload as JSON; nil is {}.
 func (c *Client) encodePayload(payload any) ([]byte, error) {
 	var raw []byte
 	switch v := payload.(type) {
@@ -210,7 +254,9 @@ func (c *Client) encodePayload(payload any) ([]byte, error) {
 	case []byte:
 		raw = v
 	case nil:
-		raw = []byte("null")
+		// No payload is an empty object: a handler decodes it into its
+		// struct, and an HTTP target receives a JSON object.
+		raw = []byte("{}")
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -228,7 +274,7 @@ func (c *Client) encodePayload(payload any) ([]byte, error) {
 func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 	row, err := c.drv.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	return infoFromRow(row), nil
 }
@@ -289,12 +335,18 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
 	if !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore) {
 		return nil, invalid("finished_after must be before finished_before")
 	}
+	if err := checkText("type filter", p.Type); err != nil {
+		return nil, err
+	}
+	if err := checkText("queue filter", p.Queue); err != nil {
+		return nil, err
+	}
 	rows, err := c.drv.List(ctx, driver.ListParams{
 		State: p.State, Type: p.Type, Queue: p.Queue, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore,
 		FinishedAfter: p.FinishedAfter, FinishedBefore: p.FinishedBefore, BeforeID: p.BeforeID, Limit: p.Limit,
 	})
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	out := make([]*TaskInfo, len(rows))
 	for i := range rows {

@@ -1,9 +1,17 @@
 package keel
 
 import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
@@ -20,6 +28,11 @@ var (
 	// ErrWrongState: the task is not in a state the operation applies to,
 	// such as cancelling a succeeded task.
 	ErrWrongState = driver.ErrWrongState
+	// ErrUnavailable: the database could not be reached (connection
+	// refused, reset or lost). Retry later; retry an enqueue with the same
+	// idempotency key, since a connection lost during its commit leaves the
+	// outcome unknown.
+	ErrUnavailable = driver.ErrUnavailable
 	// ErrInvalid wraps every rejected input: bad names, payloads, options and
 	// configuration. Nothing is written when it is returned.
 	ErrInvalid = errors.New("keel: invalid input")
@@ -39,8 +52,77 @@ var (
 	ErrNotWorker = errors.New("keel: client cannot start workers")
 )
 
+// maxEcho bounds how much of one rejected string an error repeats.
+const maxEcho = 128
+
+// invalid returns an ErrInvalid error; string arguments longer than
+// maxEcho bytes are shortened, so an error never echoes a huge input.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	short := make([]any, len(args))
+	for i, a := range args {
+		short[i] = a
+		if v := reflect.ValueOf(a); v.Kind() == reflect.String && v.Len() > maxEcho {
+			short[i] = shorten(v.String(), maxEcho)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, short...))
+}
+
+// shorten cuts s to at most n bytes at a rune boundary and marks the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// unavailable wraps a driver error that says the database could not be
+// reached with ErrUnavailable. An error after ctx ended is the caller's,
+// and is returned as it is.
+func unavailable(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || errors.Is(err, ErrUnavailable) || !connectionFailed(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// retrySafe is a driver error that knows whether its statement reached the
+// server (pgx's errors do).
+type retrySafe interface {
+	error
+	SafeToRetry() bool
+}
+
+// connectionFailed reports whether err is a failure to reach the database
+// rather than an answer from it: a network error (refused, reset, timed
+// out, unresolvable host), a connection the driver found broken, a
+// conversation cut short, or a statement the driver says never reached
+// the server (pgx's SafeToRetry, for a pooled connection that had been
+// closed). It needs no database library: drivers wrap these standard
+// errors or implement these methods.
+func connectionFailed(err error) bool {
+	if _, ok := errors.AsType[*net.OpError](err); ok {
+		return true
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	if r, ok := errors.AsType[retrySafe](err); ok && r.SafeToRetry() {
+		return true
+	}
+	for _, target := range []error{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT,
+		sqldriver.ErrBadConn, sql.ErrConnDone, io.ErrUnexpectedEOF,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // Permanent marks err as not worth retrying: the task is dead-lettered at

@@ -54,6 +54,11 @@ var (
 	ErrIdempotencyConflict = errors.New("keel: idempotency key already used with a different payload or type")
 	// ErrWrongState: the operation does not apply to the task's current state.
 	ErrWrongState = errors.New("keel: task is not in a state that allows this")
+	// ErrUnavailable: the database could not be reached (connection
+	// refused, reset or lost). Retry later; a retried enqueue should carry
+	// the same idempotency key, since a connection lost during the commit
+	// leaves its outcome unknown.
+	ErrUnavailable = errors.New("keel: database unavailable")
 )
 
 // Outcome names how an attempt ended; it is recorded in the error history.

@@ -8,7 +8,7 @@ import (
 )
 
 // encodePayload encodes payload the way Client.Enqueue does: []byte and
-// json.RawMessage are taken as JSON already, nil is null, anything else is
+// json.RawMessage are taken as JSON already, nil is {}, anything else is
 // marshalled.
 func encodePayload(payload any) ([]byte, error) {
 	switch v := payload.(type) {
@@ -17,7 +17,7 @@ func encodePayload(payload any) ([]byte, error) {
 	case []byte:
 		return v, nil
 	case nil:
-		return []byte("null"), nil
+		return []byte("{}"), nil
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {

@@ -31,10 +31,16 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
 		return err
 	}
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, detail: fmt.Sprintf("request body is larger than %d bytes", limit)}
+	if r.ContentLength > limit {
+		// Refuse before reading: a client that sent "Expect: 100-continue"
+		// is told now, instead of being invited to send the body.
+		return tooLarge
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return &apiError{status: http.StatusRequestEntityTooLarge, detail: fmt.Sprintf("request body is larger than %d bytes", limit)}
+			return tooLarge
 		}
 		return badRequest("reading the request body: %v", err)
 	}
@@ -42,7 +48,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 }
 
 func checkContentType(v string) error {
-	unsupported := &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("Content-Type must be application/json, got %q", v)}
+	unsupported := &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("Content-Type must be application/json, got %q", truncate(v, 64))}
 	if v == "" {
 		return unsupported
 	}
@@ -51,7 +57,7 @@ func checkContentType(v string) error {
 		return unsupported
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("charset must be utf-8, got %q", cs)}
+		return &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("charset must be utf-8, got %q", truncate(cs, 64))}
 	}
 	return nil
 }
@@ -125,7 +131,9 @@ var (
 // its full path ("tasks[3].delay"); other values go to encoding/json.
 // Object keys match json tags exactly; unknown and repeated keys are
 // errors. null leaves the zero value, except in a json.RawMessage, which
-// keeps it; a RawMessage is stored compacted.
+// keeps it, and in a map, where it is an error; a RawMessage is stored
+// compacted. A string field tagged api:"nonempty" may be absent but not
+// "".
 func decodeValue(raw []byte, v reflect.Value, path string) error {
 	t := v.Type()
 	if t == rawMessageType {
@@ -175,7 +183,14 @@ func decodeObject(raw []byte, v reflect.Value, path string) error {
 			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
 		}
 		seen[key] = true
-		return decodeValue(val, v.Field(i), join(path, key))
+		f := v.Field(i)
+		if err := decodeValue(val, f, join(path, key)); err != nil {
+			return err
+		}
+		if f.Kind() == reflect.String && f.Len() == 0 && v.Type().Field(i).Tag.Get("api") == "nonempty" && string(val) != "null" {
+			return fieldError(join(path, key), "must not be empty: leave it out instead")
+		}
+		return nil
 	})
 }
 
@@ -187,6 +202,11 @@ func decodeMap(raw []byte, v reflect.Value, path string) error {
 			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
 		}
 		e := reflect.New(v.Type().Elem()).Elem()
+		if string(val) == "null" {
+			// Stored, it would read back as the zero value: refuse rather
+			// than change it.
+			return fieldError(join(path, key), "must be %s, got null", describe(e.Type()))
+		}
 		if err := decodeValue(val, e, join(path, key)); err != nil {
 			return err
 		}
@@ -274,14 +294,14 @@ func decodeLeaf(raw []byte, v reflect.Value, path string) error {
 	if path == "" {
 		return badRequest("request body: %s", msg)
 	}
-	return badRequest("field %q: %s", path, msg)
+	return badRequest("field %q: %s", truncate(path, 128), msg)
 }
 
 func fieldError(path, format string, args ...any) error {
 	if path == "" {
 		return badRequest("request body "+format, args...)
 	}
-	return badRequest("field %q "+format, append([]any{path}, args...)...)
+	return badRequest("field %q "+format, append([]any{truncate(path, 128)}, args...)...)
 }
 
 func join(path, key string) string {

@@ -36,7 +36,7 @@ func refuse(t *testing.T, b *bundle, calls []badCall) {
 }
 
 func TestEnqueueRejects(t *testing.T) {
-	forEachDB(t, func(t *testing.T, db string) {
+	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send","payload":{"v":1}}`) // something to leave unchanged
 		b.call(t, "POST", "/v1/tasks", `{"type":"email.send","payload":{"v":1}}`, "Idempotency-Key", "held").ok(t, http.StatusCreated, nil)
@@ -72,6 +72,7 @@ func TestEnqueueRejects(t *testing.T) {
 			post("bad run_at", `{"type":"email.send","run_at":"tomorrow"}`, 400, `field "run_at" must be an RFC 3339 time`),
 			post("deep payload", `{"type":"email.send","payload":`+nested(64)+`}`, 400, "nested deeper than 64 levels"),
 			post("deep unknown field", `{"type":"email.send","x":`+nested(100000)+`}`, 400, "nested deeper than 64 levels"),
+			post("payload nested 32 levels", `{"type":"email.send","payload":`+nested(32)+`}`, 400, "payload is nested deeper than 31 levels"),
 			// 400: keel's validation, with its message.
 			post("no type", `{}`, 400, `invalid task type ""`),
 			post("bad type name", `{"type":"send email!"}`, 400, `invalid task type "send email!"`),
@@ -85,19 +86,20 @@ func TestEnqueueRejects(t *testing.T) {
 			post("keys differ", `{"type":"email.send","idempotency_key":"a"}`, 400, "differ", "Idempotency-Key", "b"),
 			post("key too long", `{"type":"email.send"}`, 400, "idempotency key must be 1-255 bytes", "Idempotency-Key", strings.Repeat("k", 256)),
 			// 413: the body, and the payload keel accepts.
-			post("body too large", `{"type":"email.send","payload":"`+strings.Repeat("x", 1<<20)+`"}`, 413, "larger than 1048576 bytes"),
+			post("body too large", `{"type":"email.send","payload":"`+strings.Repeat("x", DefaultMaxBodyBytes)+`"}`, 413, "larger than 1114112 bytes"),
 			post("payload too large", `{"type":"email.send","payload":"`+strings.Repeat("x", testPayloadLimit)+`"}`, 413, "payload too large"),
 			// 409: the key is held with another payload.
 			post("key conflict", `{"type":"email.send","payload":{"v":2}}`, 409, "idempotency key already used with a different payload", "Idempotency-Key", "held"),
 			post("key conflict, other type", `{"type":"report.build","payload":{"v":1}}`, 409, "idempotency key", "Idempotency-Key", "held"),
 		})
-		// Nesting up to the limit is fine: the body's object and 63 levels.
-		b.enqueue(t, `{"type":"email.send","payload":`+nested(63)+`}`)
+		// Nesting up to the limit is fine: 31 levels of payload, what every
+		// database stores (MariaDB refuses 32).
+		b.enqueue(t, `{"type":"email.send","payload":`+nested(31)+`}`)
 	})
 }
 
 func TestBatchRejects(t *testing.T) {
-	forEachDB(t, func(t *testing.T, db string) {
+	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{MaxBatch: 3})
 		b.enqueue(t, `{"type":"email.send"}`)
 		post := func(name, body string, status int, detail string, hdr ...string) badCall {
@@ -139,7 +141,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestTaskRouteErrors(t *testing.T) {
-	forEachDB(t, func(t *testing.T, db string) {
+	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		pending := b.enqueue(t, `{"type":"email.send"}`)
 		done := b.enqueue(t, `{"type":"email.send"}`)
@@ -172,6 +174,14 @@ func TestTaskRouteErrors(t *testing.T) {
 			{name: "list: cursor garbage", method: "GET", path: "/v1/tasks?cursor=zzz", status: 400, detail: `invalid cursor "zzz"`},
 			{name: "list: cursor of another shape", method: "GET", path: "/v1/tasks?cursor=" + encodeCursor(5)[2:], status: 400, detail: "invalid cursor"},
 			{name: "list: malformed query", method: "GET", path: "/v1/tasks?type=%zz", status: 400, detail: "malformed query string"},
+			{name: "list: NUL type", method: "GET", path: "/v1/tasks?type=%00", status: 400, detail: `query parameter "type" contains the NUL character`},
+			{name: "list: NUL queue", method: "GET", path: "/v1/tasks?queue=a%00b", status: 400, detail: `query parameter "queue" contains the NUL character`},
+			{name: "list: invalid UTF-8 type", method: "GET", path: "/v1/tasks?type=%ff", status: 400, detail: `query parameter "type" is not valid UTF-8`},
+			{name: "list: NUL state", method: "GET", path: "/v1/tasks?state=%00", status: 400, detail: `query parameter "state"`},
+			{name: "dead: invalid UTF-8 queue", method: "GET", path: "/v1/dead?queue=%ff", status: 400, detail: `query parameter "queue" is not valid UTF-8`},
+			{name: "dead: NUL type", method: "GET", path: "/v1/dead?type=x%00", status: 400, detail: `query parameter "type" contains the NUL character`},
+			{name: "list: 100 KB state", method: "GET", path: "/v1/tasks?state=" + strings.Repeat("s", 100<<10), status: 400, detail: "unknown state"},
+			{name: "unknown route, 100 KB path", method: "GET", path: "/v1/" + strings.Repeat("p", 100<<10), status: 404, detail: "no route"},
 			{name: "dead: bad time", method: "GET", path: "/v1/dead?finished_after=yesterday", status: 400, detail: `"finished_after" must be an RFC 3339 time`},
 			{name: "dead: empty range", method: "GET", path: "/v1/dead?finished_after=2026-01-02T00:00:00Z&finished_before=2026-01-01T00:00:00Z", status: 400, detail: "finished_after must be before finished_before"},
 			{name: "dead: created filter", method: "GET", path: "/v1/dead?created_after=2026-01-01T00:00:00Z", status: 400, detail: `unknown query parameter "created_after"`},

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,11 +20,13 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
 )
@@ -30,13 +34,28 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // databases are the drivers every endpoint test runs against: sqlite and
-// postgres, or those KEEL_TEST_DATABASES lists (comma-separated).
+// postgres, or those KEEL_TEST_DATABASES lists (comma-separated: sqlite,
+// postgres, mysql).
 var databases = func() []string {
 	if v := os.Getenv("KEEL_TEST_DATABASES"); v != "" {
 		return strings.Split(v, ",")
 	}
 	return []string{"sqlite", "postgres"}
 }()
+
+// allDatabases are the drivers the bad-input tests run against: every
+// supported database, since the same input must get the same answer on
+// each.
+var allDatabases = []string{"sqlite", "postgres", "mysql"}
+
+// testMySQLDSN is the MariaDB/MySQL test server (a go-sql-driver DSN);
+// KEEL_TEST_MYSQL overrides it.
+func testMySQLDSN() string {
+	if dsn := os.Getenv("KEEL_TEST_MYSQL"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
 
 // testDSN is the PostgreSQL test database; KEEL_TEST_POSTGRES overrides it.
 func testDSN() string {
@@ -49,7 +68,19 @@ func testDSN() string {
 // forEachDB runs fn as a parallel subtest per database.
 func forEachDB(t *testing.T, fn func(t *testing.T, db string)) {
 	t.Helper()
-	for _, db := range databases {
+	forDBs(t, databases, fn)
+}
+
+// forAllDBs runs fn as a parallel subtest on SQLite, PostgreSQL and
+// MariaDB alike.
+func forAllDBs(t *testing.T, fn func(t *testing.T, db string)) {
+	t.Helper()
+	forDBs(t, allDatabases, fn)
+}
+
+func forDBs(t *testing.T, dbs []string, fn func(t *testing.T, db string)) {
+	t.Helper()
+	for _, db := range dbs {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			fn(t, db)
@@ -89,14 +120,24 @@ func (b *bundle) workerElsewhere(t *testing.T) {
 	}
 }
 
-// setup starts the API with o over a fresh database of kind db.
-func setup(t *testing.T, db string, o Options) *bundle {
+// setup starts the API with o over a fresh database of kind db; mod
+// changes the client's configuration.
+func setup(t *testing.T, db string, o Options, mod ...func(*keel.Config)) *bundle {
+	t.Helper()
+	return setupVia(t, db, "", o, mod...)
+}
+
+// setupVia is setup with the driver connecting to the database server at
+// addr (host:port) instead of the test server's own address; "" keeps it.
+func setupVia(t *testing.T, db, addr string, o Options, mod ...func(*keel.Config)) *bundle {
 	t.Helper()
 	log := testLogger(t)
-	drv, closeDrv := openDriver(t, db)
-	c, err := keel.NewClient(keel.Config{
-		Driver: drv, Types: []string{typeEmail, typeReport}, Logger: log, MaxPayloadBytes: testPayloadLimit,
-	})
+	drv, closeDrv := openDriverVia(t, db, addr)
+	cfg := keel.Config{Driver: drv, Types: []string{typeEmail, typeReport}, Logger: log, MaxPayloadBytes: testPayloadLimit}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	c, err := keel.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +162,12 @@ func setup(t *testing.T, db string, o Options) *bundle {
 // or a PostgreSQL schema dropped at the end.
 func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 	t.Helper()
+	return openDriverVia(t, db, "")
+}
+
+// openDriverVia is openDriver connecting through addr (see setupVia).
+func openDriverVia(t *testing.T, db, addr string) (driver.Driver, func()) {
+	t.Helper()
 	ctx := context.Background()
 	var d driver.Driver
 	switch db {
@@ -135,9 +182,18 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 		rand.Read(b[:]) //nolint:errcheck // never fails
 		schema := "keel_server_" + hex.EncodeToString(b[:])
 		dsn := testDSN()
-		pd, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
+		via := dsn
+		if addr != "" {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Host = addr
+			via = u.String()
+		}
+		pd, err := postgres.Open(ctx, via, postgres.Options{Schema: schema})
 		if err != nil {
-			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", dsn, err)
+			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", via, err)
 		}
 		d = pd
 		t.Cleanup(func() {
@@ -152,6 +208,8 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 				t.Errorf("drop schema %s: %v", schema, err)
 			}
 		})
+	case "mysql":
+		d = openMySQL(t, addr)
 	default:
 		t.Fatalf("unknown database %q", db)
 	}
@@ -165,6 +223,42 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 	}
 	t.Cleanup(closeDrv)
 	return d, closeDrv
+}
+
+// openMySQL opens a fresh MariaDB/MySQL database, dropped at the end,
+// through addr unless it is "".
+func openMySQL(t *testing.T, addr string) driver.Driver {
+	t.Helper()
+	ctx := context.Background()
+	var b [6]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	name := "keel_server_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("mysql", testMySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("mysql at %s (start it, or set KEEL_TEST_MYSQL): create database: %v", testMySQLDSN(), err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	cfg, err := gomysql.ParseDSN(testMySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = name
+	if addr != "" {
+		cfg.Addr = addr
+	}
+	d, err := mysql.Open(ctx, cfg.FormatDSN(), mysql.Options{})
+	if err != nil {
+		t.Fatalf("open mysql database %s: %v", name, err)
+	}
+	return d
 }
 
 // testLogger sends logs to t.Log until the test ends.
@@ -272,7 +366,10 @@ func (r result) problem(t *testing.T, status int, want string) Problem {
 		t.Fatalf("problem %+v: want status %d, its title, type about:blank and a detail", p, status)
 	}
 	if !strings.Contains(p.Detail, want) {
-		t.Fatalf("problem detail %q does not contain %q", p.Detail, want)
+		t.Fatalf("problem detail %.300q does not contain %q", p.Detail, want)
+	}
+	if len(p.Detail) > 1024 {
+		t.Fatalf("problem detail of %d bytes echoes the request: %.300q", len(p.Detail), p.Detail)
 	}
 	if strings.Contains(p.Detail, "goroutine ") || strings.Contains(p.Detail, ".go:") {
 		t.Fatalf("problem detail shows Go internals: %q", p.Detail)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelq/keel"
 )
@@ -34,6 +35,14 @@ func queryParams(r *http.Request, allowed ...string) (map[string]string, error) 
 		}
 		if len(vs) > 1 {
 			return nil, badRequest("query parameter %q given %d times", name, len(vs))
+		}
+		// No database stores these in a name, and some refuse them in a
+		// query: answer alike everywhere.
+		switch {
+		case !utf8.ValidString(vs[0]):
+			return nil, badRequest("query parameter %q is not valid UTF-8", name)
+		case strings.IndexByte(vs[0], 0) >= 0:
+			return nil, badRequest("query parameter %q contains the NUL character", name)
 		}
 		out[name] = vs[0]
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/keelq/keel"
@@ -48,9 +49,13 @@ func badRequest(format string, args ...any) error {
 	return &apiError{status: http.StatusBadRequest, detail: fmt.Sprintf(format, args...)}
 }
 
+// retryAfterSeconds is the Retry-After of a 503 for an unreachable
+// database: about as long as a database restart takes.
+const retryAfterSeconds = 2
+
 // fail answers err as a problem: keel's sentinel errors map to their
-// status with keel's message; anything else is a logged 500 with a
-// generic detail.
+// status with keel's message, an unreachable database to 503 with
+// Retry-After; anything else is a logged 500 with a generic detail.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	switch {
@@ -64,6 +69,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, http.StatusConflict, keelMessage(err))
 	case errors.Is(err, keel.ErrNotFound):
 		writeProblem(w, http.StatusNotFound, keelMessage(err))
+	case errors.Is(err, keel.ErrUnavailable):
+		s.log.Warn("keel server: database unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		writeProblem(w, http.StatusServiceUnavailable, "the database is unavailable: retry later, with the same Idempotency-Key for an enqueue")
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		// The client went away; nobody reads the answer.
 		writeProblem(w, http.StatusServiceUnavailable, "request cancelled")

@@ -5,15 +5,18 @@
 //
 // Every route is described by the OpenAPI 3.1 document served at
 // GET /v1/openapi.json. Requests carry "Authorization: Bearer <token>";
-// each token has a Role. Browser-originated cross-origin state changes are
-// rejected (http.CrossOriginProtection).
+// each token has a Role; without tokens only requests addressed to a
+// loopback Host are answered. Browser-originated cross-origin state changes
+// are rejected (http.CrossOriginProtection).
 package server
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 
@@ -40,12 +43,22 @@ type Token struct {
 	Role  Role
 }
 
+// DefaultMaxBodyBytes is the default Options.MaxBodyBytes: keel's default
+// payload limit (1 MiB) plus 64 KiB for the rest of an enqueue request.
+const DefaultMaxBodyBytes = 1<<20 + 64<<10
+
 // Options configures the API. The zero value is valid: no authentication.
 type Options struct {
 	// Tokens are the accepted bearer tokens. Default none: every route is
-	// open (keel serve then listens on loopback only).
+	// open, but only to requests addressed to a loopback name or address
+	// (Host localhost, 127.0.0.0/8 or [::1]), so that a web page whose
+	// domain resolves to 127.0.0.1 cannot call it (DNS rebinding); keel
+	// serve then listens on loopback only.
 	Tokens []Token
-	// MaxBodyBytes bounds a request body. Default 1 MiB.
+	// MaxBodyBytes bounds a request body. It should exceed the client's
+	// keel.Config.MaxPayloadBytes by room for the rest of the request, or
+	// the largest payloads are refused. Default 1114112 (1 MiB of payload
+	// plus 64 KiB).
 	MaxBodyBytes int64
 	// MaxBatch bounds the tasks of one POST /v1/tasks/batch. Default 1000.
 	MaxBatch int
@@ -56,7 +69,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = 1 << 20
+		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 1000
@@ -201,6 +214,10 @@ func (s *server) guard(rt route) http.Handler {
 // ServeHTTP dispatches to the mux, answering its 404 and 405 with problems
 // and any panic with a generic 500.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(s.creds) == 0 && !loopbackHost(r.Host) {
+		writeProblem(w, http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name or address: without tokens this API answers only requests to localhost, 127.0.0.1 or [::1] (so that no web page can reach it through DNS rebinding); configure tokens to serve other hosts", truncate(r.Host, 64)))
+		return
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -218,13 +235,28 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rec.status == http.StatusMethodNotAllowed {
 			allow := rec.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			writeProblem(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+			writeProblem(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; allowed: %s", truncate(r.Method, 64), truncate(r.URL.Path, 128), allow))
 			return
 		}
-		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /v1/openapi.json", r.Method, r.URL.Path))
+		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /v1/openapi.json", truncate(r.Method, 64), truncate(r.URL.Path, 128)))
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether host, a request's Host with or without a
+// port, names this machine: localhost, an address in 127.0.0.0/8, or ::1.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(host, ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	addr, err := netip.ParseAddr(host)
+	return err == nil && addr.Unmap().IsLoopback()
 }
 
 // headerRecorder keeps the status and headers a handler writes and drops

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/keelq/keel"
@@ -18,7 +19,9 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return err
 	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
+	if key, ok, err := idempotencyHeader(r); err != nil {
+		return err
+	} else if ok {
 		if req.IdempotencyKey != "" && req.IdempotencyKey != key {
 			return badRequest("the Idempotency-Key header and the body's idempotency_key differ")
 		}
@@ -44,7 +47,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 // enqueueBatch handles POST /v1/tasks/batch: BatchRequest → 201
 // BatchResponse, every task stored or none.
 func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
-	if r.Header.Get("Idempotency-Key") != "" {
+	if _, ok := r.Header["Idempotency-Key"]; ok {
 		return badRequest("the Idempotency-Key header applies to POST /v1/tasks; give each task of a batch its own idempotency_key")
 	}
 	var req BatchRequest
@@ -82,6 +85,22 @@ func enqueueError(err error) error {
 		return &apiError{status: http.StatusConflict, detail: "idempotency key already used with a different payload or type"}
 	}
 	return err
+}
+
+// idempotencyHeader returns the request's Idempotency-Key header and
+// whether it was sent. Sent empty, blank or more than once, it is an error:
+// a key that is ignored or chosen between would break its promise.
+func idempotencyHeader(r *http.Request) (string, bool, error) {
+	vs, ok := r.Header["Idempotency-Key"]
+	switch {
+	case !ok:
+		return "", false, nil
+	case len(vs) > 1:
+		return "", false, badRequest("the Idempotency-Key header is given %d times: send it once", len(vs))
+	case strings.TrimSpace(vs[0]) == "":
+		return "", false, badRequest("the Idempotency-Key header is empty: send a key of 1-255 bytes, or no header")
+	}
+	return vs[0], true, nil
 }
 
 // job turns a request into keel's enqueue arguments; keel validates them.

@@ -45,9 +45,9 @@ func TestEnqueue(t *testing.T) {
 			t.Fatal("a new pending task has no eta")
 		}
 
-		// Defaults: only the type is required; the payload is null.
+		// Defaults: only the type is required; the payload is {}.
 		minimal := b.enqueue(t, `{"type":"report.build"}`)
-		if minimal.Queue != keel.DefaultQueue || string(minimal.Payload) != "null" || minimal.MaxAttempts != 4 {
+		if minimal.Queue != keel.DefaultQueue || string(minimal.Payload) != "{}" || minimal.MaxAttempts != 4 {
 			t.Fatalf("minimal task %+v", minimal)
 		}
 

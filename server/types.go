@@ -24,28 +24,29 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("invalid duration %q: use a form such as \"30s\" or \"5m\"", s)
+		return fmt.Errorf("invalid duration %q: use a form such as \"30s\" or \"5m\"", truncate(s, 64))
 	}
 	*d = Duration(v)
 	return nil
 }
 
 // EnqueueRequest is the body of POST /v1/tasks and one item of a batch.
-// Only Type is required; Payload defaults to null.
+// Only Type is required; Payload defaults to {}. Queue, UniqueBy and
+// IdempotencyKey may be absent but not empty; meta values must be strings.
 type EnqueueRequest struct {
 	Type        string            `json:"type"`
 	Payload     json.RawMessage   `json:"payload,omitempty"`
-	Queue       string            `json:"queue,omitempty"`
+	Queue       string            `json:"queue,omitempty" api:"nonempty"`
 	Priority    *int              `json:"priority,omitempty"`
 	RunAt       *time.Time        `json:"run_at,omitempty"`
 	Delay       *Duration         `json:"delay,omitempty"`
 	MaxAttempts *int              `json:"max_attempts,omitempty"`
 	Timeout     *Duration         `json:"timeout,omitempty"`
-	UniqueBy    string            `json:"unique_by,omitempty"`
+	UniqueBy    string            `json:"unique_by,omitempty" api:"nonempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
 	// IdempotencyKey is the caller's own key; for a single task the
 	// Idempotency-Key header may carry it instead (both must then agree).
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" api:"nonempty"`
 }
 
 // BatchRequest is the body of POST /v1/tasks/batch: all tasks are stored

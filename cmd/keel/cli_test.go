@@ -177,7 +177,7 @@ func TestEnqueueOptions(t *testing.T) {
 		t.Fatalf("duplicate: %q", out)
 	}
 	delayed := decode[server.Task](t, s.keel(t, "enqueue", "report", "--json", "--delay", "2h", "--idempotency-key", "k1"))
-	if d := time.Until(delayed.RunAt); d < 110*time.Minute || d > 2*time.Hour || string(delayed.Payload) != "null" {
+	if d := time.Until(delayed.RunAt); d < 110*time.Minute || d > 2*time.Hour || string(delayed.Payload) != "{}" {
 		t.Fatalf("--delay 2h: run_at in %v, payload %s", d, delayed.Payload)
 	}
 	if out := s.keel(t, "status", strconv.FormatInt(delayed.ID, 10)); !regexp.MustCompile(`^\d+  report  pending  attempt 0/4  runs in (1h59m\d+s|2h) \(at `).MatchString(out) {

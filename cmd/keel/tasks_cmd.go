@@ -35,7 +35,7 @@ func newEnqueueCmd() *cobra.Command {
 		Short: "Add a task; the payload is JSON, from the argument or stdin (-)",
 		Long: `enqueue stores one task of the given type and prints its id. The payload is
 a JSON document given as the second argument, or read from stdin with "-";
-without one it is null.
+without one it is {}.
 
   keel enqueue email.send '{"to":"a@example.com"}'
   keel enqueue report.build - < params.json --queue reports --delay 10m

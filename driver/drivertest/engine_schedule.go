@@ -141,7 +141,7 @@ func testEngineTypeDefaults(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Queue != keel.DefaultQueue || info.MaxAttempts != 2 || info.Timeout != time.Minute || info.Priority != 0 || string(info.Payload) != "null" {
+	if info.Queue != keel.DefaultQueue || info.MaxAttempts != 2 || info.Timeout != time.Minute || info.Priority != 0 || string(info.Payload) != "{}" {
 		t.Fatalf("config defaults not applied: %+v", info)
 	}
 }

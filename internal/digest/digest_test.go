@@ -29,3 +29,46 @@ func TestCanonicalRejectsBadJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalRefusesWhatCannotBeStoredAsSent: input that a database
+// would refuse, or that would be stored changed, is an error naming the
+// payload, on every database alike.
+func TestCanonicalRefusesWhatCannotBeStoredAsSent(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a":"x\u0000y"}`, "NUL"},
+		{`{"a\u0000":1}`, "NUL"},
+		{`["\u0000"]`, "NUL"},
+		{`"\ud800"`, "lone UTF-16 surrogate"},
+		{`"\udc00"`, "lone UTF-16 surrogate"},
+		{`"\ud800x"`, "lone UTF-16 surrogate"},
+		{`"\ud800\u0041"`, "lone UTF-16 surrogate"},
+		{`{"k":"\ud800"}`, "lone UTF-16 surrogate"},
+		{"\"caf\xe9\"", "not valid UTF-8"},
+		{`{"a":1,"a":2}`, `key "a" appears more than once`},
+		{`{"x":{"b":1,"c":2,"b":3}}`, `key "b" appears more than once`},
+		{`[{"a":1},{"a":2,"a":2}]`, `key "a" appears more than once`},
+		{`1e400000`, "out of range"},
+		{`{"n":-1e400000}`, "out of range"},
+		{`1e131072`, "out of range"},
+		{`0.1e131073`, "out of range"},
+		{`1e-16384`, "out of range"},
+		{`0e-20000`, "out of range"},
+		{`1.0e-16383`, "out of range"},
+		{`1e99999999999`, "out of range"},
+		{`1` + strings.Repeat("0", 131072), "out of range"},
+	} {
+		_, err := Canonical([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "payload") {
+			t.Errorf("Canonical(%.40q) = %v, want an error about the payload containing %q", tc.in, err, tc.want)
+		}
+	}
+	// The edges PostgreSQL still stores, and what only looks alike.
+	for _, in := range []string{
+		`1e131071`, `9.9e131071`, `0.1e131072`, `1e-16383`, `0e200000`, `-0.5e-16382`,
+		`1` + strings.Repeat("0", 131071), `"\ud83d\ude00"`, `"\\u0000"`, `"\\ud800"`, `{"a":{"a":1},"b":{"a":2}}`,
+	} {
+		if _, err := Canonical([]byte(in)); err != nil {
+			t.Errorf("Canonical(%.40q): %v", in, err)
+		}
+	}
+}

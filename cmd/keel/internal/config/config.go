@@ -119,7 +119,9 @@ type HTTP struct {
 	// IdleTimeout closes keep-alive connections idle this long. Default
 	// "120s".
 	IdleTimeout Duration `toml:"idle_timeout"`
-	// MaxBodyBytes bounds a request body. Default 1048576 (1 MiB).
+	// MaxBodyBytes bounds a request body: keep it above
+	// engine.max_payload_bytes by room for the rest of the request. Default
+	// 1114112 (1 MiB + 64 KiB).
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// MaxBatch bounds the tasks of one batch enqueue. Default 1000.
 	MaxBatch int `toml:"max_batch"`
@@ -245,7 +247,7 @@ func Defaults() *Config {
 			ReadTimeout:       Duration(30 * time.Second),
 			WriteTimeout:      Duration(30 * time.Second),
 			IdleTimeout:       Duration(120 * time.Second),
-			MaxBodyBytes:      1 << 20,
+			MaxBodyBytes:      1<<20 + 64<<10,
 			MaxBatch:          1000,
 		},
 		Engine: Engine{

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// TestEnqueueRefusesUnstorable: input that one database refuses and
+// another stores, or that would be stored changed, gets the same 400
+// naming the field on SQLite, PostgreSQL and MariaDB, and writes nothing.
+func TestEnqueueRefusesUnstorable(t *testing.T) {
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		b.enqueue(t, `{"type":"email.send","payload":{"v":1}}`)
+		post := func(name, body string, detail string, hdr ...string) badCall {
+			return badCall{name: name, method: "POST", path: "/v1/tasks", body: body, hdr: hdr, status: 400, detail: detail}
+		}
+		batch := func(name, item string, detail string) badCall {
+			return badCall{name: "batch: " + name, method: "POST", path: "/v1/tasks/batch", body: `{"tasks":[{"type":"email.send"},` + item + `]}`, status: 400, detail: detail}
+		}
+		refuse(t, b, []badCall{
+			// NUL: PostgreSQL refuses it in text and JSON.
+			post("NUL in payload", `{"type":"email.send","payload":{"s":"a\u0000b"}}`, "payload contains the NUL character"),
+			post("NUL in a payload key", `{"type":"email.send","payload":{"\u0000":1}}`, "payload contains the NUL character"),
+			post("NUL in a meta value", `{"type":"email.send","meta":{"k":"\u0000"}}`, `meta "k" contains the NUL character`),
+			post("NUL in a meta key", `{"type":"email.send","meta":{"k\u0000":"v"}}`, "meta key contains the NUL character"),
+			post("NUL in idempotency_key", `{"type":"email.send","idempotency_key":"k\u0000"}`, "idempotency key contains the NUL character"),
+			post("non-UTF-8 Idempotency-Key header", `{"type":"email.send"}`, "idempotency key is not valid UTF-8", "Idempotency-Key", "k\xff"),
+			// Numbers beyond PostgreSQL's numeric.
+			post("huge number", `{"type":"email.send","payload":{"n":1e400000}}`, "payload: number \"1e400000\" is out of range"),
+			post("tiny number", `{"type":"email.send","payload":[1e-400000]}`, "payload: number \"1e-400000\" is out of range"),
+			// Stored changed: a lone surrogate became U+FFFD, repeated keys
+			// collapsed to the last.
+			post("lone surrogate", `{"type":"email.send","payload":"\ud800"}`, `payload contains a lone UTF-16 surrogate \ud800`),
+			post("lone low surrogate", `{"type":"email.send","payload":{"s":"x\udfff"}}`, `payload contains a lone UTF-16 surrogate \udfff`),
+			post("repeated payload key", `{"type":"email.send","payload":{"a":1,"a":2}}`, `payload: key "a" appears more than once`),
+			post("repeated nested payload key", `{"type":"email.send","payload":{"x":[{"b":1,"b":1}]}}`, `payload: key "b" appears more than once`),
+			// Empty means absent no more: the document says minLength 1.
+			post("empty queue", `{"type":"email.send","queue":""}`, `field "queue" must not be empty`),
+			post("empty unique_by", `{"type":"email.send","unique_by":""}`, `field "unique_by" must not be empty`),
+			post("empty idempotency_key", `{"type":"email.send","idempotency_key":""}`, `field "idempotency_key" must not be empty`),
+			post("null meta value", `{"type":"email.send","meta":{"k":null}}`, `field "meta.k" must be a string, got null`),
+			// Long input is named, not echoed whole.
+			post("type of 1 MB", `{"type":"`+strings.Repeat("t", 1<<20)+`"}`, "invalid task type"),
+			post("queue of 1 MB", `{"type":"email.send","queue":"`+strings.Repeat("q", 1<<20)+`"}`, "invalid queue name"),
+			post("meta key of 100 KB holding null", `{"type":"email.send","meta":{"`+strings.Repeat("m", 100<<10)+`":null}}`, "must be a string, got null"),
+			post("delay of 100 KB", `{"type":"email.send","delay":"`+strings.Repeat("1", 100<<10)+`"}`, "invalid duration"),
+			{name: "content type of 10 KB", method: "POST", path: "/v1/tasks", body: `{"type":"email.send"}`,
+				hdr: []string{"Content-Type", "text/" + strings.Repeat("c", 10<<10)}, status: 415, detail: "Content-Type must be application/json"},
+			{name: "charset of 10 KB", method: "POST", path: "/v1/tasks", body: `{"type":"email.send"}`,
+				hdr: []string{"Content-Type", "application/json; charset=" + strings.Repeat("c", 10<<10)}, status: 415, detail: "charset must be utf-8"},
+			batch("NUL in payload", `{"type":"email.send","payload":"\u0000"}`, "task 1: payload contains the NUL character"),
+			batch("empty queue", `{"type":"email.send","queue":""}`, `field "tasks[1].queue" must not be empty`),
+			batch("huge number", `{"type":"email.send","payload":-1e400000}`, "task 1: payload: number"),
+			{name: "purge: NUL type", method: "POST", path: "/v1/dead/purge", body: `{"type":"\u0000"}`, status: 400, detail: "invalid task type"},
+			{name: "pause: queue of 100 KB", method: "POST", path: "/v1/queues/" + strings.Repeat("q", 100<<10) + "/pause", status: 400, detail: "invalid queue name"},
+		})
+	})
+}
+
+// rawResponse sends req, a whole HTTP/1.1 request as written on the wire,
+// to the bundle's server and reads the first response (a 1xx included).
+func (b *bundle) rawResponse(t *testing.T, req string) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a fresh connection
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read the response: %v", err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// rawPost sends a POST with the given extra header lines (each ending in
+// CRLF) and body, written by hand so that a header can be empty or
+// repeated, and reads the answer whole.
+func (b *bundle) rawPost(t *testing.T, path, headers, body string) result {
+	t.Helper()
+	resp := b.rawResponse(t, "POST "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\nConnection: close\r\n"+headers+"\r\n"+body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return result{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// TestIdempotencyKeyHeaderMustBeOneKey: an empty, blank or repeated
+// Idempotency-Key header is refused, never ignored or chosen between.
+func TestIdempotencyKeyHeaderMustBeOneKey(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		b.enqueue(t, `{"type":"email.send"}`)
+		for _, tc := range []struct{ name, path, headers, detail string }{
+			{"empty", "/v1/tasks", "Idempotency-Key:\r\n", "Idempotency-Key header is empty"},
+			{"blank", "/v1/tasks", "Idempotency-Key:    \r\n", "Idempotency-Key header is empty"},
+			{"twice", "/v1/tasks", "Idempotency-Key: a\r\nIdempotency-Key: b\r\n", "Idempotency-Key header is given 2 times"},
+			{"twice the same", "/v1/tasks", "Idempotency-Key: a\r\nIdempotency-Key: a\r\n", "given 2 times"},
+			{"empty on a batch", "/v1/tasks/batch", "Idempotency-Key:\r\n", "give each task of a batch its own idempotency_key"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				body := `{"type":"email.send"}`
+				if strings.HasSuffix(tc.path, "batch") {
+					body = `{"tasks":[` + body + `]}`
+				}
+				before := b.state(t)
+				b.rawPost(t, tc.path, tc.headers, body).problem(t, http.StatusBadRequest, tc.detail)
+				b.unchanged(t, before)
+			})
+		}
+		// One key, sent once, still works.
+		b.rawPost(t, "/v1/tasks", "Idempotency-Key: a\r\n", `{"type":"email.send"}`).ok(t, http.StatusCreated, nil)
+	})
+}
+
+// TestBodyOverLimitRefusedBeforeContinue: a request that announces a body
+// over the limit and waits for 100 Continue is answered 413 at once.
+func TestBodyOverLimitRefusedBeforeContinue(t *testing.T) {
+	b := setup(t, "sqlite", Options{MaxBodyBytes: 1024})
+	resp := b.rawResponse(t, "POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 2000000\r\nExpect: 100-continue\r\n\r\n")
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413 before the body is sent", resp.StatusCode)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(data), "larger than 1024 bytes") {
+		t.Fatalf("body %s", data)
+	}
+	if n := b.taskCount(t); n != 0 {
+		t.Fatalf("%d tasks written", n)
+	}
+}
+
+// TestPayloadOfExactlyTheLimit: with the default limits a payload of
+// exactly keel's documented 1 MiB is accepted over the API, one byte more
+// is refused as a payload (not as a body) too large.
+func TestPayloadOfExactlyTheLimit(t *testing.T) {
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{}, func(c *keel.Config) { c.MaxPayloadBytes = 0 })
+		exact := `"` + strings.Repeat("x", 1<<20-2) + `"`
+		task := b.enqueue(t, `{"type":"email.send","meta":{"tenant":"t1"},"idempotency_key":"`+strings.Repeat("k", 255)+`","payload":`+exact+`}`)
+		if len(task.Payload) != 1<<20 {
+			t.Fatalf("payload of %d bytes stored, want %d", len(task.Payload), 1<<20)
+		}
+		before := b.state(t)
+		b.call(t, "POST", "/v1/tasks", `{"type":"email.send","payload":"x`+exact[1:]+`}`).problem(t, http.StatusRequestEntityTooLarge, "payload too large: 1048577 bytes, the limit is 1048576")
+		b.unchanged(t, before)
+	})
+}
+
+// TestHostWithoutTokens: without tokens only requests addressed to a
+// loopback name or address are answered (DNS rebinding); with tokens any
+// Host is.
+func TestHostWithoutTokens(t *testing.T) {
+	open := setup(t, "sqlite", Options{})
+	open.enqueue(t, `{"type":"email.send"}`)
+	hosts := func(b *bundle, host string) result {
+		t.Helper()
+		req, err := http.NewRequest("GET", b.url+"/v1/tasks", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if b.token != "" {
+			req.Header.Set("Authorization", "Bearer "+b.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return result{status: resp.StatusCode, header: resp.Header, body: data}
+	}
+	for _, host := range []string{"localhost", "localhost:7400", "LocalHost.", "127.0.0.1", "127.0.0.1:80", "127.1.2.3:7400", "[::1]", "[::1]:7400", "[::ffff:127.0.0.1]:1"} {
+		hosts(open, host).ok(t, http.StatusOK, nil)
+	}
+	for _, host := range []string{"evil.example", "evil.example:7400", "localhost.evil.example", "127.0.0.1.evil.example", "10.0.0.1:7400", "[::2]:7400", "0.0.0.0", strings.Repeat("h", 4096)} {
+		before := open.state(t)
+		hosts(open, host).problem(t, http.StatusForbidden, "is not a loopback name or address")
+		open.unchanged(t, before)
+	}
+	// Every route, public ones and state changes included.
+	req, _ := http.NewRequest("POST", open.url+"/v1/dead/purge", strings.NewReader(`{}`))
+	req.Host = "rebound.example"
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("purge through a rebound host: status %d, want 403", resp.StatusCode)
+	}
+
+	guarded := setup(t, "sqlite", Options{Tokens: []Token{{Value: "secret", Role: RoleAdmin}}})
+	hosts(guarded, "keel.example.com").ok(t, http.StatusOK, nil)
+}

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/keelq/keel"
+)
+
+// tcpProxy forwards connections to a database server until Cut, which
+// closes its port and every connection through it: the database becomes
+// unreachable for whoever connects through the proxy, and only for them.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Cut)
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) accept() {
+	defer p.wg.Done()
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(in, out)
+		go p.pipe(out, in)
+	}
+}
+
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	io.Copy(dst, src) //nolint:errcheck // ends when either side closes
+	dst.Close()
+	src.Close()
+}
+
+// Cut closes the proxy's port and every connection through it.
+func (p *tcpProxy) Cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// serverAddr is the host:port of the test server for db.
+func serverAddr(t *testing.T, db string) string {
+	t.Helper()
+	switch db {
+	case "postgres":
+		u, err := url.Parse(testDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Host
+	case "mysql":
+		cfg, err := gomysql.ParseDSN(testMySQLDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Addr
+	}
+	t.Fatalf("no server address for %s", db)
+	return ""
+}
+
+// TestDatabaseUnavailable: when the database cannot be reached, an
+// enqueue is answered 503 with Retry-After, so the caller retries with the
+// same key, and the library returns ErrUnavailable; not a 500.
+func TestDatabaseUnavailable(t *testing.T) {
+	for _, db := range []string{"postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			proxy := startProxy(t, serverAddr(t, db))
+			b := setupVia(t, db, proxy.addr(), Options{})
+			task := b.enqueue(t, `{"type":"email.send","payload":{"n":1}}`)
+			proxy.Cut()
+
+			for _, c := range []struct{ method, path, body string }{
+				{"POST", "/v1/tasks", `{"type":"email.send","payload":{"n":2}}`},
+				{"POST", "/v1/tasks", `{"type":"email.send","payload":{"n":3}}`}, // again, on a new connection
+				{"POST", "/v1/tasks/batch", `{"tasks":[{"type":"email.send"}]}`},
+				{"GET", "/v1/tasks/" + itoa(task.ID), ""},
+				{"GET", "/v1/tasks", ""},
+			} {
+				res := b.call(t, c.method, c.path, c.body, "Idempotency-Key", idemFor(c.path))
+				res.problem(t, http.StatusServiceUnavailable, "the database is unavailable")
+				if ra := res.header.Get("Retry-After"); ra != "2" {
+					t.Fatalf("%s %s: Retry-After %q, want 2", c.method, c.path, ra)
+				}
+			}
+			if _, err := b.client.Enqueue(t.Context(), typeEmail, map[string]int{"n": 4}); !errors.Is(err, keel.ErrUnavailable) {
+				t.Fatalf("library enqueue with the database unreachable: %v, want ErrUnavailable", err)
+			}
+		})
+	}
+}
+
+func idemFor(path string) string {
+	if strings.HasSuffix(path, "/v1/tasks") {
+		return "retry-me"
+	}
+	return ""
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
