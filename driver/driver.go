@@ -199,15 +199,29 @@ type HeartbeatParams struct {
 	LeaseExpiresAt time.Time
 }
 
-// RescueParams sends running tasks whose lease expired before Now back to
-// pending (or to dead on their last attempt). A rescued task keeps its
-// place in line: its next run_at is the run_at it was claimed at plus
-// Backoff, so a backlog enqueued since does not push it back.
+// ExpiredParams asks for up to Limit running tasks whose lease expired
+// before Now (the database's clock for a driver that uses it), the oldest
+// expiry first.
+type ExpiredParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// RescueParams writes the rescuer's decisions for tasks ListExpired
+// returned. Each transition applies only while its task is still running
+// under Owner with the same Fence and its lease is still expired, so a
+// heartbeat, a completion or a cancel that got in first wins. Transitions
+// are written as of Now, the instant ListExpired judged by.
 type RescueParams struct {
-	Now     time.Time
-	Limit   int
-	Backoff func(taskType string, attempt int) time.Duration
-	Node    string
+	Now   time.Time
+	Tasks []RescueTask
+}
+
+// RescueTask is one expired task's transition and the lease holder that
+// lost it.
+type RescueTask struct {
+	Owner      string
+	Transition Transition
 }
 
 // ListParams filters a listing. Zero fields do not filter. Results are
@@ -420,7 +434,14 @@ type Driver interface {
 	FinishTx(ctx context.Context, tx Tx, owner string, now time.Time, t Transition) (bool, error)
 	// Heartbeat extends leases and returns the ids still held.
 	Heartbeat(ctx context.Context, params HeartbeatParams) ([]int64, error)
-	// Rescue recovers tasks with expired leases and returns them as updated.
+	// ListExpired returns running tasks whose lease expired, with the
+	// instant it judged them by: ID, Queue, Type, Priority, State, Attempt,
+	// MaxAttempts, Fence, RunAt, LeaseOwner, LeaseExpiresAt and
+	// AttemptedAt. It changes nothing: the caller decides each task's fate
+	// and writes it with Rescue.
+	ListExpired(ctx context.Context, params ExpiredParams) ([]TaskRow, time.Time, error)
+	// Rescue applies the rescuer's transitions to tasks whose lease is
+	// still expired and returns those it applied, as updated.
 	Rescue(ctx context.Context, params RescueParams) ([]TaskRow, error)
 	// Get loads one task or returns ErrNotFound.
 	Get(ctx context.Context, id int64) (*TaskRow, error)

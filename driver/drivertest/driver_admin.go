@@ -262,8 +262,7 @@ func testSucceedKeepsLeaseOwner(t *testing.T, e *env) {
 		t.Fatalf("heartbeat of succeeded tasks held %v, %v", held, err)
 	}
 	e.requireRejected("w1", t1, everyTransition(batched.ID, 1, t1))
-	rescued, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: t1.Add(24 * time.Hour), Limit: 10,
-		Backoff: func(string, int) time.Duration { return 0 }})
+	rescued, err := e.rescue(t1.Add(24*time.Hour), 10, 0)
 	if err != nil || len(rescued) != 0 {
 		t.Fatalf("rescue touched succeeded tasks: %v, %v", ids(rescued), err)
 	}

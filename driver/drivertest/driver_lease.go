@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/engine"
 )
 
 func testFencingAfterRescue(t *testing.T, e *env) {
@@ -20,9 +21,9 @@ func testFencingAfterRescue(t *testing.T, e *env) {
 	}
 
 	// Not expired: nothing to rescue (expiry is strictly after the lease).
-	backoff := func(string, int) time.Duration { return 10 * time.Second }
+	const backoff = 10 * time.Second
 	for _, at := range []time.Time{t0.Add(leaseTTL - time.Second), t0.Add(leaseTTL)} {
-		rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: at, Limit: 100, Backoff: backoff, Node: "R"})
+		rows, err := e.rescue(at, 100, backoff)
 		if err != nil || len(rows) != 0 {
 			t.Fatalf("rescue at %v before expiry: %v, %v", at.Sub(t0), ids(rows), err)
 		}
@@ -30,7 +31,7 @@ func testFencingAfterRescue(t *testing.T, e *env) {
 
 	// A vanished: its lease expires and the rescuer takes the task back.
 	t1 := e.clock.Advance(leaseTTL + time.Second)
-	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: t1, Limit: 100, Backoff: backoff, Node: "R"})
+	rows, err := e.rescue(t1, 100, backoff)
 	if err != nil {
 		t.Fatalf("rescue: %v", err)
 	}
@@ -80,7 +81,7 @@ func testRescueLastAttemptDead(t *testing.T, e *env) {
 	t0 := e.clock.Now()
 	e.claimOne("A", t0)
 	t1 := e.clock.Advance(leaseTTL + time.Millisecond)
-	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: t1, Limit: 10, Backoff: func(string, int) time.Duration { return time.Second }, Node: "R"})
+	rows, err := e.rescue(t1, 10, time.Second)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rescue: %v, %v", ids(rows), err)
 	}
@@ -93,6 +94,56 @@ func testRescueLastAttemptDead(t *testing.T, e *env) {
 	}
 }
 
+// A lease renewed between the rescuer's listing and its write is not
+// lost: the write applies only while the lease is still expired.
+func testRescueSkipsRenewedLease(t *testing.T, e *env) {
+	row := e.insert()
+	t0 := e.clock.Now()
+	e.claimOne("A", t0)
+	t1 := e.clock.Advance(leaseTTL + time.Second)
+	expired, at, err := e.drv.ListExpired(e.ctx, driver.ExpiredParams{Now: t1, Limit: 10})
+	if err != nil || len(expired) != 1 || expired[0].ID != row.ID || expired[0].LeaseOwner != "A" || expired[0].Fence != 1 {
+		t.Fatalf("list expired: %+v, %v", expired, err)
+	}
+	if r := expired[0]; r.Type != row.Type || r.Queue != row.Queue || r.Attempt != 1 || r.State != driver.StateRunning ||
+		!r.RunAt.Equal(row.RunAt) || !r.AttemptedAt.Equal(t0) || !r.LeaseExpiresAt.Equal(t0.Add(leaseTTL)) {
+		t.Fatalf("listed row %+v", r)
+	}
+	if got := e.get(row.ID); got.State != driver.StateRunning {
+		t.Fatalf("listing changed the task: %s", got.State)
+	}
+	// A's heartbeat gets in first.
+	if held, err := e.drv.Heartbeat(e.ctx, driver.HeartbeatParams{Owner: "A", IDs: []int64{row.ID}, Now: t1, LeaseExpiresAt: t1.Add(leaseTTL)}); err != nil || len(held) != 1 {
+		t.Fatalf("heartbeat: %v, %v", held, err)
+	}
+	tr := engine.ExpiredTransition(&expired[0], at, 0)
+	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: at, Tasks: []driver.RescueTask{{Owner: "A", Transition: tr}}})
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("rescued a renewed lease: %v, %v", ids(rows), err)
+	}
+	if got := e.get(row.ID); got.State != driver.StateRunning || got.LeaseOwner != "A" || len(got.Errors) != 0 {
+		t.Fatalf("renewed task changed: %s owner %q errors %d", got.State, got.LeaseOwner, len(got.Errors))
+	}
+	// A wrong owner or fence does not apply either, even once expired.
+	t2 := e.clock.Advance(2 * leaseTTL)
+	expired, at, err = e.drv.ListExpired(e.ctx, driver.ExpiredParams{Now: t2, Limit: 10})
+	if err != nil || len(expired) != 1 {
+		t.Fatalf("list expired: %v, %v", ids(expired), err)
+	}
+	tr = engine.ExpiredTransition(&expired[0], at, 0)
+	stale := tr
+	stale.Fence++
+	for _, rt := range []driver.RescueTask{{Owner: "B", Transition: tr}, {Owner: "A", Transition: stale}} {
+		if rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: at, Tasks: []driver.RescueTask{rt}}); err != nil || len(rows) != 0 {
+			t.Fatalf("unfenced rescue applied: %v, %v", ids(rows), err)
+		}
+	}
+	rows, err = e.drv.Rescue(e.ctx, driver.RescueParams{Now: at, Tasks: []driver.RescueTask{{Owner: "A", Transition: tr}}})
+	if err != nil || len(rows) != 1 || rows[0].State != driver.StatePending {
+		t.Fatalf("rescue: %v, %v", ids(rows), err)
+	}
+}
+
 func testRescueLimit(t *testing.T, e *env) {
 	for range 3 {
 		e.insert()
@@ -100,16 +151,15 @@ func testRescueLimit(t *testing.T, e *env) {
 	t0 := e.clock.Now()
 	e.claim("A", t0, 3)
 	t1 := e.clock.Advance(leaseTTL + time.Second)
-	p := driver.RescueParams{Now: t1, Limit: 2, Backoff: func(string, int) time.Duration { return 0 }, Node: "R"}
-	first, err := e.drv.Rescue(e.ctx, p)
+	first, err := e.rescue(t1, 2, 0)
 	if err != nil || len(first) != 2 {
 		t.Fatalf("first rescue: %v, %v", ids(first), err)
 	}
-	second, err := e.drv.Rescue(e.ctx, p)
+	second, err := e.rescue(t1, 2, 0)
 	if err != nil || len(second) != 1 {
 		t.Fatalf("second rescue: %v, %v", ids(second), err)
 	}
-	if third, err := e.drv.Rescue(e.ctx, p); err != nil || len(third) != 0 {
+	if third, err := e.rescue(t1, 2, 0); err != nil || len(third) != 0 {
 		t.Fatalf("third rescue: %v, %v", ids(third), err)
 	}
 	if rows := e.claim("B", t1, 10); len(rows) != 3 {
@@ -136,7 +186,7 @@ func testHeartbeat(t *testing.T, e *env) {
 		t.Fatalf("lease changed by another owner: %q %v", got.LeaseOwner, got.LeaseExpiresAt)
 	}
 	// An extended lease is not rescued when the old one would have expired.
-	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: t0.Add(leaseTTL + time.Second), Limit: 10, Backoff: func(string, int) time.Duration { return 0 }})
+	rows, err := e.rescue(t0.Add(leaseTTL+time.Second), 10, 0)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("rescued renewed tasks: %v, %v", ids(rows), err)
 	}

@@ -70,7 +70,7 @@ func testCancelRunningRejectsFinish(t *testing.T, e *env) {
 	if got.State != driver.StateCancelled || got.Result != nil || len(got.Errors) != 0 {
 		t.Fatalf("after rejected finishes: state %s result %s errors %d", got.State, got.Result, len(got.Errors))
 	}
-	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: t0.Add(time.Hour), Limit: 10, Backoff: func(string, int) time.Duration { return 0 }})
+	rows, err := e.rescue(t0.Add(time.Hour), 10, 0)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("rescue touched a cancelled task: %v %v", ids(rows), err)
 	}

@@ -21,6 +21,7 @@ var driverTests = []test{
 	{"FencingAfterRescue", testFencingAfterRescue},
 	{"RescueLastAttemptDead", testRescueLastAttemptDead},
 	{"RescueLimit", testRescueLimit},
+	{"RescueSkipsRenewedLease", testRescueSkipsRenewedLease},
 	{"Heartbeat", testHeartbeat},
 	{"CancelAndRetry", testCancelAndRetry},
 	{"CancelRunningRejectsFinish", testCancelRunningRejectsFinish},

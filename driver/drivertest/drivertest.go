@@ -26,6 +26,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/engine"
 )
 
 // Opener opens a fresh, empty, migrated database for the test t and
@@ -340,4 +341,19 @@ func sameIDs(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// rescue does what the rescuer does at now: it lists up to limit expired
+// leases, decides each task's fate with the engine's decision function
+// (retry delay as given) and writes the decisions, fenced.
+func (e *env) rescue(now time.Time, limit int, delay time.Duration) ([]driver.TaskRow, error) {
+	expired, at, err := e.drv.ListExpired(e.ctx, driver.ExpiredParams{Now: now, Limit: limit})
+	if err != nil || len(expired) == 0 {
+		return nil, err
+	}
+	tasks := make([]driver.RescueTask, len(expired))
+	for i := range expired {
+		tasks[i] = driver.RescueTask{Owner: expired[i].LeaseOwner, Transition: engine.ExpiredTransition(&expired[i], at, delay)}
+	}
+	return e.drv.Rescue(e.ctx, driver.RescueParams{Now: at, Tasks: tasks})
 }

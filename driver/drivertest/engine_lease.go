@@ -17,7 +17,7 @@ import (
 func (e *env) takeOver(id int64, lease time.Duration) time.Time {
 	e.t.Helper()
 	now := e.clock.Advance(lease + time.Second)
-	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: now, Limit: 10, Backoff: func(string, int) time.Duration { return time.Hour }})
+	rows, err := e.rescue(now, 10, time.Hour)
 	if err != nil || len(rows) != 1 || rows[0].ID != id {
 		e.t.Fatalf("rescue: %v, %v", ids(rows), err)
 	}
@@ -168,8 +168,7 @@ func testEngineSelfReclaim(t *testing.T, e *env) {
 	// The lease runs out (say the database was unreachable for the
 	// heartbeat) and the rescuer takes the task back, runnable at once.
 	now := e.clock.Now()
-	rows, err := e.drv.Rescue(e.ctx, driver.RescueParams{Now: now.Add(2 * time.Minute), Limit: 10,
-		Backoff: func(string, int) time.Duration { return -2 * time.Minute }})
+	rows, err := e.rescue(now.Add(2*time.Minute), 10, -2*time.Minute)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rescue: %v, %v", ids(rows), err)
 	}

@@ -149,11 +149,18 @@ FOR UPDATE`)
 SET lease_expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), updated_at = {now}
 WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
-	sqlExpired = prepare(`SELECT id, type, attempt, max_attempts, fence, lease_owner, attempted_at, run_at, {now}
+	sqlExpired = prepare(`SELECT id, queue, type, priority, attempt, max_attempts, fence, run_at, lease_owner,
+	lease_expires_at, attempted_at, {now}
 FROM keel_tasks
 WHERE state = 'running' AND lease_expires_at < {now}
 ORDER BY lease_expires_at
-LIMIT ?
+LIMIT ?`)
+
+	// sqlLockExpired locks, of the tasks the rescuer decided on, those
+	// still running with an expired lease, skipping any another statement
+	// holds (a heartbeat renewing it, a finish): those are not lost.
+	sqlLockExpired = prepare(`SELECT id FROM keel_tasks
+WHERE id IN ({ids}) AND state = 'running' AND lease_expires_at < ?
 FOR UPDATE SKIP LOCKED`)
 
 	sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`

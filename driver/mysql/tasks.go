@@ -262,57 +262,71 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 	return held, nil
 }
 
+// ListExpired implements driver.Driver.
+func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
+	rows, err := d.db.QueryContext(ctx, sqlExpired.text, sqlExpired.args(d.now(p.Now), p.Limit)...)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.TaskRow
+	now := p.Now
+	for rows.Next() {
+		r := driver.TaskRow{State: driver.StateRunning}
+		var owner sql.NullString
+		var expires, attempted sql.NullTime
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &r.RunAt,
+			&owner, &expires, &attempted, &now); err != nil {
+			return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+		}
+		r.RunAt, r.LeaseOwner = r.RunAt.UTC(), owner.String
+		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	return out, now.UTC(), nil
+}
+
 // Rescue implements driver.Driver.
 func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	if len(p.Tasks) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(p.Tasks))
+	for i, rt := range p.Tasks {
+		ids[i] = rt.Transition.ID
+	}
 	var out []driver.TaskRow
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		type expired struct {
-			id                   int64
-			typ, owner           string
-			attempt, maxAttempts int
-			fence                int64
-			attemptedAt          sql.NullTime
-			runAt, dbNow         time.Time
-		}
-		var list []expired
-		rows, err := tx.QueryContext(ctx, sqlExpired.text, sqlExpired.args(d.now(p.Now), p.Limit)...)
+		lock := sqlLockExpired.with("{ids}", "?", len(ids), 1)
+		rows, err := tx.QueryContext(ctx, lock.text, lock.args(nil, append(idArgs(ids), p.Now)...)...)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e expired
-			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt, &e.dbNow); err != nil {
-				rows.Close()
-				return err
-			}
-			list = append(list, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		locked, err := scanIDs(rows)
+		if err != nil {
 			return err
 		}
-		for _, e := range list {
+		expired := make(map[int64]bool, len(locked))
+		for _, id := range locked {
+			expired[id] = true
+		}
+		for _, rt := range p.Tasks {
+			if !expired[rt.Transition.ID] {
+				continue
+			}
 			// The transition runs at the instant the expiry was judged.
-			dbNow := e.dbNow.UTC()
-			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
-				RunAt: e.runAt.UTC().Add(p.Backoff(e.typ, e.attempt)),
-				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: dbNow,
-					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
-			if e.attemptedAt.Valid {
-				t.Error.Start = e.attemptedAt.Time.UTC()
-			}
-			if e.attempt >= e.maxAttempts {
-				t.State, t.RunAt = driver.StateDead, time.Time{}
-			}
-			applied, err := d.transition(ctx, tx, e.owner, dbNow, dbNow, t)
+			applied, err := d.transition(ctx, tx, rt.Owner, p.Now, p.Now, rt.Transition)
 			if err != nil {
 				return err
 			}
 			if !applied {
 				continue
 			}
-			row, err := d.getWith(ctx, tx, e.id)
+			row, err := d.getWith(ctx, tx, rt.Transition.ID)
 			if err != nil {
 				return err
 			}

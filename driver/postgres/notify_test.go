@@ -16,6 +16,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/engine"
 )
 
 // Wake-ups are measured against a worker whose poll is far away, so a task
@@ -208,8 +209,15 @@ func TestListenNotifiesReadyTasks(t *testing.T) {
 		t.Fatalf("claim: %v, %d tasks", err, len(claimed))
 	}
 	for {
-		rescued, err := d.Rescue(ctx, driver.RescueParams{Now: time.Now(), Limit: 10, Node: "test",
-			Backoff: func(string, int) time.Duration { return 0 }})
+		expired, at, err := d.ListExpired(ctx, driver.ExpiredParams{Now: time.Now(), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tasks []driver.RescueTask
+		for i := range expired {
+			tasks = append(tasks, driver.RescueTask{Owner: expired[i].LeaseOwner, Transition: engine.ExpiredTransition(&expired[i], at, 0)})
+		}
+		rescued, err := d.Rescue(ctx, driver.RescueParams{Now: at, Tasks: tasks})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimExcluding, succeedMany, transition, heartbeat, expired, get,
+	insert, byKey, claim, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
 	cancel, retry, counts, lead, resign, list,
 	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings string
 }
@@ -136,11 +136,18 @@ u AS (UPDATE {schema}.keel_tasks k
 SELECT k.id FROM {schema}.keel_tasks k
 WHERE k.id = ANY($3::bigint[]) AND k.state = 'running' AND k.lease_owner = $4`),
 
-		expired: q(`SELECT k.id, k.type, k.attempt, k.max_attempts, k.fence, k.lease_owner, k.attempted_at, k.run_at, ` + nowExpr + `
+		expired: q(`SELECT k.id, k.queue, k.type, k.priority, k.attempt, k.max_attempts, k.fence, k.run_at,
+	k.lease_owner, k.lease_expires_at, k.attempted_at, ` + nowExpr + `
 FROM {schema}.keel_tasks k
 WHERE k.state = 'running' AND k.lease_expires_at < ` + nowExpr + `
 ORDER BY k.lease_expires_at
-LIMIT $2
+LIMIT $2`),
+
+		// The rescue locks the tasks it was told about that are still
+		// running with an expired lease, skipping any another statement
+		// holds (a heartbeat renewing it, a finish): those are not lost.
+		lockExpired: q(`SELECT k.id FROM {schema}.keel_tasks k
+WHERE k.id = ANY($2::bigint[]) AND k.state = 'running' AND k.lease_expires_at < ` + nowExpr + `
 FOR UPDATE OF k SKIP LOCKED`),
 
 		get: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks WHERE id = $1`),

@@ -282,53 +282,74 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 	return held, nil
 }
 
+// ListExpired implements driver.Driver.
+func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
+	var out []driver.TaskRow
+	var now time.Time
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.expired, []any{d.now(p.Now), p.Limit}, func(scan func(...any) error) error {
+		r := driver.TaskRow{State: driver.StateRunning}
+		var owner *string
+		var expires, attempted *time.Time
+		if err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &r.RunAt,
+			&owner, &expires, &attempted, &now); err != nil {
+			return err
+		}
+		r.RunAt = r.RunAt.UTC()
+		if owner != nil {
+			r.LeaseOwner = *owner
+		}
+		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	if now.IsZero() {
+		now = p.Now
+	}
+	return out, now.UTC(), nil
+}
+
 // Rescue implements driver.Driver.
 func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	if len(p.Tasks) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(p.Tasks))
+	for i, rt := range p.Tasks {
+		ids[i] = rt.Transition.ID
+	}
 	var out []driver.TaskRow
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		q := pgxQuerier{db: tx}
-		type expired struct {
-			id                   int64
-			typ, owner           string
-			attempt, maxAttempts int
-			fence                int64
-			attemptedAt          *time.Time
-			runAt, dbNow         time.Time
-		}
-		var list []expired
-		err := q.query(ctx, d.sql.expired, []any{d.now(p.Now), p.Limit}, func(scan func(...any) error) error {
-			var e expired
-			if err := scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt, &e.dbNow); err != nil {
+		locked := map[int64]bool{}
+		err := q.query(ctx, d.sql.lockExpired, []any{d.now(p.Now), ids}, func(scan func(...any) error) error {
+			var id int64
+			if err := scan(&id); err != nil {
 				return err
 			}
-			list = append(list, e)
+			locked[id] = true
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("rescue: %w", err)
 		}
-		for _, e := range list {
-			// Offsets are taken from the database's now, which the
-			// transition adds them back to.
-			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
-				RunAt: e.runAt.Add(p.Backoff(e.typ, e.attempt)),
-				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: e.dbNow.UTC(),
-					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
-			if e.attemptedAt != nil {
-				t.Error.Start = e.attemptedAt.UTC()
+		for _, rt := range p.Tasks {
+			if !locked[rt.Transition.ID] {
+				continue
 			}
-			if e.attempt >= e.maxAttempts {
-				t.State, t.RunAt = driver.StateDead, time.Time{}
-			}
-			applied, err := d.transition(ctx, q, e.owner, e.dbNow, t)
+			// Offsets are taken from the instant the expiry was judged,
+			// which the transition adds them back to.
+			applied, err := d.transition(ctx, q, rt.Owner, p.Now, rt.Transition)
 			if err != nil {
 				return err
 			}
 			if !applied {
 				continue
 			}
-			row, err := d.getWith(ctx, q, e.id)
+			row, err := d.getWith(ctx, q, rt.Transition.ID)
 			if err != nil {
 				return fmt.Errorf("rescue: %w", err)
 			}

@@ -70,8 +70,15 @@ const sqlHeartbeat = `UPDATE keel_tasks SET lease_expires_at = ?1, updated_at = 
 WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'running' AND lease_owner = ?4
 RETURNING id`
 
-const sqlExpired = `SELECT id, type, attempt, max_attempts, fence, lease_owner, attempted_at, run_at FROM keel_tasks
+const sqlExpired = `SELECT id, queue, type, priority, attempt, max_attempts, fence, run_at, lease_owner,
+	lease_expires_at, attempted_at
+FROM keel_tasks
 WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`
+
+// sqlLockExpired keeps, of the tasks the rescuer decided on, those still
+// running with an expired lease (the single writer needs no row locks).
+const sqlLockExpired = `SELECT id FROM keel_tasks
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND lease_expires_at < ?2`
 
 const sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
 

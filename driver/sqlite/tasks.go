@@ -230,54 +230,73 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 	return held, nil
 }
 
+// ListExpired implements driver.Driver.
+func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
+	rows, err := d.rdb.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.TaskRow
+	for rows.Next() {
+		r := driver.TaskRow{State: driver.StateRunning}
+		var runAt int64
+		var owner sql.NullString
+		var expires, attempted sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &runAt,
+			&owner, &expires, &attempted); err != nil {
+			return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+		}
+		r.RunAt, r.LeaseOwner = fromMicros(runAt), owner.String
+		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	return out, p.Now, nil
+}
+
 // Rescue implements driver.Driver.
 func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	if len(p.Tasks) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(p.Tasks))
+	for i, rt := range p.Tasks {
+		ids[i] = rt.Transition.ID
+	}
 	var out []driver.TaskRow
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
-		type expired struct {
-			id                   int64
-			typ, owner           string
-			attempt, maxAttempts int
-			fence                int64
-			attemptedAt          sql.NullInt64
-			runAt                int64
-		}
-		rows, err := tx.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
+		rows, err := tx.QueryContext(ctx, sqlLockExpired, int64List(ids), micros(p.Now))
 		if err != nil {
 			return fmt.Errorf("rescue: %w", err)
 		}
-		var list []expired
+		expired := map[int64]bool{}
 		for rows.Next() {
-			var e expired
-			if err := rows.Scan(&e.id, &e.typ, &e.attempt, &e.maxAttempts, &e.fence, &e.owner, &e.attemptedAt, &e.runAt); err != nil {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
 				rows.Close()
 				return fmt.Errorf("rescue: %w", err)
 			}
-			list = append(list, e)
+			expired[id] = true
 		}
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("rescue: %w", err)
 		}
-		for _, e := range list {
-			t := driver.Transition{ID: e.id, Fence: e.fence, State: driver.StatePending,
-				RunAt: fromMicros(e.runAt).Add(p.Backoff(e.typ, e.attempt)),
-				Error: &driver.AttemptError{Attempt: e.attempt, Node: e.owner, End: p.Now,
-					Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost"}}
-			if e.attemptedAt.Valid {
-				t.Error.Start = fromMicros(e.attemptedAt.Int64)
+		for _, rt := range p.Tasks {
+			if !expired[rt.Transition.ID] {
+				continue
 			}
-			if e.attempt >= e.maxAttempts {
-				t.State, t.RunAt = driver.StateDead, time.Time{}
-			}
-			applied, err := transition(ctx, tx, e.owner, p.Now, t)
+			applied, err := transition(ctx, tx, rt.Owner, p.Now, rt.Transition)
 			if err != nil {
 				return err
 			}
 			if !applied {
 				continue
 			}
-			row, err := scanTask(tx.QueryRowContext(ctx, sqlGet, e.id).Scan)
+			row, err := scanTask(tx.QueryRowContext(ctx, sqlGet, rt.Transition.ID).Scan)
 			if err != nil {
 				return fmt.Errorf("rescue: %w", err)
 			}

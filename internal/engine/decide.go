@@ -41,13 +41,35 @@ func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, st
 	if !ok {
 		delay = e.backoff(row.Type, row.Attempt)
 	}
-	return e.retryOrDead(t, row, end.Add(delay))
+	return retryOrDead(t, row, end.Add(delay))
+}
+
+// decideExpired maps a task whose lease expired (its worker vanished) to
+// its next state, as the rescuer judged it at now, with the type's
+// runtime settings applied as for a claimed task.
+func (e *Engine) decideExpired(row *driver.TaskRow, now time.Time) driver.Transition {
+	e.applyTypeSettings(row)
+	return ExpiredTransition(row, now, e.backoff(row.Type, row.Attempt))
+}
+
+// ExpiredTransition is the transition of a task whose lease expired before
+// now: the attempt failed with outcome lease_expired and the task is
+// retried after delay or dead-lettered on its last attempt, like any
+// failed attempt. A retried task keeps its place in line: its next run_at
+// is the run_at it was claimed at plus delay, so a backlog enqueued since
+// does not push it back. driver/drivertest decides with it too.
+func ExpiredTransition(row *driver.TaskRow, now time.Time, delay time.Duration) driver.Transition {
+	t := driver.Transition{ID: row.ID, Fence: row.Fence, Error: &driver.AttemptError{
+		Attempt: row.Attempt, Node: row.LeaseOwner, Start: row.AttemptedAt, End: now,
+		Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost",
+	}}
+	return retryOrDead(t, row, row.RunAt.Add(delay))
 }
 
 // retryOrDead completes a failed attempt's transition t: dead when the
 // failure is permanent or the attempts are used up, otherwise pending
 // again at retryAt. The worker and the rescuer both decide with it.
-func (e *Engine) retryOrDead(t driver.Transition, row *driver.TaskRow, retryAt time.Time) driver.Transition {
+func retryOrDead(t driver.Transition, row *driver.TaskRow, retryAt time.Time) driver.Transition {
 	if t.Error.Outcome == driver.OutcomePermanent || row.Attempt >= row.MaxAttempts {
 		t.State, t.RunAt = driver.StateDead, time.Time{}
 		return t

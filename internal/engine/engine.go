@@ -114,7 +114,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		OnLead: func() { e.rescuer.Kick() }}) // a new leader rescues at once
 	e.rescuer = rescuer.New(rescuer.Config{
 		Driver: e.drv, Node: cfg.Node, Interval: cfg.RescueInterval, Now: cfg.Now, Logger: log,
-		Backoff: e.backoff, Leading: e.elector.Leading,
+		Decide: e.decideExpired, Leading: e.elector.Leading,
 		Rescued: func(rows []driver.TaskRow) {
 			for _, r := range rows {
 				e.Wake(r.Queue, r.RunAt)

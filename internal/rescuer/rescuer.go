@@ -1,6 +1,9 @@
 // Package rescuer returns tasks whose worker vanished (lease expired) to
 // pending with backoff, or to dead on their last attempt, so a task that
-// crashes its worker cannot loop forever.
+// crashes its worker cannot loop forever. It asks the driver for expired
+// leases, has the engine decide each task's fate (Config.Decide, the
+// decision function the worker uses too) and tells the driver what to
+// write, fenced.
 package rescuer
 
 import (
@@ -12,12 +15,13 @@ import (
 	"github.com/keelq/keel/internal/service"
 )
 
-// BatchSize is the most tasks one Rescue call returns; a full batch is
-// followed at once by the next.
+// BatchSize is the most expired tasks one pass lists at a time; a full
+// batch is followed at once by the next.
 const BatchSize = 500
 
 // Store is what a Rescuer needs of a driver.
 type Store interface {
+	ListExpired(ctx context.Context, params driver.ExpiredParams) ([]driver.TaskRow, time.Time, error)
 	Rescue(ctx context.Context, params driver.RescueParams) ([]driver.TaskRow, error)
 }
 
@@ -27,10 +31,12 @@ type Config struct {
 	Node     string
 	Interval time.Duration
 	// Clock paces the passes; default Real(Now).
-	Clock   service.Clock
-	Now     func() time.Time
-	Logger  *slog.Logger
-	Backoff func(taskType string, attempt int) time.Duration
+	Clock  service.Clock
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Decide returns the transition for a task whose lease expired, judged
+	// at now: the attempt failed with outcome lease_expired; retry or dead.
+	Decide func(row *driver.TaskRow, now time.Time) driver.Transition
 	// Leading gates the work: only the elected leader rescues.
 	Leading func() bool
 	// Rescued is told about every task rescued (for wake-ups and metrics).
@@ -90,9 +96,21 @@ func (r *Rescuer) Stop() { r.loop.Stop() }
 // RunOnce rescues every expired task, in batches of BatchSize.
 func (r *Rescuer) RunOnce(ctx context.Context) {
 	for ctx.Err() == nil {
-		rows, err := r.cfg.Driver.Rescue(ctx, driver.RescueParams{
-			Now: r.clk.Now(), Limit: BatchSize, Backoff: r.cfg.Backoff, Node: r.cfg.Node,
-		})
+		expired, now, err := r.cfg.Driver.ListExpired(ctx, driver.ExpiredParams{Now: r.clk.Now(), Limit: BatchSize})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logger.Warn("keel: rescue failed", "error", err)
+			}
+			return
+		}
+		if len(expired) == 0 {
+			return
+		}
+		tasks := make([]driver.RescueTask, len(expired))
+		for i := range expired {
+			tasks[i] = driver.RescueTask{Owner: expired[i].LeaseOwner, Transition: r.cfg.Decide(&expired[i], now)}
+		}
+		rows, err := r.cfg.Driver.Rescue(ctx, driver.RescueParams{Now: now, Tasks: tasks})
 		if err != nil {
 			if ctx.Err() == nil {
 				r.cfg.Logger.Warn("keel: rescue failed", "error", err)
@@ -101,13 +119,24 @@ func (r *Rescuer) RunOnce(ctx context.Context) {
 		}
 		for _, row := range rows {
 			r.cfg.Logger.Warn("keel: rescued task whose lease expired", "task_id", row.ID, "type", row.Type,
-				"queue", row.Queue, "attempt", row.Attempt, "state", row.State)
+				"queue", row.Queue, "attempt", row.Attempt, "state", row.State, "lost_by", rowOwner(expired, row.ID))
 		}
 		if len(rows) > 0 && r.cfg.Rescued != nil {
 			r.cfg.Rescued(rows)
 		}
-		if len(rows) < BatchSize {
+		// Tasks listed but not rescued (renewed or finished meanwhile)
+		// would be listed again: go on only while passes make progress.
+		if len(expired) < BatchSize || len(rows) == 0 {
 			return
 		}
 	}
+}
+
+func rowOwner(rows []driver.TaskRow, id int64) string {
+	for _, r := range rows {
+		if r.ID == id {
+			return r.LeaseOwner
+		}
+	}
+	return ""
 }

@@ -20,27 +20,44 @@ var (
 
 const interval = 10 * time.Second
 
-// store is a fake driver: each Rescue call is sent on calls and answered
-// by reply (default: nothing expired).
+// store is a fake driver: each ListExpired call is sent on calls and
+// answered by reply (default: nothing expired); each Rescue call is sent
+// on rescues and applies every transition it is given.
 type store struct {
-	calls chan driver.RescueParams
-	reply func(call int) ([]driver.TaskRow, error)
-	n     int // only the rescuer's goroutine touches it
+	calls   chan driver.ExpiredParams
+	rescues chan driver.RescueParams
+	reply   func(call int) ([]driver.TaskRow, error)
+	n       int  // only the rescuer's goroutine touches it
+	renewed bool // Rescue applies nothing: every lease was renewed meanwhile
 }
 
-func (s *store) Rescue(_ context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+func (s *store) ListExpired(_ context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
 	s.n++
 	s.calls <- p
 	if s.reply == nil {
-		return nil, nil
+		return nil, p.Now, nil
 	}
-	return s.reply(s.n)
+	rows, err := s.reply(s.n)
+	return rows, p.Now, err
 }
 
+func (s *store) Rescue(_ context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	s.rescues <- p
+	if s.renewed {
+		return nil, nil
+	}
+	out := make([]driver.TaskRow, len(p.Tasks))
+	for i, rt := range p.Tasks {
+		out[i] = driver.TaskRow{ID: rt.Transition.ID, Queue: "default", State: rt.Transition.State, RunAt: rt.Transition.RunAt}
+	}
+	return out, nil
+}
+
+// rows are n expired tasks lost by node-0.
 func rows(n int) []driver.TaskRow {
 	out := make([]driver.TaskRow, n)
 	for i := range out {
-		out[i] = driver.TaskRow{ID: int64(i + 1), Queue: "default", State: driver.StatePending}
+		out[i] = driver.TaskRow{ID: int64(i + 1), Fence: int64(i + 100), Queue: "default", State: driver.StateRunning, LeaseOwner: "node-0"}
 	}
 	return out
 }
@@ -58,13 +75,15 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{
 		clk:     servicetest.NewClock(t0),
-		drv:     &store{calls: make(chan driver.RescueParams, 100)},
+		drv:     &store{calls: make(chan driver.ExpiredParams, 100), rescues: make(chan driver.RescueParams, 100)},
 		checks:  make(chan bool, 100),
 		rescued: make(chan int, 100),
 	}
 	b.cfg = rescuer.Config{
 		Driver: b.drv, Node: "node-1", Interval: interval, Clock: b.clk,
-		Backoff: func(string, int) time.Duration { return time.Minute },
+		Decide: func(row *driver.TaskRow, now time.Time) driver.Transition {
+			return driver.Transition{ID: row.ID, Fence: row.Fence, State: driver.StatePending, RunAt: now.Add(time.Minute)}
+		},
 		Leading: func() bool {
 			v := b.leading.Load()
 			b.checks <- v
@@ -113,8 +132,16 @@ func TestPagesThroughBatches(t *testing.T) {
 	// The first pass runs at once and pages until a batch is short.
 	for i := 1; i <= 3; i++ {
 		p := servicetest.Recv(t, b.drv.calls)
-		if p.Limit != rescuer.BatchSize || p.Node != "node-1" || !p.Now.Equal(t0) || p.Backoff == nil {
+		if p.Limit != rescuer.BatchSize || !p.Now.Equal(t0) {
 			t.Fatalf("call %d = %+v", i, p)
+		}
+		// Each listed task is written as Decide says, fenced by its lost
+		// owner and fence, as of the instant the listing judged by.
+		rp := servicetest.Recv(t, b.drv.rescues)
+		rt := rp.Tasks[len(rp.Tasks)-1]
+		if !rp.Now.Equal(t0) || rt.Owner != "node-0" || rt.Transition.Fence != rt.Transition.ID+99 ||
+			!rt.Transition.RunAt.Equal(t0.Add(time.Minute)) || rt.Transition.State != driver.StatePending {
+			t.Fatalf("rescue %d = now %v, %+v", i, rp.Now, rt)
 		}
 	}
 	for _, want := range []int{rescuer.BatchSize, rescuer.BatchSize, 3} {
@@ -133,6 +160,23 @@ func TestPagesThroughBatches(t *testing.T) {
 	servicetest.Recv(t, b.checks) // the second pass is over
 	servicetest.Recv(t, b.drv.calls)
 	servicetest.None(t, b.rescued) // nothing expired: Rescued not called
+}
+
+// A full batch of expired tasks that all got renewed before the write
+// would be listed again and again: the pass ends instead of spinning.
+func TestNoProgressEndsPass(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.leading.Store(true)
+	b.drv.renewed = true
+	b.drv.reply = func(int) ([]driver.TaskRow, error) { return rows(rescuer.BatchSize), nil }
+	b.start(t)
+	servicetest.Recv(t, b.drv.calls)
+	servicetest.Recv(t, b.drv.rescues)
+	servicetest.Recv(t, b.checks)
+	b.clk.WaitForWaiters(t, 1)
+	servicetest.None(t, b.drv.calls)
+	servicetest.None(t, b.rescued)
 }
 
 func TestErrorEndsPass(t *testing.T) {
