@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/internal/testdb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,14 +34,6 @@ var databases = func() []string {
 	}
 	return []string{"sqlite", "postgres"}
 }()
-
-// testDSN is the PostgreSQL test database; KEEL_TEST_POSTGRES overrides it.
-func testDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_POSTGRES"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // forEachDB runs fn as a parallel subtest per database.
 func forEachDB(t *testing.T, fn func(t *testing.T, db string)) {
@@ -125,33 +114,20 @@ func openDriver(t *testing.T, db string) (driver.Driver, func()) {
 	var d driver.Driver
 	switch db {
 	case "sqlite":
-		sd, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{})
+		sd, err := sqlite.Open(ctx, testdb.SQLiteFile(t), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		d = sd
 	case "postgres":
-		var b [6]byte
-		rand.Read(b[:]) //nolint:errcheck // never fails
-		schema := "keel_server_" + hex.EncodeToString(b[:])
-		dsn := testDSN()
-		pd, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
+		// testdb drops the schema on a connection of its own: the test may
+		// have closed the driver.
+		schema := testdb.PostgresSchema(t, "keel_server")
+		pd, err := postgres.Open(ctx, testdb.PostgresDSN(), postgres.Options{Schema: schema})
 		if err != nil {
-			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", dsn, err)
+			t.Fatalf("open PostgreSQL schema %s: %v", schema, err)
 		}
 		d = pd
-		t.Cleanup(func() {
-			// Its own connection: the test may have closed the driver.
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-				return
-			}
-			defer conn.Close(ctx)
-			if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
 	default:
 		t.Fatalf("unknown database %q", db)
 	}

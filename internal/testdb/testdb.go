@@ -56,7 +56,7 @@ func PostgresDSN() string { return postgresDSN() }
 func MySQLDSN() string { return mysqlDSN() }
 
 // prefixRE is what a name prefix may be: it becomes part of an identifier.
-var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,49}$`)
 
 // uniqueName returns prefix_<12 random hex digits>.
 func uniqueName(t testing.TB, prefix string) string {
