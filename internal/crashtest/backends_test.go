@@ -53,7 +53,7 @@ var sqliteBackend = &backend{
 	// them on a loaded machine (load 14 on two cores), live workers'
 	// heartbeats waited out their 2s leases, so one worker runs at a time:
 	// the killed one, then its restart.
-	killTasks:   1500,
+	killTasks:   1000,
 	killWorkers: 1,
 }
 

@@ -239,13 +239,22 @@ func (e *env) kill(w *worker) time.Time {
 	return w.Kill(e.t)
 }
 
-// enqueue stores n tasks in batches.
+// runAtStep separates the run_at of the tasks enqueue stores, so their
+// queue order is strict: a batch enqueued at one instant would put a
+// rescued task (run_at + backoff) behind the rest of its batch, a wait that
+// depends on the database's speed rather than on keeping its place.
+const runAtStep = 10 * time.Millisecond
+
+// enqueue stores n tasks in batches, runnable from n×runAtStep ago to now,
+// in order.
 func (e *env) enqueue(n int) {
 	e.t.Helper()
+	first := time.Now().Add(-time.Duration(n) * runAtStep)
 	for start := 0; start < n; start += 1000 {
 		jobs := make([]keel.Job, 0, 1000)
 		for i := start; i < min(n, start+1000); i++ {
-			jobs = append(jobs, keel.Job{Type: taskType, Payload: job{N: i}})
+			runAt := keel.RunAt(first.Add(time.Duration(i) * runAtStep))
+			jobs = append(jobs, keel.Job{Type: taskType, Payload: job{N: i}, Options: []keel.Option{runAt}})
 		}
 		if _, err := e.client.EnqueueMany(e.ctx, jobs); err != nil {
 			e.t.Fatal(err)

@@ -88,9 +88,10 @@ func killedWorker(t *testing.T, b *backend) {
 		t.Fatal("no task was rescued")
 	}
 	// A rescued task keeps its place in line (run_at = the run_at it was
-	// claimed at + backoff), so even under the backlog it is picked up again
-	// within LeaseTTL + RescueInterval of the kill, and no task that became
-	// runnable later overtakes it.
+	// claimed at + backoff; the tasks' run_at are runAtStep apart), so even
+	// under the backlog it is picked up again within LeaseTTL +
+	// RescueInterval of the kill, and no task that became runnable later
+	// overtakes it.
 	bound := leaseTTL + rescueInterval + slack
 	var ids []int64
 	var maxRescue, minPickup, maxPickup time.Duration
