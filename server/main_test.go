@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,7 +17,6 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/keelq/keel"
@@ -29,6 +24,7 @@ import (
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/internal/testdb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,23 +43,6 @@ var databases = func() []string {
 // supported database, since the same input must get the same answer on
 // each.
 var allDatabases = []string{"sqlite", "postgres", "mysql"}
-
-// testMySQLDSN is the MariaDB/MySQL test server (a go-sql-driver DSN);
-// KEEL_TEST_MYSQL overrides it.
-func testMySQLDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_MYSQL"); dsn != "" {
-		return dsn
-	}
-	return "root@tcp(127.0.0.1:3306)/test"
-}
-
-// testDSN is the PostgreSQL test database; KEEL_TEST_POSTGRES overrides it.
-func testDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_POSTGRES"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // forEachDB runs fn as a parallel subtest per database.
 func forEachDB(t *testing.T, fn func(t *testing.T, db string)) {
@@ -172,19 +151,18 @@ func openDriverVia(t *testing.T, db, addr string) (driver.Driver, func()) {
 	var d driver.Driver
 	switch db {
 	case "sqlite":
-		sd, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{})
+		sd, err := sqlite.Open(ctx, testdb.SQLiteFile(t), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		d = sd
 	case "postgres":
-		var b [6]byte
-		rand.Read(b[:]) //nolint:errcheck // never fails
-		schema := "keel_server_" + hex.EncodeToString(b[:])
-		dsn := testDSN()
-		via := dsn
+		// testdb drops the schema on a connection of its own: the test may
+		// have closed the driver.
+		schema := testdb.PostgresSchema(t, "keel_server")
+		via := testdb.PostgresDSN()
 		if addr != "" {
-			u, err := url.Parse(dsn)
+			u, err := url.Parse(via)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,21 +171,9 @@ func openDriverVia(t *testing.T, db, addr string) (driver.Driver, func()) {
 		}
 		pd, err := postgres.Open(ctx, via, postgres.Options{Schema: schema})
 		if err != nil {
-			t.Fatalf("postgres at %s (start it, or set KEEL_TEST_POSTGRES): %v", via, err)
+			t.Fatalf("open PostgreSQL schema %s via %s: %v", schema, via, err)
 		}
 		d = pd
-		t.Cleanup(func() {
-			// Its own connection: the test may have closed the driver.
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-				return
-			}
-			defer conn.Close(ctx)
-			if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
 	case "mysql":
 		d = openMySQL(t, addr)
 	default:
@@ -229,32 +195,15 @@ func openDriverVia(t *testing.T, db, addr string) (driver.Driver, func()) {
 // through addr unless it is "".
 func openMySQL(t *testing.T, addr string) driver.Driver {
 	t.Helper()
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	name := "keel_server_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("mysql", testMySQLDSN())
+	name, dsn := testdb.MySQLDatabase(t, "keel_server")
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Close() })
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("mysql at %s (start it, or set KEEL_TEST_MYSQL): create database: %v", testMySQLDSN(), err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	cfg, err := gomysql.ParseDSN(testMySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DBName = name
 	if addr != "" {
 		cfg.Addr = addr
 	}
-	d, err := mysql.Open(ctx, cfg.FormatDSN(), mysql.Options{})
+	d, err := mysql.Open(context.Background(), cfg.FormatDSN(), mysql.Options{})
 	if err != nil {
 		t.Fatalf("open mysql database %s: %v", name, err)
 	}

@@ -14,6 +14,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/testdb"
 )
 
 // tcpProxy forwards connections to a database server until Cut, which
@@ -86,13 +87,13 @@ func serverAddr(t *testing.T, db string) string {
 	t.Helper()
 	switch db {
 	case "postgres":
-		u, err := url.Parse(testDSN())
+		u, err := url.Parse(testdb.PostgresDSN())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return u.Host
 	case "mysql":
-		cfg, err := gomysql.ParseDSN(testMySQLDSN())
+		cfg, err := gomysql.ParseDSN(testdb.MySQLDSN())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,66 +1,36 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/keelq/keel/driver/mysql"
+	"github.com/keelq/keel/internal/testdb"
 )
 
-func testMySQLDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_MYSQL_URL"); dsn != "" {
-		return dsn
-	}
-	return "mysql://root@127.0.0.1:3306/test"
-}
-
-// testDatabase returns a fresh database name, dropped when the test ends.
-func testDatabase(t *testing.T) string {
-	var b [6]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	name := "keel_cmd_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		cfg, err := mysql.ParseDSN(testMySQLDSN())
-		if err != nil {
-			t.Errorf("drop database: %v", err)
-			return
-		}
-		cfg.DBName = ""
-		db, err := sql.Open("mysql", cfg.FormatDSN())
-		if err != nil {
-			t.Errorf("drop database: %v", err)
-			return
-		}
-		defer db.Close()
-		if _, err := db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	return name
+// testMySQL returns a fresh database on the MariaDB/MySQL test server
+// (internal/testdb), dropped when the test ends, with the keel command's
+// mysql:// URLs for the server's own database and for the fresh one.
+func testMySQL(t *testing.T) (name, serverURL, dbURL string) {
+	name, dsn := testdb.MySQLDatabase(t, "keel_cmd")
+	return name, testdb.MySQLURL(t, testdb.MySQLDSN()), testdb.MySQLURL(t, dsn)
 }
 
 func TestBenchDemoMigrateOnMySQL(t *testing.T) {
 	t.Parallel()
-	name := testDatabase(t)
-	out, err := runKeel(t, "bench", "-n", "1000", "--dsn", testMySQLDSN(), "--schema", name)
+	name, server, dbURL := testMySQL(t)
+	out, err := runKeel(t, "bench", "-n", "1000", "--dsn", server, "--schema", name)
 	if err != nil || !strings.Contains(out, "succeeded in database: 1000") {
 		t.Fatalf("keel bench on MySQL: %v\n%s", err, out)
 	}
-	out, err = runKeel(t, "demo", "-n", "40", "--seed", "5", "--dsn", testMySQLDSN(), "--schema", name, "--deadline", "45s")
+	out, err = runKeel(t, "demo", "-n", "40", "--seed", "5", "--dsn", server, "--schema", name, "--deadline", "45s")
 	if err != nil || !strings.Contains(out, "checks:") || strings.Contains(out, "\n  FAIL  ") {
 		t.Fatalf("keel demo on MySQL: %v\n%s", err, out)
 	}
-	dsn := strings.TrimSuffix(testMySQLDSN(), "/test") + "/" + name
-	out, err = runKeel(t, "migrate", "--dsn", dsn)
+	out, err = runKeel(t, "migrate", "--dsn", dbURL)
 	if err != nil || !strings.Contains(out, "001_create_tasks.sql") {
 		t.Fatalf("keel migrate on MySQL: %v\n%s", err, out)
 	}
-	if _, err := runKeel(t, "bench", "-n", "10", "--dsn", testMySQLDSN(), "--schema", "Bad-Name"); err == nil {
+	if _, err := runKeel(t, "bench", "-n", "10", "--dsn", server, "--schema", "Bad-Name"); err == nil {
 		t.Fatal("a bad database name was accepted")
 	}
 }

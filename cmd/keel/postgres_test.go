@@ -2,45 +2,20 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/testdb"
 )
 
-func testPostgresDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_POSTGRES"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
+// testPostgresDSN is the PostgreSQL test database (internal/testdb).
+func testPostgresDSN() string { return testdb.PostgresDSN() }
 
 // testSchema returns a fresh schema name, dropped when the test ends.
-func testSchema(t *testing.T) string {
-	var b [6]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	schema := "keel_cmd_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, testPostgresDSN())
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return schema
-}
+func testSchema(t *testing.T) string { return testdb.PostgresSchema(t, "keel_cmd") }
 
 func TestDemoOnPostgres(t *testing.T) {
 	t.Parallel()

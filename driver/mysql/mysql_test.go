@@ -2,11 +2,7 @@ package mysql_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -18,40 +14,10 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/drivertest"
 	"github.com/keelq/keel/driver/mysql"
+	"github.com/keelq/keel/internal/testdb"
 )
 
-// testDSN is the server the tests use (a go-sql-driver DSN); each test
-// creates its own database there. KEEL_TEST_MYSQL overrides it.
-func testDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_MYSQL"); dsn != "" {
-		return dsn
-	}
-	return "root@tcp(127.0.0.1:3306)/test"
-}
-
-// admin creates and drops the tests' databases.
-var admin *sql.DB
-
-func TestMain(m *testing.M) {
-	var err error
-	admin, err = sql.Open("mysql", testDSN())
-	if err == nil {
-		err = admin.Ping()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mysql tests need MySQL or MariaDB at", testDSN(), "(start it, or set KEEL_TEST_MYSQL):", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	admin.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // open returns a driver on a fresh database, dropped when the test ends.
 func open(t *testing.T, opts mysql.Options) *mysql.Driver {
@@ -62,30 +28,18 @@ func open(t *testing.T, opts mysql.Options) *mysql.Driver {
 // openParams is open with DSN parameters (session variables) for the driver.
 func openParams(t *testing.T, opts mysql.Options, params map[string]string) *mysql.Driver {
 	t.Helper()
-	var b [6]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	name := "keel_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	cfg, err := gomysql.ParseDSN(testDSN())
+	name, dsn := testdb.MySQLDatabase(t, "keel_test")
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DBName = name
 	for k, v := range params {
 		if cfg.Params == nil {
 			cfg.Params = map[string]string{}
 		}
 		cfg.Params[k] = v
 	}
-	d, err := mysql.Open(ctx, cfg.FormatDSN(), opts)
+	d, err := mysql.Open(context.Background(), cfg.FormatDSN(), opts)
 	if err != nil {
 		t.Fatalf("open database %s: %v", name, err)
 	}

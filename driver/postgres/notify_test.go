@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,6 +15,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/testdb"
 )
 
 // Wake-ups are measured against a worker whose poll is far away, so a task
@@ -378,9 +377,7 @@ func TestNotifySchemasIsolated(t *testing.T) {
 
 func TestChannelNameFitsLongSchemas(t *testing.T) {
 	t.Parallel()
-	var b [6]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	d := open(t, postgres.Options{Schema: strings.Repeat("s", 51) + hex.EncodeToString(b[:])})
+	d := open(t, postgres.Options{Schema: testdb.PostgresSchema(t, strings.Repeat("s", 50))}) // 63 bytes
 	if n := len(d.Channel()); n > 63 {
 		t.Fatalf("channel %q has %d bytes, PostgreSQL allows 63", d.Channel(), n)
 	}

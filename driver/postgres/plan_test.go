@@ -16,6 +16,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/testdb"
 )
 
 // planNode is the part of EXPLAIN (FORMAT JSON) the plan tests read.
@@ -170,7 +171,7 @@ func fill(t *testing.T, d driver.Driver, n int) {
 func TestPlansFollowTheTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testDSN())
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,17 +181,12 @@ func TestPlansFollowTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer one.Close()
-	schema := "keel_test_plan_" + fmt.Sprint(time.Now().UnixNano()%1e9)
+	schema := testdb.PostgresSchema(t, "keel_test_plan")
 	d, err := postgres.New(ctx, one, postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		d.Close() //nolint:errcheck // the pool is closed next
-		if _, err := pool.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	}()
+	defer d.Close() //nolint:errcheck // the pool is closed next
 	// work claims n tasks and runs every statement that goes by id on them.
 	work := func(n int) {
 		t.Helper()

@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,23 +16,16 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/drivertest"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/testdb"
 )
-
-// testDSN is the test database; KEEL_TEST_POSTGRES overrides it.
-func testDSN() string {
-	if dsn := os.Getenv("KEEL_TEST_POSTGRES"); dsn != "" {
-		return dsn
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // pool is shared by every test; each test has its own schema.
 var pool *pgxpool.Pool
 
 func TestMain(m *testing.M) {
-	cfg, err := pgxpool.ParseConfig(testDSN())
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests:", err)
+		fmt.Fprintln(os.Stderr, "postgres tests:", testdb.EnvPostgres, err)
 		os.Exit(1)
 	}
 	cfg.MaxConns = 40
@@ -43,7 +34,7 @@ func TestMain(m *testing.M) {
 		err = pool.Ping(context.Background())
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests need PostgreSQL at", testDSN(), "(start it, or set KEEL_TEST_POSTGRES):", err)
+		fmt.Fprintln(os.Stderr, "postgres tests need PostgreSQL at", testdb.PostgresDSN(), "(start it, or set", testdb.EnvPostgres+"):", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -57,25 +48,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// open returns a driver on a fresh schema, dropped when the test ends.
+// open returns a driver on a fresh schema (from internal/testdb, dropped
+// when the test ends) unless opts names one.
 func open(t *testing.T, opts postgres.Options) *postgres.Driver {
 	t.Helper()
-	var b [6]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
 	if opts.Schema == "" {
-		opts.Schema = "keel_test_" + hex.EncodeToString(b[:])
+		opts.Schema = testdb.PostgresSchema(t, "keel_test")
 	}
-	ctx := context.Background()
-	d, err := postgres.New(ctx, pool, opts)
+	d, err := postgres.New(context.Background(), pool, opts)
 	if err != nil {
 		t.Fatalf("open schema %s: %v", opts.Schema, err)
 	}
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {
 			t.Errorf("close: %v", err)
-		}
-		if _, err := pool.Exec(ctx, `DROP SCHEMA `+opts.Schema+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
 		}
 	})
 	return d

@@ -1,5 +1,16 @@
-// Package crashtest proves keel's crash promises with real processes: its
-// tests start workers as subprocesses (the test binary re-executed), kill
-// them with SIGKILL and check that nothing was lost, nothing stuck and
-// nothing applied twice. It has no API; everything is in its tests.
+// Package crashtest proves keel's crash promises with real processes, on
+// every database: its tests start workers and enqueuers as subprocesses (the
+// test binary re-executed), kill them with SIGKILL, kill the leader,
+// terminate their database sessions and restart the database server, and
+// check that nothing was lost, nothing stuck and nothing applied twice. It
+// has no API; everything is in its tests.
+//
+// The scenarios are written once (scenarios_test.go) and run against each
+// database by TestSQLite, TestPostgres and TestMariaDB, as
+// driver/drivertest runs one suite against every driver. Each test gets its
+// own SQLite file, PostgreSQL schema or MariaDB database from
+// internal/testdb (KEEL_TEST_POSTGRES and KEEL_TEST_MYSQL name the
+// servers). TestPostgresRestart and TestMariaDBRestart stop the shared
+// server, so they run only with KEEL_TEST_PG_RESTART=1 and
+// KEEL_TEST_MARIADB_RESTART=1, alone (separate steps of .ci/run).
 package crashtest

@@ -1,0 +1,116 @@
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestPostgresSchema: the schema exists during the test, two calls give two
+// schemas, and both are gone once the test has ended.
+func TestPostgresSchema(t *testing.T) {
+	t.Parallel()
+	var names []string
+	t.Run("inner", func(t *testing.T) {
+		names = []string{PostgresSchema(t, "keel_testdb"), PostgresSchema(t, "keel_testdb")}
+		if names[0] == names[1] {
+			t.Fatalf("two calls gave the same schema %s", names[0])
+		}
+		for _, n := range names {
+			if !pgSchemaExists(t, n) {
+				t.Fatalf("schema %s does not exist during the test", n)
+			}
+		}
+	})
+	for _, n := range names {
+		if pgSchemaExists(t, n) {
+			t.Errorf("schema %s still exists after the test", n)
+		}
+	}
+}
+
+func pgSchemaExists(t *testing.T, name string) bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// TestMySQLDatabase: the database exists during the test and its DSN opens
+// it; it is gone once the test has ended.
+func TestMySQLDatabase(t *testing.T) {
+	t.Parallel()
+	var name string
+	t.Run("inner", func(t *testing.T) {
+		var dsn string
+		name, dsn = MySQLDatabase(t, "keel_testdb")
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var current string
+		if err := db.QueryRow(`SELECT DATABASE()`).Scan(&current); err != nil || current != name {
+			t.Fatalf("the DSN opens database %q (%v), want %s", current, err, name)
+		}
+		if u := MySQLURL(t, dsn); !strings.HasPrefix(u, "mysql://") || !strings.HasSuffix(u, "/"+name) {
+			t.Fatalf("MySQLURL = %s, want mysql://…/%s", u, name)
+		}
+	})
+	db, err := sql.Open("mysql", MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("database %s still exists after the test", name)
+	}
+}
+
+// TestSQLiteFile: every call gives a new path.
+func TestSQLiteFile(t *testing.T) {
+	a, b := SQLiteFile(t), SQLiteFile(t)
+	if a == b {
+		t.Fatalf("two calls gave the same file %s", a)
+	}
+	if _, err := os.Stat(a); !os.IsNotExist(err) {
+		t.Fatalf("%s exists before the test creates it: %v", a, err)
+	}
+}
+
+// TestOnlyTestsImportIt: no package's non-test code imports testdb.
+func TestOnlyTestsImportIt(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, "github.com/keelq/keel/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const self = "github.com/keelq/keel/internal/testdb"
+	for _, line := range strings.Split(string(out), "\n") {
+		pkg, imports, _ := strings.Cut(line, ": ")
+		for _, imp := range strings.Fields(imports) {
+			if imp == self {
+				t.Errorf("%s imports %s outside its tests", pkg, self)
+			}
+		}
+	}
+}
