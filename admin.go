@@ -10,25 +10,21 @@ import (
 	"github.com/keelq/keel/driver"
 )
 
-// Filter selects dead or cancelled tasks for RetryMatching and
-// PurgeMatching. State defaults to dead; zero fields do not filter.
-// FinishedAfter is inclusive, FinishedBefore exclusive.
-type Filter struct {
-	State          State
-	Type           string
-	Queue          string
-	FinishedAfter  time.Time
-	FinishedBefore time.Time
-	// Limit caps how many tasks one call changes, lowest ids first, so a
-	// caller can page through a large set. Default 1000, at most 10000.
-	Limit int
-}
+// Filter selects tasks, the one selector of List, RetryMatching and
+// PurgeMatching; zero fields do not filter:
+//
+//	State                          a state (List: any; bulk: dead, the default, or cancelled)
+//	Type, Queue                    a task type, a queue
+//	CreatedAfter, CreatedBefore    arrival time, inclusive / exclusive (List only)
+//	FinishedAfter, FinishedBefore  finish time, inclusive / exclusive; an unfinished task matches neither
+//	BeforeID                       ids below it, for paging (List only)
+//	Limit                          List: default 100, at most 1000; bulk: per call, default 1000, at most 10000
+type Filter = driver.Filter
 
-func (f Filter) params() (driver.MatchParams, error) {
-	p := driver.MatchParams{
-		State: cmp.Or(f.State, StateDead), Type: f.Type, Queue: f.Queue,
-		FinishedAfter: f.FinishedAfter, FinishedBefore: f.FinishedBefore, Limit: cmp.Or(f.Limit, 1000),
-	}
+// bulk applies the bulk operations' defaults to f and validates it.
+func bulk(f Filter) (driver.Filter, error) {
+	p := f
+	p.State, p.Limit = cmp.Or(f.State, StateDead), cmp.Or(f.Limit, 1000)
 	switch {
 	case p.Type != "" && !validName(p.Type):
 		return p, invalid("invalid task type %q", p.Type)
@@ -37,7 +33,7 @@ func (f Filter) params() (driver.MatchParams, error) {
 	case !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore):
 		return p, invalid("finished_after must be before finished_before")
 	}
-	if err := p.Validate(); err != nil { // state dead or cancelled, limit 1..10000
+	if err := p.ValidateBulk(); err != nil { // dead or cancelled, limit 1..10000, no created or id bounds
 		return p, invalid("filter %v", err)
 	}
 	return p, nil
@@ -48,7 +44,7 @@ func (f Filter) params() (driver.MatchParams, error) {
 // how many it moved; call it again until it returns 0 to requeue them all.
 // A task whose idempotency key another task now holds stays where it is.
 func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
-	p, err := f.params()
+	p, err := bulk(f)
 	if err != nil {
 		return 0, err
 	}
@@ -65,7 +61,7 @@ func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
 // PurgeMatching deletes up to f.Limit matching dead (or cancelled) tasks
 // for good and returns how many it deleted.
 func (c *Client) PurgeMatching(ctx context.Context, f Filter) (int64, error) {
-	p, err := f.params()
+	p, err := bulk(f)
 	if err != nil {
 		return 0, err
 	}

@@ -95,7 +95,7 @@ func TestEnqueueBadInput(t *testing.T) {
 			t.Errorf("%s: error of %d bytes echoes the input: %.80s…", tc.name, len(err.Error()), err)
 		}
 		// The same job inside a batch of good ones fails the whole batch.
-		_, err = c.EnqueueMany(ctx, []keel.Job{
+		_, err = c.EnqueueMany(ctx, []keel.TaskSpec{
 			{Type: "t.known", Payload: payload{N: 1}},
 			{Type: tc.typ, Payload: tc.payload, Options: tc.opts},
 			{Type: "t.known", Payload: payload{N: 2}},
@@ -125,14 +125,14 @@ func TestEnqueueRollsBackWholeBatchOnConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.EnqueueMany(ctx, []keel.Job{
+	_, err = c.EnqueueMany(ctx, []keel.TaskSpec{
 		{Type: "t.known", Payload: payload{N: 5}},
 		{Type: "t.known", Payload: payload{N: 2}, Options: []keel.Option{keel.IdempotencyKey("k")}},
 	})
 	if !errors.Is(err, keel.ErrIdempotencyConflict) {
 		t.Fatalf("got %v, want ErrIdempotencyConflict", err)
 	}
-	list, err := c.List(ctx, keel.ListParams{})
+	list, err := c.List(ctx, keel.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestPayloadLimitBoundary(t *testing.T) {
 	if _, err := c.Enqueue(ctx, "t.known", over); !errors.Is(err, keel.ErrPayloadTooLarge) {
 		t.Fatalf("payload one byte over: %v", err)
 	}
-	list, _ := c.List(ctx, keel.ListParams{})
+	list, _ := c.List(ctx, keel.Filter{})
 	if len(list) != 1 {
 		t.Fatalf("%d tasks, want 1", len(list))
 	}
@@ -184,7 +184,7 @@ func TestListBadInput(t *testing.T) {
 	c, _ := setup(t)
 	ctx := context.Background()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, p := range []keel.ListParams{
+	for _, p := range []keel.Filter{
 		{State: "done"}, {Limit: -1}, {Limit: 1001},
 		{CreatedAfter: t0, CreatedBefore: t0}, {CreatedAfter: t0.Add(time.Hour), CreatedBefore: t0},
 		{FinishedAfter: t0, FinishedBefore: t0}, {FinishedAfter: t0.Add(time.Hour), FinishedBefore: t0},

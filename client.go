@@ -49,8 +49,9 @@ func (c *Client) Driver() driver.Driver { return c.drv }
 // Node returns this process's node name.
 func (c *Client) Node() string { return c.cfg.Node }
 
-// Job is one task for EnqueueMany.
-type Job struct {
+// TaskSpec describes one task for EnqueueMany: its type, payload and options,
+// as Enqueue takes them.
+type TaskSpec struct {
 	Type    string
 	Payload any
 	Options []Option
@@ -68,7 +69,7 @@ type Job struct {
 // writes nothing. A database that cannot be reached returns an error
 // wrapping ErrUnavailable.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
-	infos, err := c.EnqueueMany(ctx, []Job{{Type: taskType, Payload: payload, Options: opts}})
+	infos, err := c.EnqueueMany(ctx, []TaskSpec{{Type: taskType, Payload: payload, Options: opts}})
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ type Tx = driver.Tx
 // EnqueueTx is Enqueue inside the caller's transaction: the task exists if
 // and only if tx commits. For SQLite, begin tx on the driver's DB().
 func (c *Client) EnqueueTx(ctx context.Context, tx Tx, taskType string, payload any, opts ...Option) (*TaskInfo, error) {
-	infos, err := c.EnqueueManyTx(ctx, tx, []Job{{Type: taskType, Payload: payload, Options: opts}})
+	infos, err := c.EnqueueManyTx(ctx, tx, []TaskSpec{{Type: taskType, Payload: payload, Options: opts}})
 	if err != nil {
 		return nil, err
 	}
@@ -91,14 +92,14 @@ func (c *Client) EnqueueTx(ctx context.Context, tx Tx, taskType string, payload 
 
 // EnqueueMany stores many tasks in one transaction: all of them or, on any
 // error, none.
-func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]*TaskInfo, error) {
+func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]*TaskInfo, error) {
 	return c.enqueue(ctx, jobs, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
 		return c.drv.Insert(ctx, params)
 	})
 }
 
 // EnqueueManyTx is EnqueueMany inside the caller's transaction.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []Job) ([]*TaskInfo, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TaskSpec) ([]*TaskInfo, error) {
 	if tx == nil {
 		return nil, invalid("nil transaction")
 	}
@@ -107,7 +108,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []Job) ([]*TaskI
 	})
 }
 
-func (c *Client) enqueue(ctx context.Context, jobs []Job, insert func([]driver.InsertParams) ([]driver.InsertResult, error)) ([]*TaskInfo, error) {
+func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, insert func([]driver.InsertParams) ([]driver.InsertResult, error)) ([]*TaskInfo, error) {
 	if len(jobs) == 0 {
 		return nil, invalid("no tasks to enqueue")
 	}
@@ -139,7 +140,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []Job, insert func([]driver.I
 }
 
 // prepare validates one job and turns it into insert parameters.
-func (c *Client) prepare(j Job, now time.Time) (driver.InsertParams, error) {
+func (c *Client) prepare(j TaskSpec, now time.Time) (driver.InsertParams, error) {
 	if !validName(j.Type) {
 		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
 	}
@@ -306,23 +307,9 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	return infoFromRow(row), nil
 }
 
-// ListParams filters List. Zero fields do not filter.
-type ListParams struct {
-	State         State
-	Type          string
-	Queue         string
-	CreatedAfter  time.Time // inclusive; zero: no bound
-	CreatedBefore time.Time // exclusive; zero: no bound
-	// FinishedAfter (inclusive) and FinishedBefore (exclusive) bound the
-	// finish time: a task that has not finished matches neither.
-	FinishedAfter  time.Time
-	FinishedBefore time.Time
-	BeforeID       int64 // for paging: only ids below this
-	Limit          int   // default 100, at most 1000
-}
-
-// List returns tasks newest first.
-func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
+// List returns the tasks p selects, newest first: every field of Filter
+// applies; Limit defaults to 100, at most 1000; page with BeforeID.
+func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if p.State != "" && !p.State.Valid() {
 		return nil, invalid("unknown state %q: use pending, running, succeeded, dead or cancelled", p.State)
 	}
@@ -341,10 +328,7 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]*TaskInfo, error) {
 	if err := checkText("queue filter", p.Queue); err != nil {
 		return nil, err
 	}
-	rows, err := c.drv.List(ctx, driver.ListParams{
-		State: p.State, Type: p.Type, Queue: p.Queue, CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore,
-		FinishedAfter: p.FinishedAfter, FinishedBefore: p.FinishedBefore, BeforeID: p.BeforeID, Limit: p.Limit,
-	})
+	rows, err := c.drv.List(ctx, p)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}

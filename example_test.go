@@ -217,7 +217,7 @@ func ExampleClient_EnqueueTx() {
 	placeOrder("book", true)
 	placeOrder("lamp", false) // rolled back: neither the order nor its task exists
 
-	tasks, err := c.List(ctx, keel.ListParams{Type: "order.confirm"})
+	tasks, err := c.List(ctx, keel.Filter{Type: "order.confirm"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func requireEmpty(t *testing.T, c *keel.Client) {
 	if len(counts) != 0 {
 		t.Fatalf("tasks were written: %v", counts)
 	}
-	list, err := c.List(context.Background(), keel.ListParams{})
+	list, err := c.List(context.Background(), keel.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

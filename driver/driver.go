@@ -224,13 +224,23 @@ type RescueTask struct {
 	Transition Transition
 }
 
-// ListParams filters a listing. Zero fields do not filter. Results are
-// ordered by id descending, starting below BeforeID when it is set.
+// Filter selects tasks: for List, and for the bulk operations
+// RetryMatching and PurgeMatching. Zero fields do not filter.
 // CreatedAfter (inclusive) and CreatedBefore (exclusive) bound created_at;
 // FinishedAfter (inclusive) and FinishedBefore (exclusive) bound
 // finished_at, and a task not finished (finished_at NULL) never matches a
 // finished bound.
-type ListParams struct {
+//
+// List orders by id descending, starting below BeforeID when it is set.
+// A bulk operation (see ValidateBulk) takes only dead or cancelled tasks,
+// bounded by type, queue and finish time, at most Limit (1..10000) per
+// call, lowest ids first, so callers page through large sets and can show
+// progress. RetryMatching skips tasks whose idempotency key another task
+// holds without counting them against Limit, and of matching tasks that
+// share a free key it requeues only the lowest id (the others then find it
+// held), so calling it until it returns 0 requeues everything that can be
+// requeued.
+type Filter struct {
 	State          State
 	Type           string
 	Queue          string
@@ -250,34 +260,20 @@ type QueueCount struct {
 	Count int64
 }
 
-// MatchParams selects finished tasks for a bulk operation (requeue or purge
-// of dead letters). State is required and must be dead or cancelled; the
-// other zero fields do not filter. FinishedAfter (inclusive) and
-// FinishedBefore (exclusive) bound finished_at. At most Limit rows (1..10000)
-// are changed per call, lowest ids first, so callers page through large
-// sets and can show progress. RetryMatching skips tasks whose idempotency
-// key another task holds without counting them against Limit, and of
-// matching tasks that share a free key it requeues only the lowest id (the
-// others then find it held), so calling it until it returns 0 requeues
-// everything that can be requeued.
-type MatchParams struct {
-	State          State
-	Type           string
-	Queue          string
-	FinishedAfter  time.Time
-	FinishedBefore time.Time
-	Limit          int
-}
-
-// Validate rejects what MatchParams does not allow: bulk operations touch
-// only dead or cancelled tasks, at most 10000 at a time. Drivers call it
-// before running any SQL.
-func (p MatchParams) Validate() error {
-	if p.State != StateDead && p.State != StateCancelled {
-		return fmt.Errorf("state must be dead or cancelled, got %q", p.State)
-	}
-	if p.Limit < 1 || p.Limit > 10000 {
-		return fmt.Errorf("limit must be in 1..10000, got %d", p.Limit)
+// ValidateBulk rejects a filter a bulk operation cannot take: it touches
+// only dead or cancelled tasks, at most 10000 at a time, and selects them
+// by type, queue and finish time only. Drivers call it before running any
+// SQL.
+func (f Filter) ValidateBulk() error {
+	switch {
+	case f.State != StateDead && f.State != StateCancelled:
+		return fmt.Errorf("state must be dead or cancelled, got %q", f.State)
+	case f.Limit < 1 || f.Limit > 10000:
+		return fmt.Errorf("limit must be in 1..10000, got %d", f.Limit)
+	case !f.CreatedAfter.IsZero() || !f.CreatedBefore.IsZero():
+		return errors.New("created_after and created_before do not apply to bulk operations")
+	case f.BeforeID != 0:
+		return errors.New("before_id does not apply to bulk operations")
 	}
 	return nil
 }
@@ -452,7 +448,7 @@ type Driver interface {
 	// its attempts reset (ErrWrongState otherwise), and returns it.
 	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// List returns tasks matching params.
-	List(ctx context.Context, params ListParams) ([]TaskRow, error)
+	List(ctx context.Context, params Filter) ([]TaskRow, error)
 	// Counts returns task counts by queue, type and state.
 	Counts(ctx context.Context) ([]QueueCount, error)
 	// CountFinished returns, by queue and state, how many tasks reached
@@ -465,10 +461,10 @@ type Driver interface {
 	// RetryMatching moves up to Limit matching dead or cancelled tasks back
 	// to pending, like Retry, and returns how many it moved. A task whose
 	// idempotency key is now held by another task is skipped.
-	RetryMatching(ctx context.Context, params MatchParams, now time.Time) (int64, error)
+	RetryMatching(ctx context.Context, params Filter, now time.Time) (int64, error)
 	// PurgeMatching deletes up to Limit matching dead or cancelled tasks and
 	// returns how many it deleted.
-	PurgeMatching(ctx context.Context, params MatchParams) (int64, error)
+	PurgeMatching(ctx context.Context, params Filter) (int64, error)
 	// PatchSetting applies a settings change atomically (concurrent patches
 	// of different fields all survive) and returns the stored row.
 	PatchSetting(ctx context.Context, patch SettingPatch) (*Setting, error)

@@ -125,7 +125,7 @@ func RequireEnqueued(t testing.TB, c *keel.Client, taskType string, payload any)
 		t.Fatalf("keeltest.RequireEnqueued: %v", err)
 		return nil
 	}
-	tasks, err := listAll(context.Background(), c, keel.ListParams{Type: taskType})
+	tasks, err := listAll(context.Background(), c, keel.Filter{Type: taskType})
 	if err != nil {
 		t.Fatalf("keeltest.RequireEnqueued: list tasks: %v", err)
 		return nil
@@ -145,7 +145,7 @@ func RequireEnqueued(t testing.TB, c *keel.Client, taskType string, payload any)
 // stops the test with t.Fatalf.
 func RequireNotEnqueued(t testing.TB, c *keel.Client, taskType string, payload any) {
 	t.Helper()
-	tasks, err := listAll(context.Background(), c, keel.ListParams{Type: taskType})
+	tasks, err := listAll(context.Background(), c, keel.Filter{Type: taskType})
 	if err != nil {
 		t.Fatalf("keeltest.RequireNotEnqueued: list tasks: %v", err)
 		return
@@ -213,7 +213,7 @@ func canonicalPayload(payload any) (string, error) {
 }
 
 // listAll pages through every task matching p, newest first.
-func listAll(ctx context.Context, c *keel.Client, p keel.ListParams) ([]*keel.TaskInfo, error) {
+func listAll(ctx context.Context, c *keel.Client, p keel.Filter) ([]*keel.TaskInfo, error) {
 	if c == nil {
 		return nil, errors.New("nil client")
 	}
@@ -237,7 +237,7 @@ func describe(c *keel.Client, taskType string, ofType []*keel.TaskInfo) string {
 	if len(ofType) > 0 {
 		return fmt.Sprintf("the %d %q task(s) enqueued, newest first:\n%s", len(ofType), taskType, formatTasks(ofType))
 	}
-	all, err := listAll(context.Background(), c, keel.ListParams{})
+	all, err := listAll(context.Background(), c, keel.Filter{})
 	if err != nil {
 		return fmt.Sprintf("no %q tasks at all (listing the others failed: %v)", taskType, err)
 	}

@@ -15,7 +15,7 @@ func (s *server) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := keel.ListParams{State: keel.StateDead, Type: q["type"], Queue: q["queue"]}
+	p := keel.Filter{State: keel.StateDead, Type: q["type"], Queue: q["queue"]}
 	if err := queryFinished(q, &p); err != nil {
 		return err
 	}

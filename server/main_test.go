@@ -336,7 +336,7 @@ type state struct {
 func (b *bundle) state(t *testing.T) state {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := b.drv.List(ctx, driver.ListParams{Limit: 10000})
+	rows, err := b.drv.List(ctx, driver.Filter{Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

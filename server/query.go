@@ -64,7 +64,7 @@ func queryTime(q map[string]string, name string) (time.Time, error) {
 
 // queryFinished parses the optional finished_after and finished_before
 // parameters into p.
-func queryFinished(q map[string]string, p *keel.ListParams) (err error) {
+func queryFinished(q map[string]string, p *keel.Filter) (err error) {
 	if p.FinishedAfter, err = queryTime(q, "finished_after"); err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func queryFinished(q map[string]string, p *keel.ListParams) (err error) {
 // listPage lists one page of tasks matching p from the cursor and limit
 // parameters of q, newest first, and the cursor of the next page if there
 // is one.
-func (s *server) listPage(ctx context.Context, p keel.ListParams, q map[string]string) (TaskList, error) {
+func (s *server) listPage(ctx context.Context, p keel.Filter, q map[string]string) (TaskList, error) {
 	limit := defaultLimit
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v)

@@ -60,7 +60,7 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	case len(req.Tasks) > s.opts.MaxBatch:
 		return badRequest("field \"tasks\" holds %d tasks, the limit is %d", len(req.Tasks), s.opts.MaxBatch)
 	}
-	jobs := make([]keel.Job, len(req.Tasks))
+	jobs := make([]keel.TaskSpec, len(req.Tasks))
 	for i, t := range req.Tasks {
 		jobs[i] = job(t)
 	}
@@ -104,8 +104,8 @@ func idempotencyHeader(r *http.Request) (string, bool, error) {
 }
 
 // job turns a request into keel's enqueue arguments; keel validates them.
-func job(req EnqueueRequest) keel.Job {
-	j := keel.Job{Type: req.Type}
+func job(req EnqueueRequest) keel.TaskSpec {
+	j := keel.TaskSpec{Type: req.Type}
 	if req.Payload != nil {
 		j.Payload = req.Payload
 	}
@@ -162,7 +162,7 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := keel.ListParams{State: keel.State(q["state"]), Type: q["type"], Queue: q["queue"]}
+	p := keel.Filter{State: keel.State(q["state"]), Type: q["type"], Queue: q["queue"]}
 	if p.CreatedAfter, err = queryTime(q, "created_after"); err != nil {
 		return err
 	}

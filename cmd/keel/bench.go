@@ -219,11 +219,11 @@ func (b *benchRun) insert(ctx context.Context, n, batch int) error {
 }
 
 func (b *benchRun) insertWith(ctx context.Context, c *keel.Client, n, batch int) error {
-	jobs := make([]keel.Job, 0, batch)
+	jobs := make([]keel.TaskSpec, 0, batch)
 	for n > 0 {
 		jobs = jobs[:0]
 		for range min(n, batch) {
-			jobs = append(jobs, keel.Job{Type: "bench.noop", Payload: struct{}{}})
+			jobs = append(jobs, keel.TaskSpec{Type: "bench.noop", Payload: struct{}{}})
 		}
 		if _, err := c.EnqueueMany(ctx, jobs); err != nil {
 			return err

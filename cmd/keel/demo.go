@@ -263,9 +263,9 @@ func (d *demoRun) enqueue(ctx context.Context) error {
 	const batch = 50
 	var keyed []*demoTask
 	for i := 0; i < len(d.plan); i += batch {
-		jobs := make([]keel.Job, 0, batch)
+		jobs := make([]keel.TaskSpec, 0, batch)
 		for _, t := range d.plan[i:min(i+batch, len(d.plan))] {
-			jobs = append(jobs, keel.Job{Type: t.typ, Payload: t.payload, Options: t.opts})
+			jobs = append(jobs, keel.TaskSpec{Type: t.typ, Payload: t.payload, Options: t.opts})
 			if t.idemKey != "" || t.uniqueBy != "" {
 				keyed = append(keyed, t)
 			}

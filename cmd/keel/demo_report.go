@@ -65,7 +65,7 @@ func (r *demoReport) unfinished() int {
 // report reads every task back and checks the run's promises.
 func (d *demoRun) report(ctx context.Context, elapsed time.Duration) (*demoReport, error) {
 	var tasks []*keel.TaskInfo
-	p := keel.ListParams{Limit: 1000}
+	p := keel.Filter{Limit: 1000}
 	for {
 		page, err := d.client.List(ctx, p)
 		if err != nil {

@@ -55,7 +55,7 @@ func TestDemoFinishesWithPlannedDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := c.List(ctx, keel.ListParams{Limit: 1000})
+	tasks, err := c.List(ctx, keel.Filter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

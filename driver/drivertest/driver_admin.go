@@ -131,13 +131,13 @@ func testListCreatedFilters(t *testing.T, e *env) {
 		}
 	}
 	cases := []listCase{
-		{"after, inclusive", driver.ListParams{CreatedAfter: t1}, []int64{d.ID, c.ID, b.ID}},
-		{"before, exclusive", driver.ListParams{CreatedBefore: t1}, []int64{a.ID}},
-		{"window", driver.ListParams{CreatedAfter: t1, CreatedBefore: t2}, []int64{b.ID}},
-		{"with queue", driver.ListParams{CreatedAfter: t2, Queue: "default"}, []int64{d.ID}},
-		{"with before id", driver.ListParams{CreatedAfter: t0, BeforeID: c.ID}, []int64{b.ID, a.ID}},
-		{"after the last", driver.ListParams{CreatedAfter: t2.Add(time.Second)}, []int64{}},
-		{"before the first", driver.ListParams{CreatedBefore: t0}, []int64{}},
+		{"after, inclusive", driver.Filter{CreatedAfter: t1}, []int64{d.ID, c.ID, b.ID}},
+		{"before, exclusive", driver.Filter{CreatedBefore: t1}, []int64{a.ID}},
+		{"window", driver.Filter{CreatedAfter: t1, CreatedBefore: t2}, []int64{b.ID}},
+		{"with queue", driver.Filter{CreatedAfter: t2, Queue: "default"}, []int64{d.ID}},
+		{"with before id", driver.Filter{CreatedAfter: t0, BeforeID: c.ID}, []int64{b.ID, a.ID}},
+		{"after the last", driver.Filter{CreatedAfter: t2.Add(time.Second)}, []int64{}},
+		{"before the first", driver.Filter{CreatedBefore: t0}, []int64{}},
 	}
 	checkListCases(t, e, cases)
 }
@@ -168,17 +168,17 @@ func testListFinishedFilters(t *testing.T, e *env) {
 		}
 	}
 	cases := []listCase{
-		{"no bound", driver.ListParams{}, []int64{x.ID, r.ID, p.ID, d.ID, c.ID, b.ID, a.ID}},
-		{"after, inclusive", driver.ListParams{FinishedAfter: t2}, []int64{d.ID, c.ID, b.ID}},
-		{"before, exclusive", driver.ListParams{FinishedBefore: t2}, []int64{a.ID}},
-		{"window", driver.ListParams{FinishedAfter: t2, FinishedBefore: t3}, []int64{c.ID, b.ID}},
-		{"wide window", driver.ListParams{FinishedAfter: t0, FinishedBefore: t3.Add(time.Hour)}, []int64{d.ID, c.ID, b.ID, a.ID}},
-		{"with state", driver.ListParams{FinishedAfter: t1, State: driver.StateDead}, []int64{d.ID, a.ID}},
-		{"with queue", driver.ListParams{FinishedAfter: t1, Queue: "other"}, []int64{c.ID}},
-		{"with created", driver.ListParams{FinishedBefore: t3, CreatedAfter: t0}, []int64{c.ID, b.ID, a.ID}},
-		{"with before id", driver.ListParams{FinishedAfter: t1, BeforeID: c.ID}, []int64{b.ID, a.ID}},
-		{"after the last", driver.ListParams{FinishedAfter: t3.Add(time.Second)}, []int64{}},
-		{"before the first", driver.ListParams{FinishedBefore: t1}, []int64{}},
+		{"no bound", driver.Filter{}, []int64{x.ID, r.ID, p.ID, d.ID, c.ID, b.ID, a.ID}},
+		{"after, inclusive", driver.Filter{FinishedAfter: t2}, []int64{d.ID, c.ID, b.ID}},
+		{"before, exclusive", driver.Filter{FinishedBefore: t2}, []int64{a.ID}},
+		{"window", driver.Filter{FinishedAfter: t2, FinishedBefore: t3}, []int64{c.ID, b.ID}},
+		{"wide window", driver.Filter{FinishedAfter: t0, FinishedBefore: t3.Add(time.Hour)}, []int64{d.ID, c.ID, b.ID, a.ID}},
+		{"with state", driver.Filter{FinishedAfter: t1, State: driver.StateDead}, []int64{d.ID, a.ID}},
+		{"with queue", driver.Filter{FinishedAfter: t1, Queue: "other"}, []int64{c.ID}},
+		{"with created", driver.Filter{FinishedBefore: t3, CreatedAfter: t0}, []int64{c.ID, b.ID, a.ID}},
+		{"with before id", driver.Filter{FinishedAfter: t1, BeforeID: c.ID}, []int64{b.ID, a.ID}},
+		{"after the last", driver.Filter{FinishedAfter: t3.Add(time.Second)}, []int64{}},
+		{"before the first", driver.Filter{FinishedBefore: t1}, []int64{}},
 	}
 	checkListCases(t, e, cases)
 }
@@ -395,7 +395,7 @@ func testCountAhead(t *testing.T, e *env) {
 // listCase is a List call and the ids it must return, newest first.
 type listCase struct {
 	name string
-	p    driver.ListParams
+	p    driver.Filter
 	want []int64
 }
 

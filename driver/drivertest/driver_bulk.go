@@ -12,8 +12,8 @@ import (
 
 // match returns MatchParams for dead tasks with a limit of 100, changed by
 // mod.
-func match(mod func(*driver.MatchParams)) driver.MatchParams {
-	p := driver.MatchParams{State: driver.StateDead, Limit: 100}
+func match(mod func(*driver.Filter)) driver.Filter {
+	p := driver.Filter{State: driver.StateDead, Limit: 100}
 	if mod != nil {
 		mod(&p)
 	}
@@ -76,7 +76,7 @@ func testRetryMatchingLikeRetry(t *testing.T, e *env) {
 	if _, err := e.drv.Retry(e.ctx, one.ID, t2); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	n, err := e.drv.RetryMatching(e.ctx, match(func(p *driver.MatchParams) { p.Type = "two" }), t2)
+	n, err := e.drv.RetryMatching(e.ctx, match(func(p *driver.Filter) { p.Type = "two" }), t2)
 	if err != nil || n != 1 {
 		t.Fatalf("retry matching: moved %d, %v; want 1", n, err)
 	}
@@ -102,7 +102,7 @@ func testRetryMatchingLikeRetry(t *testing.T, e *env) {
 func testRetryMatchingFilters(t *testing.T, e *env) {
 	m := e.matchSet()
 	now := e.clock.Now()
-	retry := func(what string, p driver.MatchParams, moved ...*driver.TaskRow) {
+	retry := func(what string, p driver.Filter, moved ...*driver.TaskRow) {
 		t.Helper()
 		n, err := e.drv.RetryMatching(e.ctx, p, now)
 		if err != nil {
@@ -118,21 +118,21 @@ func testRetryMatchingFilters(t *testing.T, e *env) {
 		}
 	}
 	for _, bad := range []driver.State{driver.StatePending, driver.StateRunning, driver.StateSucceeded, ""} {
-		if _, err := e.drv.RetryMatching(e.ctx, match(func(p *driver.MatchParams) { p.State = bad }), now); err == nil {
+		if _, err := e.drv.RetryMatching(e.ctx, match(func(p *driver.Filter) { p.State = bad }), now); err == nil {
 			t.Fatalf("retry matching state %q: no error", bad)
 		}
 	}
 	e.requireUntouched("after rejected states", m)
-	retry("type, queue and window", match(func(p *driver.MatchParams) {
+	retry("type, queue and window", match(func(p *driver.Filter) {
 		p.Type, p.Queue, p.FinishedAfter, p.FinishedBefore = "x", "q", m.t2, m.t3
 	}), m.d2)
 	e.requireStates("after window", map[*driver.TaskRow]driver.State{
 		m.d1: driver.StateDead, m.d3: driver.StateDead, m.dy: driver.StateDead, m.dr: driver.StateDead, m.c1: driver.StateCancelled,
 	})
-	retry("cancelled", match(func(p *driver.MatchParams) { p.State = driver.StateCancelled }), m.c1)
-	retry("limit 1", match(func(p *driver.MatchParams) { p.Type, p.Limit = "x", 1 }), m.d1)
-	retry("limit 2", match(func(p *driver.MatchParams) { p.Limit = 2 }), m.d3, m.dy)
-	retry("the rest", match(func(p *driver.MatchParams) { p.Limit = 2 }), m.dr)
+	retry("cancelled", match(func(p *driver.Filter) { p.State = driver.StateCancelled }), m.c1)
+	retry("limit 1", match(func(p *driver.Filter) { p.Type, p.Limit = "x", 1 }), m.d1)
+	retry("limit 2", match(func(p *driver.Filter) { p.Limit = 2 }), m.d3, m.dy)
+	retry("the rest", match(func(p *driver.Filter) { p.Limit = 2 }), m.dr)
 	retry("none left", match(nil))
 	e.requireUntouched("at the end", m)
 }
@@ -153,7 +153,7 @@ func testRetryMatchingSkipsHeldKeys(t *testing.T, e *env) {
 	pairB := e.taskIn(driver.StateDead, now, key("k4"))
 	retry := func(limit int, moved ...*driver.TaskRow) {
 		t.Helper()
-		n, err := e.drv.RetryMatching(e.ctx, match(func(p *driver.MatchParams) { p.Limit = limit }), now)
+		n, err := e.drv.RetryMatching(e.ctx, match(func(p *driver.Filter) { p.Limit = limit }), now)
 		if err != nil {
 			t.Fatalf("retry matching, limit %d: %v", limit, err)
 		}
@@ -179,7 +179,7 @@ func testRetryMatchingSkipsHeldKeys(t *testing.T, e *env) {
 
 func testPurgeMatching(t *testing.T, e *env) {
 	m := e.matchSet()
-	purge := func(what string, p driver.MatchParams, gone ...*driver.TaskRow) {
+	purge := func(what string, p driver.Filter, gone ...*driver.TaskRow) {
 		t.Helper()
 		n, err := e.drv.PurgeMatching(e.ctx, p)
 		if err != nil {
@@ -195,21 +195,21 @@ func testPurgeMatching(t *testing.T, e *env) {
 		}
 	}
 	for _, bad := range []driver.State{driver.StatePending, driver.StateRunning, driver.StateSucceeded, ""} {
-		if _, err := e.drv.PurgeMatching(e.ctx, match(func(p *driver.MatchParams) { p.State = bad })); err == nil {
+		if _, err := e.drv.PurgeMatching(e.ctx, match(func(p *driver.Filter) { p.State = bad })); err == nil {
 			t.Fatalf("purge state %q: no error", bad)
 		}
 	}
 	if n := e.total(); n != 9 {
 		t.Fatalf("%d tasks after rejected purges, want 9", n)
 	}
-	purge("type, queue and window", match(func(p *driver.MatchParams) {
+	purge("type, queue and window", match(func(p *driver.Filter) {
 		p.Type, p.Queue, p.FinishedAfter, p.FinishedBefore = "x", "q", m.t2, m.t3
 	}), m.d2)
 	e.requireStates("after window", map[*driver.TaskRow]driver.State{
 		m.d1: driver.StateDead, m.d3: driver.StateDead, m.dy: driver.StateDead, m.dr: driver.StateDead, m.c1: driver.StateCancelled,
 	})
-	purge("cancelled", match(func(p *driver.MatchParams) { p.State = driver.StateCancelled }), m.c1)
-	purge("limit 2", match(func(p *driver.MatchParams) { p.Limit = 2 }), m.d1, m.d3)
+	purge("cancelled", match(func(p *driver.Filter) { p.State = driver.StateCancelled }), m.c1)
+	purge("limit 2", match(func(p *driver.Filter) { p.Limit = 2 }), m.d1, m.d3)
 	e.requireStates("after limit", map[*driver.TaskRow]driver.State{m.dy: driver.StateDead, m.dr: driver.StateDead})
 	purge("the rest", match(nil), m.dy, m.dr)
 	purge("none left", match(nil))

@@ -158,7 +158,7 @@ func testListAndCounts(t *testing.T, e *env) {
 	now := e.clock.Now()
 	e.claimQueue("q1", "w", now, 1) // all[0] running
 	slices.Reverse(all)
-	list := func(p driver.ListParams) []int64 {
+	list := func(p driver.Filter) []int64 {
 		t.Helper()
 		rows, err := e.drv.List(e.ctx, p)
 		if err != nil {
@@ -166,25 +166,25 @@ func testListAndCounts(t *testing.T, e *env) {
 		}
 		return ids(rows)
 	}
-	if got := list(driver.ListParams{}); !slices.Equal(got, all) {
+	if got := list(driver.Filter{}); !slices.Equal(got, all) {
 		t.Fatalf("list all: %v, want %v (id descending)", got, all)
 	}
-	if got := list(driver.ListParams{Queue: "q2"}); !slices.Equal(got, []int64{all[0], all[2], all[4]}) {
+	if got := list(driver.Filter{Queue: "q2"}); !slices.Equal(got, []int64{all[0], all[2], all[4]}) {
 		t.Fatalf("list q2: %v", got)
 	}
-	if got := list(driver.ListParams{Type: "dt.b"}); !slices.Equal(got, all[:2]) {
+	if got := list(driver.Filter{Type: "dt.b"}); !slices.Equal(got, all[:2]) {
 		t.Fatalf("list dt.b: %v", got)
 	}
-	if got := list(driver.ListParams{State: driver.StateRunning}); !slices.Equal(got, []int64{all[5]}) {
+	if got := list(driver.Filter{State: driver.StateRunning}); !slices.Equal(got, []int64{all[5]}) {
 		t.Fatalf("list running: %v", got)
 	}
-	if got := list(driver.ListParams{Queue: "q1", Type: "dt.a", State: driver.StatePending}); !slices.Equal(got, []int64{all[3]}) {
+	if got := list(driver.Filter{Queue: "q1", Type: "dt.a", State: driver.StatePending}); !slices.Equal(got, []int64{all[3]}) {
 		t.Fatalf("list q1/dt.a/pending: %v", got)
 	}
-	if got := list(driver.ListParams{Limit: 2}); !slices.Equal(got, all[:2]) {
+	if got := list(driver.Filter{Limit: 2}); !slices.Equal(got, all[:2]) {
 		t.Fatalf("list limit 2: %v", got)
 	}
-	if got := list(driver.ListParams{BeforeID: all[1], Limit: 2}); !slices.Equal(got, all[2:4]) {
+	if got := list(driver.Filter{BeforeID: all[1], Limit: 2}); !slices.Equal(got, all[2:4]) {
 		t.Fatalf("list page 2: %v", got)
 	}
 	counts, err := e.drv.Counts(e.ctx)

@@ -86,14 +86,14 @@ func testRunAtRange(t *testing.T, e *env) {
 // naming run_at, writing nothing.
 func testEngineRunAtRange(t *testing.T, e *env) {
 	c := e.enqueuer()
-	var jobs []keel.Job
+	var jobs []keel.TaskSpec
 	for _, at := range edgeRunAts {
 		info := e.enqueue(c, 1, keel.RunAt(at))
 		if !info.RunAt.Equal(at) || !e.get(info.ID).RunAt.Equal(at) {
 			t.Errorf("RunAt(%v): returned %v, stored %v", at, info.RunAt.UTC(), e.get(info.ID).RunAt.UTC())
 		}
-		jobs = append(jobs, keel.Job{Type: "dt.task", Payload: args{N: 2}, Options: []keel.Option{keel.RunAt(at)}},
-			keel.Job{Type: "dt.task", Payload: args{N: 3}, Options: []keel.Option{keel.RunAt(at)}})
+		jobs = append(jobs, keel.TaskSpec{Type: "dt.task", Payload: args{N: 2}, Options: []keel.Option{keel.RunAt(at)}},
+			keel.TaskSpec{Type: "dt.task", Payload: args{N: 3}, Options: []keel.Option{keel.RunAt(at)}})
 	}
 	infos, err := c.EnqueueMany(e.ctx, jobs)
 	if err != nil {

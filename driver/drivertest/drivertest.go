@@ -188,7 +188,7 @@ func (e *env) get(id int64) *driver.TaskRow {
 // all lists every task, newest first.
 func (e *env) all() []driver.TaskRow {
 	e.t.Helper()
-	rows, err := e.drv.List(e.ctx, driver.ListParams{Limit: 1000})
+	rows, err := e.drv.List(e.ctx, driver.Filter{Limit: 1000})
 	if err != nil {
 		e.t.Fatalf("list: %v", err)
 	}

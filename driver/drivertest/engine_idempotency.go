@@ -96,7 +96,7 @@ func testEngineIdemConflict(t *testing.T, e *env) {
 	if _, err := c.Enqueue(e.ctx, "dt.other", args{N: 1}, keel.IdempotencyKey("k1")); !errors.Is(err, keel.ErrIdempotencyConflict) {
 		t.Fatalf("same key, other type: %v, want ErrIdempotencyConflict", err)
 	}
-	_, err = c.EnqueueMany(e.ctx, []keel.Job{
+	_, err = c.EnqueueMany(e.ctx, []keel.TaskSpec{
 		{Type: "dt.task", Payload: args{N: 3}},
 		{Type: "dt.task", Payload: args{N: 2}, Options: []keel.Option{keel.IdempotencyKey("k1")}},
 	})

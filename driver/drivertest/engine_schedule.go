@@ -84,9 +84,9 @@ func testEngineConcurrencyLimit(t *testing.T, e *env) {
 			now.Add(-1)
 			return nil
 		})
-	jobs := make([]keel.Job, 40)
+	jobs := make([]keel.TaskSpec, 40)
 	for i := range jobs {
-		jobs[i] = keel.Job{Type: "dt.task", Payload: args{N: i}}
+		jobs[i] = keel.TaskSpec{Type: "dt.task", Payload: args{N: i}}
 	}
 	infos, err := c.EnqueueMany(e.ctx, jobs)
 	if err != nil {
@@ -165,9 +165,9 @@ func testEngineTwoClients(t *testing.T, e *env) {
 	a := e.worker(keel.Config{Node: "node-a"}, handler("a"))
 	e.worker(keel.Config{Node: "node-b"}, handler("b"))
 	const n = 300
-	jobs := make([]keel.Job, n)
+	jobs := make([]keel.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = keel.Job{Type: "dt.task", Payload: args{N: i}}
+		jobs[i] = keel.TaskSpec{Type: "dt.task", Payload: args{N: i}}
 	}
 	infos, err := a.EnqueueMany(e.ctx, jobs)
 	if err != nil {

@@ -47,7 +47,7 @@ func testEngineEnqueueTx(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, err := c.EnqueueManyTx(e.ctx, tx, []keel.Job{{Type: "dt.task", Payload: args{N: 3}}, {Type: "dt.task", Payload: args{N: 4}}})
+	infos, err := c.EnqueueManyTx(e.ctx, tx, []keel.TaskSpec{{Type: "dt.task", Payload: args{N: 3}}, {Type: "dt.task", Payload: args{N: 4}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,8 +41,8 @@ const retryMatchingAttempts = 3
 // RetryMatching implements driver.Driver: in one transaction, lock the
 // first matching tasks whose idempotency key no other task holds, keep the
 // first of those sharing a key, and requeue them like Retry.
-func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	if err := p.Validate(); err != nil {
+func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
 	var n int64
@@ -96,8 +96,8 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 
 // PurgeMatching implements driver.Driver: lock the first matching tasks,
 // then delete them, in one transaction.
-func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	if err := p.Validate(); err != nil {
+func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	var n int64
@@ -128,7 +128,7 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 
 // matchArgs are the arguments of matchWhere, in order (each optional
 // filter twice), and the limit.
-func matchArgs(p driver.MatchParams) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 2) }
+func matchArgs(p driver.Filter) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 2) }
 
 // PatchSetting implements driver.Driver: one upsert, which locks the row,
 // and the read back, in one transaction. updated_at is the database clock

@@ -44,8 +44,8 @@ const retryMatchingAttempts = 3
 
 // RetryMatching implements driver.Driver: one statement, and one
 // notification per queue that got ready tasks, in one transaction.
-func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	if err := p.Validate(); err != nil {
+func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
 	args := append([]any{d.now(now)}, matchArgs(p)...)
@@ -87,8 +87,8 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 }
 
 // PurgeMatching implements driver.Driver.
-func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	if err := p.Validate(); err != nil {
+func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.sql.purgeMatching, append([]any{nil}, matchArgs(p)...))
@@ -99,7 +99,7 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 }
 
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
-func matchArgs(p driver.MatchParams) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 1) }
+func matchArgs(p driver.Filter) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 1) }
 
 // PatchSetting implements driver.Driver: one upsert. updated_at is the
 // database clock unless Options.CallerClock is set.

@@ -151,9 +151,9 @@ func fill(t *testing.T, d driver.Driver, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]keel.Job, n)
+	jobs := make([]keel.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
+		jobs[i] = keel.TaskSpec{Type: "t", Payload: map[string]int{"n": i}}
 	}
 	if _, err := c.EnqueueMany(context.Background(), jobs); err != nil {
 		t.Fatal(err)

@@ -102,9 +102,9 @@ func TestEnqueueTxPgxAndSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]keel.Job, 20)
+	jobs := make([]keel.TaskSpec, 20)
 	for i := range jobs {
-		jobs[i] = keel.Job{Type: "t", Payload: map[string]int{"n": i}}
+		jobs[i] = keel.TaskSpec{Type: "t", Payload: map[string]int{"n": i}}
 	}
 	jobs[7].Options = []keel.Option{keel.IdempotencyKey("seven")}
 	infos, err := c.EnqueueManyTx(ctx, tx, jobs)

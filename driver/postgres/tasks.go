@@ -430,7 +430,7 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 }
 
 // List implements driver.Driver.
-func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
+func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
 	q, args := sqlutil.ListQuery(d.sql.list, p, func(n int) string { return "$" + strconv.Itoa(n) },
 		func(t time.Time) any { return t })
 	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, q, args...), scanTask)

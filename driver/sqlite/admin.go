@@ -32,8 +32,8 @@ func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, e
 }
 
 // RetryMatching implements driver.Driver.
-func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now time.Time) (int64, error) {
-	if err := p.Validate(); err != nil {
+func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
 	var n int64
@@ -49,8 +49,8 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.MatchParams, now ti
 }
 
 // PurgeMatching implements driver.Driver.
-func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64, error) {
-	if err := p.Validate(); err != nil {
+func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	var n int64
@@ -66,7 +66,7 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.MatchParams) (int64
 }
 
 // matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.
-func matchArgs(p driver.MatchParams) []any { return sqlutil.MatchArgs(p, nullMicros, 1) }
+func matchArgs(p driver.Filter) []any { return sqlutil.MatchArgs(p, nullMicros, 1) }
 
 // PatchSetting implements driver.Driver: one upsert in the single writer.
 func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {

@@ -242,7 +242,7 @@ func TestEnqueueGivesUpWhileWriterIsHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := c.List(context.Background(), keel.ListParams{})
+	list, err := c.List(context.Background(), keel.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -392,7 +392,7 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 }
 
 // List implements driver.Driver.
-func (d *Driver) List(ctx context.Context, p driver.ListParams) ([]driver.TaskRow, error) {
+func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
 	q, args := sqlutil.ListQuery(sqlList, p, sqlutil.Question, func(t time.Time) any { return micros(t) })
 	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, q, args...), scanTask)
 	if err != nil {

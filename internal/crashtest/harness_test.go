@@ -251,10 +251,10 @@ func (e *env) enqueue(n int) {
 	e.t.Helper()
 	first := time.Now().Add(-time.Duration(n) * runAtStep)
 	for start := 0; start < n; start += 1000 {
-		jobs := make([]keel.Job, 0, 1000)
+		jobs := make([]keel.TaskSpec, 0, 1000)
 		for i := start; i < min(n, start+1000); i++ {
 			runAt := keel.RunAt(first.Add(time.Duration(i) * runAtStep))
-			jobs = append(jobs, keel.Job{Type: taskType, Payload: job{N: i}, Options: []keel.Option{runAt}})
+			jobs = append(jobs, keel.TaskSpec{Type: taskType, Payload: job{N: i}, Options: []keel.Option{runAt}})
 		}
 		if _, err := e.client.EnqueueMany(e.ctx, jobs); err != nil {
 			e.t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 
 func TestListQueryPlaceholders(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	p := driver.ListParams{State: driver.StateDead, Queue: "q", FinishedAfter: at, BeforeID: 9}
+	p := driver.Filter{State: driver.StateDead, Queue: "q", FinishedAfter: at, BeforeID: 9}
 	dollar := func(n int) string { return "$" + strconv.Itoa(n) }
 	q, args := ListQuery("SELECT x FROM t", p, dollar, func(t time.Time) any { return t.UnixMicro() })
 	want := "SELECT x FROM t WHERE state = $1 AND queue = $2 AND finished_at >= $3 AND id < $4 ORDER BY id DESC LIMIT $5"
@@ -26,7 +26,7 @@ func TestListQueryPlaceholders(t *testing.T) {
 	if wantArgs := []any{"dead", "q", at.UnixMicro(), int64(9), 100}; !reflect.DeepEqual(args, wantArgs) {
 		t.Errorf("args %#v, want %#v", args, wantArgs)
 	}
-	q, args = ListQuery("SELECT x FROM t", driver.ListParams{Limit: 5}, Question, nil)
+	q, args = ListQuery("SELECT x FROM t", driver.Filter{Limit: 5}, Question, nil)
 	if q != "SELECT x FROM t ORDER BY id DESC LIMIT ?" || !reflect.DeepEqual(args, []any{5}) {
 		t.Errorf("no filter: %s %v", q, args)
 	}
@@ -34,7 +34,7 @@ func TestListQueryPlaceholders(t *testing.T) {
 
 func TestMatchArgsRepeat(t *testing.T) {
 	before := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
-	p := driver.MatchParams{State: driver.StateDead, Type: "email", FinishedBefore: before, Limit: 7}
+	p := driver.Filter{State: driver.StateDead, Type: "email", FinishedBefore: before, Limit: 7}
 	if got, want := MatchArgs(p, NullTime, 1), []any{"dead", "email", nil, nil, before, 7}; !reflect.DeepEqual(got, want) {
 		t.Errorf("once: %#v, want %#v", got, want)
 	}

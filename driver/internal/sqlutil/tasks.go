@@ -62,7 +62,7 @@ func InsertSavepoint(ctx context.Context, exec func(ctx context.Context, sql str
 // the task columns) and returns the query and its arguments. mark returns
 // the dialect's placeholder for the nth argument (from 1); at turns a time
 // into the argument the database compares with its timestamps.
-func ListQuery(base string, p driver.ListParams, mark func(n int) string, at func(time.Time) any) (string, []any) {
+func ListQuery(base string, p driver.Filter, mark func(n int) string, at func(time.Time) any) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -113,7 +113,7 @@ func Question(int) string { return "?" }
 // from and finished before (NULL when not set), each repeated times (a
 // dialect without numbered placeholders names each twice), then the limit.
 // at turns a time into an argument.
-func MatchArgs(p driver.MatchParams, at func(time.Time) any, repeat int) []any {
+func MatchArgs(p driver.Filter, at func(time.Time) any, repeat int) []any {
 	out := make([]any, 0, 2+4*repeat)
 	out = append(out, string(p.State))
 	for _, v := range []any{NullString(p.Type), NullString(p.Queue), at(p.FinishedAfter), at(p.FinishedBefore)} {
