@@ -196,6 +196,26 @@ func TestListBadInput(t *testing.T) {
 	}
 }
 
+// The bulk operations take the same Filter as List but only what they can
+// apply: a List-only bound is refused, not ignored, and nothing changes.
+func TestBulkFilterBadInput(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, f := range []keel.Filter{
+		{State: keel.StatePending}, {Limit: 10001}, {CreatedAfter: t0}, {CreatedBefore: t0}, {BeforeID: 5},
+		{FinishedAfter: t0, FinishedBefore: t0}, {Type: "no spaces"},
+	} {
+		if _, err := c.RetryMatching(ctx, f); !errors.Is(err, keel.ErrInvalid) {
+			t.Fatalf("RetryMatching(%+v): %v, want ErrInvalid", f, err)
+		}
+		if _, err := c.PurgeMatching(ctx, f); !errors.Is(err, keel.ErrInvalid) {
+			t.Fatalf("PurgeMatching(%+v): %v, want ErrInvalid", f, err)
+		}
+	}
+}
+
 // TestNewClientRejectsBadConfig: every invalid field is named through
 // ErrInvalid.
 func TestNewClientRejectsBadConfig(t *testing.T) {
