@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -80,25 +79,22 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	if p.Types != nil && len(p.Types) == 0 {
+		return nil, nil // no type to claim
+	}
 	var out []driver.TaskRow
-	var excluded string // JSON array of types not to claim, or empty
-	if len(p.ExcludeTypes) > 0 {
-		b, err := json.Marshal(p.ExcludeTypes)
-		if err != nil {
-			return nil, fmt.Errorf("claim tasks: %w", err)
-		}
-		excluded = string(b)
+	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
+	switch {
+	case p.Types != nil && len(p.ExcludeTypes) > 0:
+		query, args = sqlClaimTypesExcluding, append(args, stringList(p.Types), stringList(p.ExcludeTypes))
+	case p.Types != nil:
+		query, args = sqlClaimTypes, append(args, stringList(p.Types))
+	case len(p.ExcludeTypes) > 0:
+		query, args = sqlClaimExcluding, append(args, stringList(p.ExcludeTypes))
 	}
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
-		var rows *sql.Rows
-		var err error
-		if excluded == "" {
-			rows, err = tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
-		} else {
-			rows, err = tx.QueryContext(ctx, sqlClaimExcluding, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now),
-				p.Queue, p.Limit, excluded)
-		}
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
@@ -109,7 +105,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 			var payload []byte
 			var runAt, timeoutMS, createdAt int64
 			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
-				&r.Fence, &runAt, &timeoutMS, &createdAt); err != nil {
+				&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes); err != nil {
 				return fmt.Errorf("claim tasks: %w", err)
 			}
 			r.Payload = payload
@@ -193,7 +189,7 @@ func transition(ctx context.Context, tx querier, owner string, now time.Time, t 
 		return false, err
 	}
 	res, err := tx.ExecContext(ctx, sqlTransition, string(t.State), nullMicros(t.RunAt), sqlutil.NullBytes(t.Result),
-		refund, errJSON, micros(now), t.ID, t.Fence, owner)
+		refund, errJSON, micros(now), t.ID, t.Fence, owner, sqlutil.SnoozeArg(t))
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}

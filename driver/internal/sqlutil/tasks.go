@@ -147,6 +147,15 @@ func TransitionArgs(t driver.Transition) (errJSON any, refund int, err error) {
 	return errJSON, refund, nil
 }
 
+// SnoozeArg is the snooze increment of t for every driver's transition
+// statement: 1 when t counts as a snooze, else 0.
+func SnoozeArg(t driver.Transition) int {
+	if t.Snooze {
+		return 1
+	}
+	return 0
+}
+
 // InsertOrder is the order in which a driver inserts params: tasks without
 // an idempotency key first, as given, then the others by key. Two batches
 // that share keys then take the keys' index entries in the same order and

@@ -1,0 +1,170 @@
+package keel
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// Declared type defaults (keel_types). A client writes the defaults of
+// the types it registers with any default (Handle or Declare options) once,
+// before its first enqueue or at Start, so that every client enqueuing
+// such a type applies them: an enqueue-only client (Config.Types,
+// Config.AnyType) reads them through a small cache. The precedence on
+// Enqueue is: the call's options, this client's own registration of the
+// type, the stored declaration, the Config defaults.
+
+// declarations writes this client's own type defaults and caches the
+// stored ones of the types it enqueues without declaring them.
+type declarations struct {
+	own  []driver.TypeDefaults // this client's registrations with defaults, by name
+	done atomic.Bool           // own are stored
+	mu   sync.Mutex            // serializes the writers of own
+	// async is set while an EnqueueTx's declaration runs in the background.
+	async  atomic.Bool
+	warned map[string]bool // types whose differing stored row was logged
+
+	cacheMu sync.Mutex
+	cache   map[string]storedType
+}
+
+// storedType is one type's stored declaration as last read (row nil: none).
+type storedType struct {
+	row    *driver.TypeDefaults
+	readAt time.Time
+}
+
+func newDeclarations(types map[string]options) *declarations {
+	d := &declarations{warned: map[string]bool{}, cache: map[string]storedType{}}
+	for name, o := range types {
+		if o.declared() {
+			d.own = append(d.own, o.typeDefaults(name))
+		}
+	}
+	slices.SortFunc(d.own, func(a, b driver.TypeDefaults) int { return compareStrings(a.Name, b.Name) })
+	d.done.Store(len(d.own) == 0)
+	return d
+}
+
+// declare stores this client's type defaults unless that is done. A
+// stored declaration that differs from this client's is logged once, then
+// replaced: the last writer wins. An error is returned and the next call
+// tries again.
+func (c *Client) declare(ctx context.Context) error {
+	d := c.decl
+	if d.done.Load() {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done.Load() {
+		return nil
+	}
+	names := make([]string, len(d.own))
+	for i, t := range d.own {
+		names[i] = t.Name
+	}
+	stored, err := c.drv.ListTypes(ctx, names)
+	if err != nil {
+		return fmt.Errorf("keel: read declared task types: %w", err)
+	}
+	byName := make(map[string]driver.TypeDefaults, len(stored))
+	for _, s := range stored {
+		byName[s.Name] = s
+	}
+	var write []driver.TypeDefaults
+	for _, t := range d.own {
+		s, ok := byName[t.Name]
+		if ok && s.Equal(t) {
+			continue
+		}
+		if ok && !d.warned[t.Name] {
+			d.warned[t.Name] = true
+			c.cfg.Logger.Warn("keel: task type declared with other defaults elsewhere; this client's replace them",
+				"type", t.Name, "stored", describeDefaults(s), "ours", describeDefaults(t), "stored_at", s.UpdatedAt)
+		}
+		write = append(write, t)
+	}
+	if len(write) > 0 {
+		if err := c.drv.DeclareTypes(ctx, driver.DeclareTypesParams{Types: write, Now: c.cfg.Now()}); err != nil {
+			return fmt.Errorf("keel: store declared task types: %w", err)
+		}
+	}
+	d.done.Store(true)
+	return nil
+}
+
+// declareLater stores this client's type defaults in the background: for
+// EnqueueTx, whose caller's open transaction may hold the database (SQLite
+// has one writer) until it commits. A failure is logged; the next enqueue
+// or Start tries again.
+func (c *Client) declareLater(ctx context.Context) {
+	d := c.decl
+	if d.done.Load() || !d.async.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer d.async.Store(false)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := c.declare(dctx); err != nil {
+			c.cfg.Logger.Warn("keel: storing declared task types failed; retried on the next enqueue", "error", err)
+		}
+	}()
+}
+
+// storedDefaults returns the stored declarations of types (nil where none
+// is stored), read through the cache: an entry younger than
+// Config.SettingsInterval is used as is, the others are read in one query.
+func (c *Client) storedDefaults(ctx context.Context, types []string) (map[string]*driver.TypeDefaults, error) {
+	if len(types) == 0 {
+		return nil, nil
+	}
+	d := c.decl
+	now := time.Now() // real time, not Config.Now: this is the cache's age
+	out := make(map[string]*driver.TypeDefaults, len(types))
+	var stale []string
+	d.cacheMu.Lock()
+	for _, t := range types {
+		e, ok := d.cache[t]
+		if ok && now.Sub(e.readAt) < c.cfg.SettingsInterval {
+			out[t] = e.row
+		} else if !slices.Contains(stale, t) {
+			stale = append(stale, t)
+		}
+	}
+	d.cacheMu.Unlock()
+	if len(stale) == 0 {
+		return out, nil
+	}
+	rows, err := c.drv.ListTypes(ctx, stale)
+	if err != nil {
+		return nil, fmt.Errorf("keel: read declared defaults of task types: %w", err)
+	}
+	found := make(map[string]*driver.TypeDefaults, len(rows))
+	for i := range rows {
+		found[rows[i].Name] = &rows[i]
+	}
+	d.cacheMu.Lock()
+	for _, t := range stale {
+		out[t] = found[t]
+		d.cache[t] = storedType{row: found[t], readAt: now}
+	}
+	d.cacheMu.Unlock()
+	return out, nil
+}
+
+// describeDefaults renders a declaration for a log line.
+func describeDefaults(t driver.TypeDefaults) string {
+	p := "unset"
+	if t.Priority != nil {
+		p = fmt.Sprint(*t.Priority)
+	}
+	return fmt.Sprintf("queue=%q priority=%s max_attempts=%d timeout=%v backoff=%v..%v",
+		t.Queue, p, t.MaxAttempts, t.Timeout, t.BackoffBase, t.BackoffMax)
+}
