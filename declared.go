@@ -2,6 +2,7 @@ package keel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -31,6 +32,7 @@ type declarations struct {
 
 	cacheMu sync.Mutex
 	cache   map[string]storedType
+	readMu  sync.Mutex // one reader of stored declarations at a time
 }
 
 // storedType is one type's stored declaration as last read (row nil: none).
@@ -71,7 +73,7 @@ func (c *Client) declare(ctx context.Context) error {
 	}
 	stored, err := c.drv.ListTypes(ctx, names)
 	if err != nil {
-		return fmt.Errorf("keel: read declared task types: %w", err)
+		return fmt.Errorf("keel: read declared task types: %w", ctxOr(ctx, err))
 	}
 	byName := make(map[string]driver.TypeDefaults, len(stored))
 	for _, s := range stored {
@@ -92,7 +94,7 @@ func (c *Client) declare(ctx context.Context) error {
 	}
 	if len(write) > 0 {
 		if err := c.drv.DeclareTypes(ctx, driver.DeclareTypesParams{Types: write, Now: c.cfg.Now()}); err != nil {
-			return fmt.Errorf("keel: store declared task types: %w", err)
+			return fmt.Errorf("keel: store declared task types: %w", ctxOr(ctx, err))
 		}
 	}
 	d.done.Store(true)
@@ -119,44 +121,87 @@ func (c *Client) declareLater(ctx context.Context) {
 }
 
 // storedDefaults returns the stored declarations of types (nil where none
-// is stored), read through the cache: an entry younger than
-// Config.SettingsInterval is used as is, the others are read in one query.
+// is stored), read through the cache. A type never read is read at once
+// (one query for all of them, one reader at a time); an entry older than
+// Config.SettingsInterval is used as it is while one caller reads it
+// again, so the enqueues of known types stay one insert.
 func (c *Client) storedDefaults(ctx context.Context, types []string) (map[string]*driver.TypeDefaults, error) {
 	if len(types) == 0 {
 		return nil, nil
 	}
 	d := c.decl
-	now := time.Now() // real time, not Config.Now: this is the cache's age
-	out := make(map[string]*driver.TypeDefaults, len(types))
-	var stale []string
-	d.cacheMu.Lock()
-	for _, t := range types {
-		e, ok := d.cache[t]
-		if ok && now.Sub(e.readAt) < c.cfg.SettingsInterval {
-			out[t] = e.row
-		} else if !slices.Contains(stale, t) {
-			stale = append(stale, t)
+	out, stale, missing := d.lookup(types, c.cfg.SettingsInterval)
+	if len(missing) > 0 {
+		d.readMu.Lock()
+		defer d.readMu.Unlock()
+		// Another caller may have read them meanwhile.
+		if out, stale, missing = d.lookup(types, c.cfg.SettingsInterval); len(missing) > 0 {
+			if err := c.readStored(ctx, append(missing, stale...), out); err != nil {
+				return nil, err
+			}
 		}
-	}
-	d.cacheMu.Unlock()
-	if len(stale) == 0 {
 		return out, nil
 	}
-	rows, err := c.drv.ListTypes(ctx, stale)
+	if len(stale) > 0 && d.readMu.TryLock() {
+		defer d.readMu.Unlock()
+		c.readStored(ctx, stale, out) //nolint:errcheck // the cached entries stay in out and are read again next time
+	}
+	return out, nil
+}
+
+// lookup returns the cached declarations of types (stale ones included)
+// and the types whose entry is older than maxAge or missing.
+func (d *declarations) lookup(types []string, maxAge time.Duration) (out map[string]*driver.TypeDefaults, stale, missing []string) {
+	now := time.Now() // real time, not Config.Now: this is the cache's age
+	out = make(map[string]*driver.TypeDefaults, len(types))
+	d.cacheMu.Lock()
+	defer d.cacheMu.Unlock()
+	for _, t := range types {
+		if _, seen := out[t]; seen || slices.Contains(missing, t) {
+			continue
+		}
+		e, ok := d.cache[t]
+		switch {
+		case !ok:
+			missing = append(missing, t)
+			continue
+		case now.Sub(e.readAt) >= maxAge:
+			stale = append(stale, t)
+		}
+		out[t] = e.row
+	}
+	return out, stale, missing
+}
+
+// readStored reads the declarations of names into the cache and out.
+func (c *Client) readStored(ctx context.Context, names []string, out map[string]*driver.TypeDefaults) error {
+	now := time.Now()
+	rows, err := c.drv.ListTypes(ctx, names)
 	if err != nil {
-		return nil, fmt.Errorf("keel: read declared defaults of task types: %w", err)
+		return fmt.Errorf("keel: read declared defaults of task types: %w", ctxOr(ctx, err))
 	}
 	found := make(map[string]*driver.TypeDefaults, len(rows))
 	for i := range rows {
 		found[rows[i].Name] = &rows[i]
 	}
+	d := c.decl
 	d.cacheMu.Lock()
-	for _, t := range stale {
+	defer d.cacheMu.Unlock()
+	for _, t := range names {
 		out[t] = found[t]
 		d.cache[t] = storedType{row: found[t], readAt: now}
 	}
-	d.cacheMu.Unlock()
-	return out, nil
+	return nil
+}
+
+// ctxOr is err, or when ctx ended, ctx's error with err's text: a driver
+// cut off by the deadline does not always say so (a dial timeout), and the
+// caller tests for context.DeadlineExceeded.
+func ctxOr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %v", cerr, err)
+	}
+	return err
 }
 
 // describeDefaults renders a declaration for a log line.
