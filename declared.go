@@ -198,7 +198,11 @@ func (c *Client) readStored(ctx context.Context, names []string, out map[string]
 // cut off by the deadline does not always say so (a dial timeout), and the
 // caller tests for context.DeadlineExceeded.
 func ctxOr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded // the deadline passed; ctx may not have noticed yet
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%w: %v", cerr, err)
 	}
 	return err

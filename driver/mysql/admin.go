@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -198,6 +199,9 @@ func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDe
 		rows = sqlutil.Query(ctx, d.db, q.text, q.args(nil, appendStrings(nil, names)...)...)
 	}
 	out, err := sqlutil.Collect(rows, scanTypeDefaults)
+	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		err = errors.Join(cerr, err) // a dial cut short reports only "i/o timeout"
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list types: %w", err)
 	}
