@@ -102,13 +102,12 @@ var (
 	// committed row whatever the transaction's snapshot.
 	sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ? LOCK IN SHARE MODE`
 
-	// The claim's pick for each combination of its type filters: the
-	// handled types (Types, {include}) and the paused types (ExcludeTypes,
-	// {exclude}). A claim that filters nothing pays nothing for them.
-	sqlClaimPick               = prepare(claimPickHead + claimPickTail)
-	sqlClaimPickTypes          = prepare(claimPickHead + ` AND type IN ({include})` + claimPickTail)
-	sqlClaimPickExcluding      = prepare(claimPickHead + ` AND type NOT IN ({exclude})` + claimPickTail)
-	sqlClaimPickTypesExcluding = prepare(claimPickHead + ` AND type IN ({include}) AND type NOT IN ({exclude})` + claimPickTail)
+	// The claim's pick for each of its type filters (one at most, see
+	// sqlutil.ClaimTypes): none, the types to take or the paused types to
+	// skip. A claim that filters nothing pays nothing for the filter.
+	sqlClaimPick          = prepare(claimPickHead + claimPickTail)
+	sqlClaimPickTypes     = prepare(claimPickHead + ` AND type IN ({types})` + claimPickTail)
+	sqlClaimPickExcluding = prepare(claimPickHead + ` AND type NOT IN ({types})` + claimPickTail)
 
 	sqlClaimMark = prepare(`UPDATE keel_tasks
 SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?,

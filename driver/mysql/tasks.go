@@ -92,10 +92,11 @@ func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertPa
 // Limit ready rows (FOR UPDATE SKIP LOCKED), mark them running and read
 // them back.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	if p.Types != nil && len(p.Types) == 0 {
+	include, exclude, ok := sqlutil.ClaimTypes(p)
+	if !ok {
 		return nil, nil // no type to claim
 	}
-	pick, pickArgs := claimPick(p)
+	pick, pickArgs := claimPick(p, include, exclude)
 	var out []driver.TaskRow
 	now := d.now(p.Now)
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
@@ -140,27 +141,21 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	return out, nil
 }
 
-// claimPick is the claim's pick for p's type filters, and its arguments.
-func claimPick(p driver.ClaimParams) (stmt, []any) {
-	pick := sqlClaimPick
-	args := []any{p.Queue}
+// claimPick is the claim's pick for the type filter types (see
+// sqlutil.ClaimTypes), and its arguments.
+func claimPick(p driver.ClaimParams, include, exclude []string) (stmt, []any) {
+	pick, types := sqlClaimPick, []string(nil)
 	switch {
-	case p.Types != nil && len(p.ExcludeTypes) > 0:
-		pick = sqlClaimPickTypesExcluding
-	case p.Types != nil:
-		pick = sqlClaimPickTypes
-	case len(p.ExcludeTypes) > 0:
-		pick = sqlClaimPickExcluding
+	case include != nil:
+		pick, types = sqlClaimPickTypes, include
+	case len(exclude) > 0:
+		pick, types = sqlClaimPickExcluding, exclude
 	}
-	if p.Types != nil {
-		pick = pick.with("{include}", "?", len(p.Types), 1)
-		args = appendStrings(args, p.Types)
+	if types == nil {
+		return pick, []any{p.Queue, p.Limit}
 	}
-	if len(p.ExcludeTypes) > 0 {
-		pick = pick.with("{exclude}", "?", len(p.ExcludeTypes), 1)
-		args = appendStrings(args, p.ExcludeTypes)
-	}
-	return pick, append(args, p.Limit)
+	pick = pick.with("{types}", "?", len(types), 1)
+	return pick, append(appendStrings([]any{p.Queue}, types), p.Limit)
 }
 
 // Finish implements driver.Driver: in one transaction, successes without a

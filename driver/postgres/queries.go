@@ -31,15 +31,15 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimTypes, claimExcluding, claimTypesExcluding, succeedMany, transition, heartbeat, expired, get,
+	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, get,
 	cancel, retry, counts, lead, resign, list,
 	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
 	declareType, listTypes, listTypesNamed string
 }
 
-// claimTmpl is the claim; {filter} holds its type filters: the handled
-// types (Types, $6) and the paused types (ExcludeTypes, $6, or $7 after
-// Types). A claim that filters nothing pays nothing for the filters.
+// claimTmpl is the claim; {filter} holds its type filter (one at most, see
+// sqlutil.ClaimTypes): none, the types to take ($6) or the paused types to
+// skip ($6). A claim that filters nothing pays nothing for the filter.
 const claimTmpl = nowCTE + `, picked AS (
 	SELECT k.id FROM {schema}.keel_tasks k
 	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= ` + nowExpr + `{filter}
@@ -88,10 +88,9 @@ RETURNING ` + taskColumns),
 		byKey: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks
 WHERE idem_key = $1 AND state IN ('pending', 'running', 'succeeded')`),
 
-		claim:               q(strings.Replace(claimTmpl, "{filter}", "", 1)),
-		claimTypes:          q(strings.Replace(claimTmpl, "{filter}", " AND k.type = ANY($6::text[])", 1)),
-		claimExcluding:      q(strings.Replace(claimTmpl, "{filter}", " AND k.type <> ALL($6::text[])", 1)),
-		claimTypesExcluding: q(strings.Replace(claimTmpl, "{filter}", " AND k.type = ANY($6::text[]) AND k.type <> ALL($7::text[])", 1)),
+		claim:          q(strings.Replace(claimTmpl, "{filter}", "", 1)),
+		claimTypes:     q(strings.Replace(claimTmpl, "{filter}", " AND k.type = ANY($6::text[])", 1)),
+		claimExcluding: q(strings.Replace(claimTmpl, "{filter}", " AND k.type <> ALL($6::text[])", 1)),
 
 		// A success keeps lease_owner: the node that ran it. $2 are the
 		// ids and $3 the same tasks as "id:fence". There is no join: a

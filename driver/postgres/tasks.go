@@ -162,17 +162,16 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
 	var out []driver.TaskRow
-	if p.Types != nil && len(p.Types) == 0 {
+	include, exclude, ok := sqlutil.ClaimTypes(p)
+	if !ok {
 		return nil, nil // no type to claim
 	}
 	query, args := d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner, offset(p.LeaseExpiresAt, p.Now)}
 	switch {
-	case p.Types != nil && len(p.ExcludeTypes) > 0:
-		query, args = d.sql.claimTypesExcluding, append(args, p.Types, p.ExcludeTypes)
-	case p.Types != nil:
-		query, args = d.sql.claimTypes, append(args, p.Types)
-	case len(p.ExcludeTypes) > 0:
-		query, args = d.sql.claimExcluding, append(args, p.ExcludeTypes)
+	case include != nil:
+		query, args = d.sql.claimTypes, append(args, include)
+	case len(exclude) > 0:
+		query, args = d.sql.claimExcluding, append(args, exclude)
 	}
 	err := pgxQuerier{db: d.pool}.query(ctx, query, args, func(scan func(...any) error) error {
 		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}

@@ -1,7 +1,5 @@
 package sqlite
 
-import "strconv"
-
 // All of the driver's SQL lives in this file. Times are Unix microseconds
 // from the engine's clock.
 
@@ -22,31 +20,17 @@ WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 // taskColumns keep the claim cheap.
 const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at, snoozes`
 
-// The claim, one statement for each combination of its type filters: the
-// handled types (Types, a JSON array bound to ?6) and the paused types
-// (ExcludeTypes, a JSON array bound to ?6, or ?7 after Types). A claim
-// that filters nothing pays nothing for the filters.
-var (
-	sqlClaim               = claimSQL(false, false)
-	sqlClaimTypes          = claimSQL(true, false)
-	sqlClaimExcluding      = claimSQL(false, true)
-	sqlClaimTypesExcluding = claimSQL(true, true)
+// The claim, one statement for each of its type filters (one at most, see
+// sqlutil.ClaimTypes): none, the types to take (?6, a JSON array) or the
+// paused types to skip (?6, a JSON array). A claim that filters nothing
+// pays nothing for the filters.
+const (
+	sqlClaim      = sqlClaimHead + sqlClaimTail
+	sqlClaimTypes = sqlClaimHead + `
+		AND type IN (SELECT value FROM json_each(?6))` + sqlClaimTail
+	sqlClaimExcluding = sqlClaimHead + `
+		AND type NOT IN (SELECT value FROM json_each(?6))` + sqlClaimTail
 )
-
-func claimSQL(include, exclude bool) string {
-	q := sqlClaimHead
-	n := 6
-	if include {
-		q += `
-		AND type IN (SELECT value FROM json_each(?` + strconv.Itoa(n) + `))`
-		n++
-	}
-	if exclude {
-		q += `
-		AND type NOT IN (SELECT value FROM json_each(?` + strconv.Itoa(n) + `))`
-	}
-	return q + sqlClaimTail
-}
 
 const sqlClaimHead = `UPDATE keel_tasks
 SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?1, lease_expires_at = ?2,
@@ -215,8 +199,7 @@ const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 const sqlPruneNodes = `DELETE FROM keel_nodes WHERE heartbeat_at < ?`
 
 // hotQueries are prepared once at Open and reused by every group commit.
-var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimTypes, sqlClaimExcluding, sqlClaimTypesExcluding,
-	sqlSucceedMany, sqlTransition, sqlHeartbeat}
+var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimTypes, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}
 
 // The migrations' bookkeeping (migrate.go).
 const (

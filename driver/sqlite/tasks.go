@@ -79,18 +79,17 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	if p.Types != nil && len(p.Types) == 0 {
+	include, exclude, ok := sqlutil.ClaimTypes(p)
+	if !ok {
 		return nil, nil // no type to claim
 	}
 	var out []driver.TaskRow
 	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
 	switch {
-	case p.Types != nil && len(p.ExcludeTypes) > 0:
-		query, args = sqlClaimTypesExcluding, append(args, stringList(p.Types), stringList(p.ExcludeTypes))
-	case p.Types != nil:
-		query, args = sqlClaimTypes, append(args, stringList(p.Types))
-	case len(p.ExcludeTypes) > 0:
-		query, args = sqlClaimExcluding, append(args, stringList(p.ExcludeTypes))
+	case include != nil:
+		query, args = sqlClaimTypes, append(args, stringList(include))
+	case len(exclude) > 0:
+		query, args = sqlClaimExcluding, append(args, stringList(exclude))
 	}
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
