@@ -20,6 +20,7 @@ type Client struct {
 	cfg   Config
 	drv   driver.Driver
 	types map[string]options // known types and their defaults
+	decl  *declarations      // stored type defaults: ours written, others' read
 
 	mu  sync.Mutex
 	eng *engine.Engine // set by Start
@@ -40,6 +41,7 @@ func NewClient(cfg Config) (*Client, error) {
 	for t, h := range cfg.Handlers.m {
 		c.types[t] = h.defaults
 	}
+	c.decl = newDeclarations(c.types)
 	return c, nil
 }
 
@@ -93,7 +95,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx Tx, taskType string, payload 
 // EnqueueMany stores many tasks in one transaction: all of them or, on any
 // error, none.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]*TaskInfo, error) {
-	return c.enqueue(ctx, jobs, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
+	return c.enqueue(ctx, jobs, false, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
 		return c.drv.Insert(ctx, params)
 	})
 }
@@ -103,19 +105,31 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TaskSpec) ([]*
 	if tx == nil {
 		return nil, invalid("nil transaction")
 	}
-	return c.enqueue(ctx, jobs, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
+	return c.enqueue(ctx, jobs, true, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
 		return c.drv.InsertTx(ctx, tx, params)
 	})
 }
 
-func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, insert func([]driver.InsertParams) ([]driver.InsertResult, error)) ([]*TaskInfo, error) {
+// enqueue validates jobs and inserts them with insert. inTx says insert
+// runs in the caller's transaction: this client's type declarations are
+// then stored in the background rather than before the insert.
+func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert func([]driver.InsertParams) ([]driver.InsertResult, error)) ([]*TaskInfo, error) {
 	if len(jobs) == 0 {
 		return nil, invalid("no tasks to enqueue")
+	}
+	if inTx {
+		c.declareLater(ctx)
+	} else if err := c.declare(ctx); err != nil {
+		return nil, err
+	}
+	stored, err := c.storedDefaults(ctx, c.undeclared(jobs))
+	if err != nil {
+		return nil, err
 	}
 	now := c.cfg.Now()
 	params := make([]driver.InsertParams, len(jobs))
 	for i, j := range jobs {
-		p, err := c.prepare(j, now)
+		p, err := c.prepare(j, now, stored)
 		if err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("task %d: %w", i, err)
@@ -139,8 +153,23 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, insert func([]dri
 	return infos, nil
 }
 
-// prepare validates one job and turns it into insert parameters.
-func (c *Client) prepare(j TaskSpec, now time.Time) (driver.InsertParams, error) {
+// undeclared returns the valid types of jobs that this client may enqueue
+// but registered without defaults: their stored declarations apply.
+func (c *Client) undeclared(jobs []TaskSpec) []string {
+	var out []string
+	for _, j := range jobs {
+		o, known := c.types[j.Type]
+		if (known && !o.declared()) || (!known && c.cfg.AnyType && validName(j.Type)) {
+			out = append(out, j.Type)
+		}
+	}
+	return out
+}
+
+// prepare validates one job and turns it into insert parameters. Its
+// defaults are this client's registration of the type, or when that sets
+// none, the type's stored declaration (stored, from storedDefaults).
+func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults) (driver.InsertParams, error) {
 	if !validName(j.Type) {
 		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
 	}
@@ -148,8 +177,14 @@ func (c *Client) prepare(j TaskSpec, now time.Time) (driver.InsertParams, error)
 	if !known && !c.cfg.AnyType {
 		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)
 	}
-	if options.merge(options{}, j.Options).backoff != nil {
+	if !defaults.declared() {
+		defaults = storedOptions(stored[j.Type])
+	}
+	switch call := options.merge(options{}, j.Options); {
+	case call.backoff != nil:
 		return driver.InsertParams{}, invalid("Backoff is a per-type option: pass it to Handle, not Enqueue")
+	case call.maxSnoozes != nil:
+		return driver.InsertParams{}, invalid("MaxSnoozes is a per-type option: pass it to Handle, not Enqueue")
 	}
 	o := defaults.merge(j.Options)
 	if err := o.validate(); err != nil {

@@ -32,11 +32,16 @@ type Config struct {
 	// workers. Default none (enqueue-only).
 	Handlers *Handlers
 	// Types declares task types this client may enqueue without handling
-	// them itself (another process runs them). Default none.
+	// them itself (another process runs them). Their enqueues apply the
+	// defaults the type was registered with elsewhere (Handle or Declare
+	// options, stored in the database), read at most every
+	// SettingsInterval; an Enqueue option or this client's own Handle or
+	// Declare options take precedence. Default none.
 	Types []string
 	// AnyType lets Enqueue accept any valid task type, not only those with
 	// a handler or in Types: for servers that store tasks other processes
-	// work (keel serve). Default false.
+	// work (keel serve). Such types get their stored defaults, as Types
+	// do. Default false.
 	AnyType bool
 	// Queues are the queues Start works, each with its concurrency. Default
 	// {"default": {MaxWorkers: 10}}.
@@ -62,6 +67,12 @@ type Config struct {
 	// BackoffJitter spreads retry delays by ± this fraction; a negative value
 	// turns jitter off. Default 0.2.
 	BackoffJitter float64
+	// MaxSnoozes bounds how often one task may Snooze (snoozes use no
+	// attempt): the snooze after the last one allowed dead-letters the task
+	// with outcome "snoozed", so a task that always snoozes cannot stay
+	// forever. Retry and RetryMatching reset the count; a type's own bound
+	// is set with the MaxSnoozes option on Handle. 1..1000000. Default 100.
+	MaxSnoozes int
 
 	// LeaseTTL is how long a claimed task stays ours without a heartbeat.
 	// Default 30s.
@@ -101,6 +112,9 @@ type Config struct {
 	// MaxPayloadBytes bounds a payload. Default 1 MiB.
 	MaxPayloadBytes int
 }
+
+// maxSnoozesLimit is the largest MaxSnoozes keel accepts.
+const maxSnoozesLimit = 1_000_000
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
@@ -146,6 +160,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.BackoffBase, 30*time.Second)
 	setDefault(&c.BackoffMax, time.Hour)
 	setDefault(&c.BackoffJitter, 0.2)
+	setDefault(&c.MaxSnoozes, 100)
 	setDefault(&c.LeaseTTL, 30*time.Second)
 	setDefault(&c.HeartbeatInterval, 10*time.Second)
 	setDefault(&c.PollInterval, time.Second)
@@ -201,6 +216,8 @@ func (c Config) validate() error {
 		return invalid("Config.MaxAttempts must be at most 1000, got %d", c.MaxAttempts)
 	case c.Timeout < time.Millisecond: // stored in milliseconds: less would be no time at all
 		return invalid("Config.Timeout must be at least 1ms, got %v", c.Timeout)
+	case c.MaxSnoozes < 1 || c.MaxSnoozes > maxSnoozesLimit:
+		return invalid("Config.MaxSnoozes must be in 1..%d, got %d", maxSnoozesLimit, c.MaxSnoozes)
 	case c.BackoffJitter >= 1:
 		return invalid("Config.BackoffJitter must be below 1, got %v", c.BackoffJitter)
 	case c.BackoffMax < c.BackoffBase:

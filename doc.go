@@ -51,11 +51,13 @@
 //
 // Per task, pass Options to Enqueue: Queue, Priority, RunAt or Delay,
 // MaxAttempts, Timeout, UniqueBy or IdempotencyKey, and Meta. Per type,
-// pass Queue, Priority, MaxAttempts, Timeout and Backoff to Handle; they
-// become the type's defaults and Enqueue's options override them. The
-// defaults are applied at Enqueue by a client that registered the handler;
-// an enqueue-only client learns them from Declare (Config.Types carries
-// names only).
+// pass Queue, Priority, MaxAttempts, Timeout, Backoff and MaxSnoozes to
+// Handle (or Declare); they become the type's defaults and Enqueue's
+// options override them. A client stores the defaults it registers in the
+// database before its first enqueue or at Start, so every client enqueuing
+// the type applies them, also one that only lists it in Config.Types and
+// Config.AnyType servers. A worker claims only the types it has handlers
+// for.
 //
 // # Outcomes
 //
@@ -65,7 +67,8 @@
 //	an error               retried after the backoff while attempts remain, else dead
 //	RetryAfter(err, d)     like an error, but the next attempt waits d
 //	Permanent(err)         dead at once, whatever attempts remain
-//	Snooze(d)              pending again after d; the attempt is not counted
+//	Snooze(d)              pending again after d; the attempt is not counted;
+//	                       past Config.MaxSnoozes (100) dead, outcome snoozed
 //	a panic                recovered, recorded with its stack, retried like an error
 //	timeout exceeded       recorded as outcome "timeout", retried like an error
 //
@@ -143,6 +146,7 @@
 //	MaxAttempts        4 (one run and three retries)
 //	Timeout            60s per attempt
 //	BackoffBase/Max    30s doubling per retry, ±20% jitter, never above 1h
+//	MaxSnoozes         100 per task; the next snooze dead-letters it
 //	LeaseTTL           30s, renewed every HeartbeatInterval (10s)
 //	PollInterval       1s
 //	RescueInterval     10s

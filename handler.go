@@ -33,8 +33,11 @@ type handlerEntry struct {
 type HandlerFunc[T any] func(ctx context.Context, task *Task[T]) error
 
 // Handle registers fn for taskType. opts become the type's defaults
-// (Queue, Priority, MaxAttempts, Timeout, Backoff); Enqueue options override
-// them. It panics on an invalid name, a duplicate registration or a
+// (Queue, Priority, MaxAttempts, Timeout, Backoff, MaxSnoozes); Enqueue
+// options override them. The client stores the defaults (all but
+// MaxSnoozes) in the database before its first enqueue or at Start, so
+// that other clients enqueuing the type apply them too (see Config.Types).
+// It panics on an invalid name, a duplicate registration or a
 // per-task option (UniqueBy, IdempotencyKey, RunAt, Delay), like
 // http.HandleFunc does for bad patterns: these are programming errors.
 func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Option) {
@@ -45,7 +48,7 @@ func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Opti
 	h.m[taskType] = &handlerEntry{typ: taskType, defaults: defaults, run: func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error) {
 		task := &Task[T]{
 			ID: row.ID, Type: row.Type, Queue: row.Queue, Priority: row.Priority, Attempt: row.Attempt,
-			MaxAttempts: row.MaxAttempts, Delivery: row.Fence, CreatedAt: row.CreatedAt, Payload: row.Payload,
+			MaxAttempts: row.MaxAttempts, Snoozes: row.Snoozes, Delivery: row.Fence, CreatedAt: row.CreatedAt, Payload: row.Payload,
 		}
 		if err := json.Unmarshal(row.Payload, &task.Args); err != nil {
 			return nil, Permanent(fmt.Errorf("decode payload into %T: %w", task.Args, err))
@@ -57,12 +60,11 @@ func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Opti
 
 // Declare registers taskType with its defaults (Queue, Priority,
 // MaxAttempts, Timeout, Backoff) but no handler: this client enqueues it
-// with those defaults, and another process works it. It panics like Handle
-// on an invalid name, a duplicate registration or a per-task option. A
-// worker of this client that claims a declared type's task (because it
-// serves the type's queue) fails the attempt with "no handler", so the
-// task is retried, possibly by a process that has one; keep declared types
-// on queues this client does not work.
+// with those defaults, stores them like Handle does, and another process
+// works it. Workers of this client never claim a declared type's tasks,
+// even on a queue they serve: they stay pending for a process with a
+// handler. It panics like Handle on an invalid name, a duplicate
+// registration or a per-task option.
 func Declare(h *Handlers, taskType string, opts ...Option) {
 	h.m[taskType] = &handlerEntry{typ: taskType, defaults: h.check("Declare", taskType, opts)}
 }

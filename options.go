@@ -3,6 +3,7 @@ package keel
 import (
 	"time"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
 )
 
@@ -20,6 +21,7 @@ type options struct {
 	uniqueBy    *string
 	idemKey     *string
 	backoff     *backoff.Policy
+	maxSnoozes  *int
 	meta        map[string]string
 }
 
@@ -86,8 +88,60 @@ func Backoff(base, max time.Duration) Option {
 	return func(o *options) { o.backoff = &backoff.Policy{Base: base, Max: max} }
 }
 
+// MaxSnoozes bounds how often a task of the type may Snooze: the next
+// snooze dead-letters it with outcome "snoozed". Only meaningful on Handle
+// (it is the type's bound, not stored per task). Default
+// Config.MaxSnoozes (100).
+func MaxSnoozes(n int) Option { return func(o *options) { o.maxSnoozes = ptr(n) } }
+
 // Meta attaches string tags (trace ids, tenants) stored with the task.
 func Meta(tags map[string]string) Option { return func(o *options) { o.meta = tags } }
+
+// declared reports whether o sets any default that keel_types stores
+// (queue, priority, max attempts, timeout, backoff).
+func (o options) declared() bool {
+	return o.queue != nil || o.priority != nil || o.maxAttempts != nil || o.timeout != nil || o.backoff != nil
+}
+
+// typeDefaults is o as the stored declaration of taskType.
+func (o options) typeDefaults(taskType string) driver.TypeDefaults {
+	t := driver.TypeDefaults{Name: taskType, Priority: o.priority}
+	if o.queue != nil {
+		t.Queue = *o.queue
+	}
+	if o.maxAttempts != nil {
+		t.MaxAttempts = *o.maxAttempts
+	}
+	if o.timeout != nil {
+		t.Timeout = *o.timeout
+	}
+	if o.backoff != nil {
+		t.BackoffBase, t.BackoffMax = o.backoff.Base, o.backoff.Max
+	}
+	return t
+}
+
+// storedOptions are the enqueue defaults of a stored declaration (nil:
+// none stored): its queue, priority, max attempts and timeout.
+func storedOptions(t *driver.TypeDefaults) options {
+	var o options
+	if t == nil {
+		return o
+	}
+	if t.Queue != "" {
+		o.queue = ptr(t.Queue)
+	}
+	if t.Priority != nil {
+		o.priority = ptr(*t.Priority)
+	}
+	if t.MaxAttempts > 0 {
+		o.maxAttempts = ptr(t.MaxAttempts)
+	}
+	if t.Timeout > 0 {
+		o.timeout = ptr(t.Timeout)
+	}
+	return o
+}
 
 // merge applies override on top of o.
 func (o options) merge(opts []Option) options {
@@ -124,6 +178,8 @@ func (o options) validate() error {
 		return invalid("UniqueBy and IdempotencyKey are exclusive")
 	case o.runAt != nil && o.delay != nil:
 		return invalid("RunAt and Delay are exclusive")
+	case o.maxSnoozes != nil && (*o.maxSnoozes < 1 || *o.maxSnoozes > maxSnoozesLimit):
+		return invalid("max snoozes must be in 1..%d, got %d", maxSnoozesLimit, *o.maxSnoozes)
 	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
 		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
 	}

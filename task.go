@@ -34,6 +34,9 @@ type Task[T any] struct {
 	Priority    int
 	Attempt     int // 1 on the first run
 	MaxAttempts int
+	// Snoozes counts the task's snoozes so far (they use no attempt);
+	// past Config.MaxSnoozes the next snooze dead-letters it.
+	Snoozes int
 	// Delivery numbers this run of the task among all its runs, from 1; it
 	// never repeats. Attempt can: a run cut off by a graceful stop gives
 	// its attempt back, so the next run has the same Attempt but a larger
@@ -68,6 +71,9 @@ type TaskInfo struct {
 	State       State
 	Attempt     int // attempts started so far
 	MaxAttempts int
+	// Snoozes counts the snoozes since the task was enqueued or requeued
+	// (Retry, RetryMatching); see Config.MaxSnoozes.
+	Snoozes     int
 	Payload     json.RawMessage
 	Result      json.RawMessage // set by the handler on success, or nil
 	Errors      []AttemptError  // one entry per failed attempt, the last 20
@@ -90,7 +96,7 @@ type TaskInfo struct {
 func infoFromRow(r *driver.TaskRow) *TaskInfo {
 	return &TaskInfo{
 		ID: r.ID, Queue: r.Queue, Type: r.Type, Priority: r.Priority, State: r.State,
-		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Payload: r.Payload, Result: r.Result,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Snoozes: r.Snoozes, Payload: r.Payload, Result: r.Result,
 		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,

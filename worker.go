@@ -22,11 +22,15 @@ func (c *Client) Start(ctx context.Context) error {
 	if !c.cfg.Handlers.handled() {
 		return fmt.Errorf("%w: no handlers registered", ErrNotWorker)
 	}
+	if err := c.declare(ctx); err != nil {
+		return err
+	}
 	cfg := engine.Config{
 		Driver: c.drv, Node: c.cfg.Node, Logger: c.cfg.Logger, Now: c.cfg.Now,
 		Queues:   make(map[string]int, len(c.cfg.Queues)),
 		Handlers: make(map[string]engine.Handler, len(c.cfg.Handlers.m)),
 		Backoff:  c.cfg.backoffPolicy(), TypeBackoff: map[string]backoff.Policy{},
+		MaxSnoozes: c.cfg.MaxSnoozes, TypeMaxSnoozes: map[string]int{},
 
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
 		RescueInterval: c.cfg.RescueInterval, SettingsInterval: c.cfg.SettingsInterval,
@@ -43,6 +47,9 @@ func (c *Client) Start(ctx context.Context) error {
 	for t, o := range c.types {
 		if o.backoff != nil {
 			cfg.TypeBackoff[t] = *o.backoff
+		}
+		if o.maxSnoozes != nil {
+			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
 		}
 	}
 	c.eng = engine.Start(ctx, cfg)

@@ -71,6 +71,9 @@ const (
 	OutcomeTimeout      Outcome = "timeout"
 	OutcomePermanent    Outcome = "permanent"
 	OutcomeLeaseExpired Outcome = "lease_expired"
+	// OutcomeSnoozed: the handler snoozed once more than the task's
+	// maximum number of snoozes allows, so the task was dead-lettered.
+	OutcomeSnoozed Outcome = "snoozed"
 )
 
 // AttemptError is one entry of a task's error history: one failed attempt.
@@ -97,6 +100,9 @@ type TaskRow struct {
 	State       State
 	Attempt     int
 	MaxAttempts int
+	// Snoozes counts the snoozes since the task was enqueued or last
+	// requeued by Retry or RetryMatching.
+	Snoozes int
 	// Fence counts the task's claims and is never reset, not even by Retry
 	// or a refunded attempt: the fencing token of the current claim.
 	Fence          int64
@@ -144,11 +150,16 @@ type InsertResult struct {
 // ClaimParams asks for up to Limit ready tasks of Queue, best first
 // (priority DESC, run_at ASC, id ASC), marking them running under Owner.
 // Claim returns the fields a worker runs a task from: ID, Queue, Type,
-// Priority, Payload, State, Attempt, MaxAttempts, Fence, RunAt, Timeout,
-// LeaseOwner, LeaseExpiresAt, AttemptedAt and CreatedAt; Get has the rest.
+// Priority, Payload, State, Attempt, MaxAttempts, Snoozes, Fence, RunAt,
+// Timeout, LeaseOwner, LeaseExpiresAt, AttemptedAt and CreatedAt; Get has
+// the rest.
 type ClaimParams struct {
 	Queue string
 	Limit int
+	// Types, when not nil, are the only task types to claim: those the
+	// worker has handlers for, so that it never takes a task it cannot run.
+	// An empty, non-nil list claims nothing. Default nil: any type.
+	Types []string
 	// ExcludeTypes are task types not to claim (paused types). Default none.
 	ExcludeTypes   []string
 	Owner          string
@@ -182,6 +193,8 @@ type Transition struct {
 	Error  *AttemptError // appended to the history when set
 	// Refund gives the attempt back (snooze, release on shutdown).
 	Refund bool
+	// Snooze counts the transition as one more snooze (TaskRow.Snoozes).
+	Snooze bool
 }
 
 // FinishParams finishes many running tasks held by Owner in one batch.
@@ -335,6 +348,58 @@ type SettingPatch struct {
 	Now         time.Time
 }
 
+// TypeDefaults is one row of keel_types: the defaults a task type was
+// declared with (keel.Handle or keel.Declare options), stored so that every
+// client enqueuing the type applies them, including clients that did not
+// register it. Zero fields (nil Priority) are not set: the enqueuing
+// client's configuration applies.
+type TypeDefaults struct {
+	Name        string
+	Queue       string
+	Priority    *int
+	MaxAttempts int
+	Timeout     time.Duration // stored in milliseconds, like settings
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	UpdatedAt   time.Time
+}
+
+// Equal reports whether t and o declare the same defaults (UpdatedAt
+// aside), durations compared as stored (SettingMillis).
+func (t TypeDefaults) Equal(o TypeDefaults) bool {
+	ms := func(d time.Duration) int64 { return *SettingMillis(&d) }
+	samePriority := (t.Priority == nil) == (o.Priority == nil) && (t.Priority == nil || *t.Priority == *o.Priority)
+	return t.Name == o.Name && t.Queue == o.Queue && samePriority && t.MaxAttempts == o.MaxAttempts &&
+		ms(t.Timeout) == ms(o.Timeout) && ms(t.BackoffBase) == ms(o.BackoffBase) && ms(t.BackoffMax) == ms(o.BackoffMax)
+}
+
+// DeclareTypesParams stores the defaults of several task types: each row
+// replaces the type's stored row whole (the last writer wins). Now is the
+// time recorded in UpdatedAt (drivers that use the database clock ignore
+// it).
+type DeclareTypesParams struct {
+	Types []TypeDefaults
+	Now   time.Time
+}
+
+// Validate rejects what no driver stores: an empty or duplicate name, or
+// a negative number.
+func (p DeclareTypesParams) Validate() error {
+	seen := make(map[string]bool, len(p.Types))
+	for _, t := range p.Types {
+		switch {
+		case t.Name == "":
+			return errors.New("declare types: empty name")
+		case seen[t.Name]:
+			return fmt.Errorf("declare types: %q given twice", t.Name)
+		case t.MaxAttempts < 0 || t.Timeout < 0 || t.BackoffBase < 0 || t.BackoffMax < 0:
+			return fmt.Errorf("declare types: %q: negative value", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
 // LeadParams tries to take or keep the leadership Name for TTL.
 type LeadParams struct {
 	Name  string
@@ -470,6 +535,14 @@ type Driver interface {
 	PatchSetting(ctx context.Context, patch SettingPatch) (*Setting, error)
 	// ListSettings returns every stored setting ordered by kind and name.
 	ListSettings(ctx context.Context) ([]Setting, error)
+	// DeclareTypes stores task types' declared defaults in one transaction,
+	// each row replacing the type's stored one (rows written in name order,
+	// so concurrent declarations do not deadlock).
+	DeclareTypes(ctx context.Context, params DeclareTypesParams) error
+	// ListTypes returns the stored defaults of the named task types, or of
+	// every type when names is nil, ordered by name. A name with no row is
+	// left out.
+	ListTypes(ctx context.Context, names []string) ([]TypeDefaults, error)
 	// Lead takes or renews a leadership lease and reports whether Owner holds it.
 	Lead(ctx context.Context, params LeadParams) (bool, error)
 	// Resign gives up a leadership lease held by owner.

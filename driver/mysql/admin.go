@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -161,6 +162,48 @@ func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
 	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlListSettings), scanSetting)
 	if err != nil {
 		return nil, fmt.Errorf("list settings: %w", err)
+	}
+	return out, nil
+}
+
+// DeclareTypes implements driver.Driver: one upsert per type, in name
+// order, in one transaction. updated_at is the database clock unless
+// Options.CallerClock is set.
+func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	types := sqlutil.SortedTypes(p)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		for _, t := range types {
+			if _, err := tx.ExecContext(ctx, sqlDeclareType.text, sqlDeclareType.args(d.now(p.Now), sqlutil.TypeArgs(t)...)...); err != nil {
+				return fmt.Errorf("%s: %w", t.Name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("declare types: %w", err)
+	}
+	return nil
+}
+
+// ListTypes implements driver.Driver.
+func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
+	rows := sqlutil.Query(ctx, d.db, sqlListTypes.text)
+	if names != nil {
+		if len(names) == 0 {
+			return nil, nil
+		}
+		q := sqlListTypesNamed.with("{names}", "?", len(names), 1)
+		rows = sqlutil.Query(ctx, d.db, q.text, q.args(nil, appendStrings(nil, names)...)...)
+	}
+	out, err := sqlutil.Collect(rows, scanTypeDefaults)
+	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		err = errors.Join(cerr, err) // a dial cut short reports only "i/o timeout"
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list types: %w", err)
 	}
 	return out, nil
 }

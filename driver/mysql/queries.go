@@ -67,7 +67,7 @@ func (s stmt) with(marker, group string, n int, groupArgs int) stmt {
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta`
+	finished_at, updated_at, errors, result, meta, snoozes`
 
 const (
 	claimPickHead = `SELECT id FROM keel_tasks
@@ -89,6 +89,8 @@ const matchWhere = `state IN ('dead', 'cancelled') AND state = ?
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at`
 
+const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
+
 // insertRow is one row of a (multi-row) insert.
 var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?, {now}, {now}, '[]', ?)`)
 
@@ -100,9 +102,11 @@ var (
 	// committed row whatever the transaction's snapshot.
 	sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ? LOCK IN SHARE MODE`
 
-	// The claim's pick without and with the paused-types filter: a claim
-	// that excludes nothing pays nothing for the feature.
+	// The claim's pick for each of its type filters (one at most, see
+	// sqlutil.ClaimTypes): none, the types to take or the paused types to
+	// skip. A claim that filters nothing pays nothing for the filter.
 	sqlClaimPick          = prepare(claimPickHead + claimPickTail)
+	sqlClaimPickTypes     = prepare(claimPickHead + ` AND type IN ({types})` + claimPickTail)
 	sqlClaimPickExcluding = prepare(claimPickHead + ` AND type NOT IN ({types})` + claimPickTail)
 
 	sqlClaimMark = prepare(`UPDATE keel_tasks
@@ -112,7 +116,7 @@ SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?
 WHERE id IN ({ids}) AND state = 'pending'`)
 
 	sqlClaimLoad = prepare(`SELECT id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms,
-	created_at, lease_expires_at, attempted_at
+	created_at, lease_expires_at, attempted_at, snoozes
 FROM keel_tasks WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
 	sqlSucceedPick = prepare(`SELECT id FROM keel_tasks
@@ -133,7 +137,7 @@ WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 SET state = ?,
 	run_at = COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), run_at),
 	result = COALESCE(?, result),
-	attempt = attempt - ?,
+	attempt = attempt - ?, snoozes = snoozes + ?,
 	errors = CASE WHEN ? IS NULL THEN errors ELSE JSON_ARRAY_APPEND(
 		CASE WHEN JSON_LENGTH(errors) >= 20 THEN JSON_REMOVE(errors, '$[0]') ELSE errors END,
 		'$', JSON_EXTRACT(?, '$')) END,
@@ -172,7 +176,7 @@ SET state = 'cancelled', finished_at = {now}, updated_at = {now}, lease_owner = 
 WHERE id = ? AND state IN ('pending', 'running')`)
 
 	sqlRetry = prepare(`UPDATE keel_tasks
-SET state = 'pending', attempt = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
 WHERE id = ? AND state IN ('dead', 'cancelled')`)
 
 	sqlCounts = `SELECT queue, type, state, COUNT(*) FROM keel_tasks
@@ -207,7 +211,7 @@ LIMIT ?
 FOR UPDATE`)
 
 	sqlRetryMatchingMark = prepare(`UPDATE keel_tasks
-SET state = 'pending', attempt = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
 WHERE id IN ({ids}) AND state IN ('dead', 'cancelled')`)
 
 	sqlPurgeMatchingPick = prepare(`SELECT id FROM keel_tasks FORCE INDEX (keel_tasks_state)
@@ -227,6 +231,17 @@ ON DUPLICATE KEY UPDATE paused = COALESCE(?, paused), concurrency = COALESCE(?, 
 	timeout_ms = COALESCE(?, timeout_ms), max_attempts = COALESCE(?, max_attempts),
 	backoff_base_ms = COALESCE(?, backoff_base_ms), backoff_max_ms = COALESCE(?, backoff_max_ms),
 	updated_at = VALUES(updated_at)`)
+
+	// The declared defaults of task types (keel_types, migration 004):
+	// each declaration replaces the type's row whole.
+	sqlDeclareType = prepare(`INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, {now})
+ON DUPLICATE KEY UPDATE queue = VALUES(queue), priority = VALUES(priority), max_attempts = VALUES(max_attempts),
+	timeout_ms = VALUES(timeout_ms), backoff_base_ms = VALUES(backoff_base_ms),
+	backoff_max_ms = VALUES(backoff_max_ms), updated_at = VALUES(updated_at)`)
+
+	sqlListTypes = prepare(`SELECT ` + typeColumns + ` FROM keel_types ORDER BY name`)
+
+	sqlListTypesNamed = prepare(`SELECT ` + typeColumns + ` FROM keel_types WHERE name IN ({names}) ORDER BY name`)
 
 	sqlGetSetting = `SELECT ` + settingColumns + ` FROM keel_settings WHERE kind = ? AND name = ?`
 

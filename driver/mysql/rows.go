@@ -56,3 +56,16 @@ func optTime(t sql.NullTime) time.Time {
 	}
 	return t.Time.UTC()
 }
+
+// appendStrings appends names to args, one argument each.
+func appendStrings(args []any, names []string) []any {
+	for _, n := range names {
+		args = append(args, n)
+	}
+	return args
+}
+
+// scanTypeDefaults reads one row selected with typeColumns.
+func scanTypeDefaults(scan sqlutil.Scan) (*driver.TypeDefaults, error) {
+	return sqlutil.ScanTypeDefaults(scan, sqlutil.UTC)
+}

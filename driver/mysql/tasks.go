@@ -92,23 +92,16 @@ func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertPa
 // Limit ready rows (FOR UPDATE SKIP LOCKED), mark them running and read
 // them back.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	include, exclude, ok := sqlutil.ClaimTypes(p)
+	if !ok {
+		return nil, nil // no type to claim
+	}
+	pick, pickArgs := claimPick(p, include, exclude)
 	var out []driver.TaskRow
 	now := d.now(p.Now)
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		var rows *sql.Rows
-		var err error
-		if len(p.ExcludeTypes) == 0 {
-			rows, err = tx.QueryContext(ctx, sqlClaimPick.text, sqlClaimPick.args(now, p.Queue, p.Limit)...)
-		} else {
-			pick := sqlClaimPickExcluding.with("{types}", "?", len(p.ExcludeTypes), 1)
-			args := make([]any, 0, len(p.ExcludeTypes)+2)
-			args = append(args, p.Queue)
-			for _, t := range p.ExcludeTypes {
-				args = append(args, t)
-			}
-			rows, err = tx.QueryContext(ctx, pick.text, pick.args(now, append(args, p.Limit)...)...)
-		}
+		rows, err := tx.QueryContext(ctx, pick.text, pick.args(now, pickArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -131,7 +124,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
 			var timeoutMS int64
 			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
-				&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt); err != nil {
+				&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt, &r.Snoozes); err != nil {
 				return err
 			}
 			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
@@ -146,6 +139,23 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	}
 	driver.SortClaimed(out)
 	return out, nil
+}
+
+// claimPick is the claim's pick for the type filter types (see
+// sqlutil.ClaimTypes), and its arguments.
+func claimPick(p driver.ClaimParams, include, exclude []string) (stmt, []any) {
+	pick, types := sqlClaimPick, []string(nil)
+	switch {
+	case include != nil:
+		pick, types = sqlClaimPickTypes, include
+	case len(exclude) > 0:
+		pick, types = sqlClaimPickExcluding, exclude
+	}
+	if types == nil {
+		return pick, []any{p.Queue, p.Limit}
+	}
+	pick = pick.with("{types}", "?", len(types), 1)
+	return pick, append(appendStrings([]any{p.Queue}, types), p.Limit)
 }
 
 // Finish implements driver.Driver: in one transaction, successes without a
@@ -223,7 +233,8 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg
 		runAt = offset(t.RunAt, now)
 	}
 	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(nowArg, string(t.State), runAt,
-		sqlutil.NullBytes(t.Result), refund, errJSON, errJSON, string(t.State), string(t.State), t.ID, t.Fence, owner)...)
+		sqlutil.NullBytes(t.Result), refund, sqlutil.SnoozeArg(t), errJSON, errJSON, string(t.State), string(t.State),
+		t.ID, t.Fence, owner)...)
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}

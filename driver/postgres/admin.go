@@ -132,3 +132,38 @@ func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
 	}
 	return out, nil
 }
+
+// DeclareTypes implements driver.Driver: one upsert per type, in name
+// order, in one transaction. updated_at is the database clock unless
+// Options.CallerClock is set.
+func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	types := sqlutil.SortedTypes(p)
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		for _, t := range types {
+			if _, err := (pgxQuerier{db: tx}).exec(ctx, d.sql.declareType, append([]any{d.now(p.Now)}, sqlutil.TypeArgs(t)...)); err != nil {
+				return fmt.Errorf("%s: %w", t.Name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("declare types: %w", err)
+	}
+	return nil
+}
+
+// ListTypes implements driver.Driver.
+func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
+	rows := rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listTypes)
+	if names != nil {
+		rows = rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listTypesNamed, names)
+	}
+	out, err := sqlutil.Collect(rows, scanTypeDefaults)
+	if err != nil {
+		return nil, fmt.Errorf("list types: %w", err)
+	}
+	return out, nil
+}

@@ -27,20 +27,22 @@ func plusMicros(p string) string {
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta`
+	finished_at, updated_at, errors, result, meta, snoozes`
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
+	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
 	cancel, retry, counts, lead, resign, list,
-	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings string
+	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
+	declareType, listTypes, listTypesNamed string
 }
 
-// claimTmpl is the claim; {exclude} is empty in claim and the paused-types
-// filter in claimExcluding, so a claim that excludes nothing pays nothing.
+// claimTmpl is the claim; {filter} holds its type filter (one at most, see
+// sqlutil.ClaimTypes): none, the types to take ($6) or the paused types to
+// skip ($6). A claim that filters nothing pays nothing for the filter.
 const claimTmpl = nowCTE + `, picked AS (
 	SELECT k.id FROM {schema}.keel_tasks k
-	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= ` + nowExpr + `{exclude}
+	WHERE k.state = 'pending' AND k.queue = $2 AND k.run_at <= ` + nowExpr + `{filter}
 	ORDER BY k.priority DESC, k.run_at, k.id
 	LIMIT $3
 	FOR UPDATE OF k SKIP LOCKED)
@@ -51,7 +53,7 @@ SET state = 'running', attempt = k.attempt + 1, fence = k.fence + 1, lease_owner
 FROM picked, t
 WHERE k.id = picked.id
 RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fence, k.run_at, k.timeout_ms,
-	k.created_at, k.lease_expires_at, k.attempted_at`
+	k.created_at, k.lease_expires_at, k.attempted_at, k.snoozes`
 
 // matchWhere selects the tasks of a bulk operation: state $2 (dead or
 // cancelled; the literal list lets a generic plan use keel_tasks_failed),
@@ -62,6 +64,9 @@ const matchWhere = `k.state IN ('dead', 'cancelled') AND k.state = $2
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at`
+
+// typeColumns are the columns of keel_types (migration 006).
+const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
 
 // newQueries builds the statements; q puts the schema in, and seq is the
 // task table's id sequence as pg_get_serial_sequence names it.
@@ -83,8 +88,9 @@ RETURNING ` + taskColumns),
 		byKey: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks
 WHERE idem_key = $1 AND state IN ('pending', 'running', 'succeeded')`),
 
-		claim:          q(strings.Replace(claimTmpl, "{exclude}", "", 1)),
-		claimExcluding: q(strings.Replace(claimTmpl, "{exclude}", " AND k.type <> ALL($6::text[])", 1)),
+		claim:          q(strings.Replace(claimTmpl, "{filter}", "", 1)),
+		claimTypes:     q(strings.Replace(claimTmpl, "{filter}", " AND k.type = ANY($6::text[])", 1)),
+		claimExcluding: q(strings.Replace(claimTmpl, "{filter}", " AND k.type <> ALL($6::text[])", 1)),
 
 		// A success keeps lease_owner: the node that ran it. $2 are the
 		// ids and $3 the same tasks as "id:fence". There is no join: a
@@ -109,7 +115,7 @@ RETURNING k.id`),
 SET state = $2,
 	run_at = CASE WHEN $3::bigint IS NULL THEN k.run_at ELSE ` + plusMicros("$3") + ` END,
 	result = coalesce($4::text::jsonb, k.result),
-	attempt = k.attempt - $5,
+	attempt = k.attempt - $5, snoozes = k.snoozes + $10,
 	errors = CASE WHEN $6::text IS NULL THEN k.errors ELSE
 		(CASE WHEN jsonb_array_length(k.errors) >= 20 THEN k.errors - 0 ELSE k.errors END) || jsonb_build_array($6::text::jsonb) END,
 	finished_at = CASE WHEN $2 IN ('succeeded', 'dead') THEN t.now ELSE NULL END,
@@ -159,7 +165,7 @@ WHERE k.id = $2 AND k.state IN ('pending', 'running')
 RETURNING ` + qualified("k", taskColumns)),
 
 		retry: q(nowCTE + `UPDATE {schema}.keel_tasks k
-SET state = 'pending', attempt = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
 FROM t
 WHERE k.id = $2 AND k.state IN ('dead', 'cancelled')
 RETURNING ` + qualified("k", taskColumns)),
@@ -200,7 +206,7 @@ picked AS (
 	UNION ALL
 	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)
 UPDATE {schema}.keel_tasks k
-SET state = 'pending', attempt = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
 FROM picked, t
 WHERE k.id = picked.id AND k.state IN ('dead', 'cancelled')
 RETURNING k.queue`),
@@ -229,6 +235,18 @@ ON CONFLICT (kind, name) DO UPDATE SET paused = coalesce($4, s.paused), concurre
 RETURNING ` + settingColumns),
 
 		listSettings: q(`SELECT ` + settingColumns + ` FROM {schema}.keel_settings ORDER BY kind, name`),
+
+		// Each declaration replaces the type's row whole.
+		declareType: q(nowCTE + `INSERT INTO {schema}.keel_types AS y (` + typeColumns + `)
+SELECT $2, $3, $4, $5, $6, $7, $8, t.now FROM t
+ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, priority = excluded.priority,
+	max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms,
+	backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
+	updated_at = excluded.updated_at`),
+
+		listTypes: q(`SELECT ` + typeColumns + ` FROM {schema}.keel_types ORDER BY name`),
+
+		listTypesNamed: q(`SELECT ` + typeColumns + ` FROM {schema}.keel_types WHERE name = ANY($1::text[]) ORDER BY name`),
 
 		lead: q(nowCTE + `INSERT INTO {schema}.keel_leaders AS l (name, owner, expires_at)
 SELECT $2, $3, t.now + $4 * interval '1 microsecond' FROM t

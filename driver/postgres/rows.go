@@ -34,3 +34,8 @@ func optTime(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// scanTypeDefaults reads one row selected with typeColumns.
+func scanTypeDefaults(scan sqlutil.Scan) (*driver.TypeDefaults, error) {
+	return sqlutil.ScanTypeDefaults(scan, sqlutil.UTC)
+}

@@ -162,15 +162,22 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
 	var out []driver.TaskRow
+	include, exclude, ok := sqlutil.ClaimTypes(p)
+	if !ok {
+		return nil, nil // no type to claim
+	}
 	query, args := d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner, offset(p.LeaseExpiresAt, p.Now)}
-	if len(p.ExcludeTypes) > 0 {
-		query, args = d.sql.claimExcluding, append(args, p.ExcludeTypes)
+	switch {
+	case include != nil:
+		query, args = d.sql.claimTypes, append(args, include)
+	case len(exclude) > 0:
+		query, args = d.sql.claimExcluding, append(args, exclude)
 	}
 	err := pgxQuerier{db: d.pool}.query(ctx, query, args, func(scan func(...any) error) error {
 		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
 		var timeoutMS int64
 		if err := scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
-			&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt); err != nil {
+			&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt, &r.Snoozes); err != nil {
 			return err
 		}
 		r.Timeout = time.Duration(timeoutMS) * time.Millisecond
@@ -257,7 +264,7 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, now ti
 		runAt = offset(t.RunAt, now)
 	}
 	n, err := q.byID().exec(ctx, d.sql.transition, []any{d.now(now), string(t.State), runAt, sqlutil.NullBytes(t.Result),
-		refund, errJSON, t.ID, t.Fence, owner})
+		refund, errJSON, t.ID, t.Fence, owner, sqlutil.SnoozeArg(t)})
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}

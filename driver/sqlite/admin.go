@@ -98,3 +98,33 @@ func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
 	}
 	return out, nil
 }
+
+// DeclareTypes implements driver.Driver: one upsert per type, in name
+// order, in one group commit.
+func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	types := sqlutil.SortedTypes(p)
+	return d.write(ctx, func(tx querier) error {
+		for _, t := range types {
+			if _, err := tx.ExecContext(ctx, sqlDeclareType, append(sqlutil.TypeArgs(t), micros(p.Now))...); err != nil {
+				return fmt.Errorf("declare type %s: %w", t.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ListTypes implements driver.Driver.
+func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
+	rows := sqlutil.Query(ctx, d.rdb, sqlListTypes)
+	if names != nil {
+		rows = sqlutil.Query(ctx, d.rdb, sqlListTypesNamed, stringList(names))
+	}
+	out, err := sqlutil.Collect(rows, scanTypeDefaults)
+	if err != nil {
+		return nil, fmt.Errorf("list types: %w", err)
+	}
+	return out, nil
+}

@@ -5,7 +5,7 @@ package sqlite
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta`
+	finished_at, updated_at, errors, result, meta, snoozes`
 
 const sqlInsert = `INSERT INTO keel_tasks (queue, type, priority, payload, state, max_attempts, run_at,
 	timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
@@ -18,13 +18,16 @@ WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 
 // claimColumns are what a worker needs to run a task; fewer columns than
 // taskColumns keep the claim cheap.
-const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at`
+const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at, snoozes`
 
-// sqlClaim and sqlClaimExcluding are the claim without and with the
-// paused-types filter (?6, a JSON array of types): a claim that excludes
-// nothing pays nothing for the feature.
+// The claim, one statement for each of its type filters (one at most, see
+// sqlutil.ClaimTypes): none, the types to take (?6, a JSON array) or the
+// paused types to skip (?6, a JSON array). A claim that filters nothing
+// pays nothing for the filters.
 const (
-	sqlClaim          = sqlClaimHead + sqlClaimTail
+	sqlClaim      = sqlClaimHead + sqlClaimTail
+	sqlClaimTypes = sqlClaimHead + `
+		AND type IN (SELECT value FROM json_each(?6))` + sqlClaimTail
 	sqlClaimExcluding = sqlClaimHead + `
 		AND type NOT IN (SELECT value FROM json_each(?6))` + sqlClaimTail
 )
@@ -61,7 +64,7 @@ const appendError = `CASE WHEN ?5 IS NULL THEN errors ELSE json_insert(
 // (the node that ran it), every other state clears it.
 const sqlTransition = `UPDATE keel_tasks
 SET state = ?1, run_at = coalesce(?2, run_at), result = coalesce(?3, result),
-	attempt = attempt - ?4, errors = ` + appendError + `,
+	attempt = attempt - ?4, snoozes = snoozes + ?10, errors = ` + appendError + `,
 	finished_at = CASE WHEN ?1 IN ('succeeded', 'dead') THEN ?6 ELSE NULL END,
 	lease_owner = CASE WHEN ?1 = 'succeeded' THEN lease_owner END, lease_expires_at = NULL, updated_at = ?6
 WHERE id = ?7 AND fence = ?8 AND state = 'running' AND lease_owner = ?9`
@@ -95,7 +98,7 @@ const sqlKeyHeld = `SELECT count(*) FROM keel_tasks
 WHERE idem_key = ? AND id <> ? AND state IN ('pending', 'running', 'succeeded')`
 
 const sqlRetry = `UPDATE keel_tasks
-SET state = 'pending', attempt = 0, run_at = ?1, finished_at = NULL, updated_at = ?1
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = ?1, finished_at = NULL, updated_at = ?1
 WHERE id = ?2 AND state IN ('dead', 'cancelled')
 RETURNING ` + taskColumns
 
@@ -129,7 +132,7 @@ const matchWhere = `state IN ('dead', 'cancelled') AND state = ?1
 // sharing a key only the lowest id is taken, so the unique index never
 // fails the batch.
 const sqlRetryMatching = `UPDATE keel_tasks
-SET state = 'pending', attempt = 0, run_at = ?7, finished_at = NULL, updated_at = ?7
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = ?7, finished_at = NULL, updated_at = ?7
 WHERE id IN (
 	WITH c AS (
 		SELECT id, idem_key FROM keel_tasks k
@@ -166,6 +169,22 @@ RETURNING ` + settingColumns
 
 const sqlListSettings = `SELECT ` + settingColumns + ` FROM keel_settings ORDER BY kind, name`
 
+// The declared defaults of task types (keel_types, migration 004): each
+// declaration replaces the type's row whole.
+const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
+
+const sqlDeclareType = `INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, priority = excluded.priority,
+	max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms,
+	backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
+	updated_at = excluded.updated_at`
+
+const sqlListTypes = `SELECT ` + typeColumns + ` FROM keel_types ORDER BY name`
+
+// sqlListTypesNamed reads the types named in ? (a JSON array).
+const sqlListTypesNamed = `SELECT ` + typeColumns + ` FROM keel_types
+WHERE name IN (SELECT value FROM json_each(?)) ORDER BY name`
+
 const sqlLead = `INSERT INTO keel_leaders (name, owner, expires_at) VALUES (?1, ?2, ?3)
 ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 WHERE keel_leaders.owner = excluded.owner OR keel_leaders.expires_at < ?4
@@ -187,7 +206,7 @@ const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 const sqlPruneNodes = `DELETE FROM keel_nodes WHERE heartbeat_at < ?`
 
 // hotQueries are prepared once at Open and reused by every group commit.
-var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}
+var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimTypes, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}
 
 // The migrations' bookkeeping (migrate.go).
 const (

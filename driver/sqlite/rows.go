@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"database/sql"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -62,6 +63,12 @@ func pairList(pairs [][2]int64) string {
 	return string(append(b, ']'))
 }
 
+// stringList renders names as a JSON array.
+func stringList(names []string) string {
+	b, _ := json.Marshal(names) //nolint:errcheck // strings always encode
+	return string(b)
+}
+
 // int64List renders ids as a JSON array.
 func int64List(ids []int64) string {
 	b := make([]byte, 0, len(ids)*8+2)
@@ -73,4 +80,9 @@ func int64List(ids []int64) string {
 		b = strconv.AppendInt(b, id, 10)
 	}
 	return string(append(b, ']'))
+}
+
+// scanTypeDefaults reads one row selected with typeColumns.
+func scanTypeDefaults(scan sqlutil.Scan) (*driver.TypeDefaults, error) {
+	return sqlutil.ScanTypeDefaults(scan, fromMicros)
 }

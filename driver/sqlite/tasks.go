@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -80,25 +79,21 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	include, exclude, ok := sqlutil.ClaimTypes(p)
+	if !ok {
+		return nil, nil // no type to claim
+	}
 	var out []driver.TaskRow
-	var excluded string // JSON array of types not to claim, or empty
-	if len(p.ExcludeTypes) > 0 {
-		b, err := json.Marshal(p.ExcludeTypes)
-		if err != nil {
-			return nil, fmt.Errorf("claim tasks: %w", err)
-		}
-		excluded = string(b)
+	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
+	switch {
+	case include != nil:
+		query, args = sqlClaimTypes, append(args, stringList(include))
+	case len(exclude) > 0:
+		query, args = sqlClaimExcluding, append(args, stringList(exclude))
 	}
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
-		var rows *sql.Rows
-		var err error
-		if excluded == "" {
-			rows, err = tx.QueryContext(ctx, sqlClaim, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit)
-		} else {
-			rows, err = tx.QueryContext(ctx, sqlClaimExcluding, p.Owner, micros(p.LeaseExpiresAt), micros(p.Now),
-				p.Queue, p.Limit, excluded)
-		}
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
@@ -109,7 +104,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 			var payload []byte
 			var runAt, timeoutMS, createdAt int64
 			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
-				&r.Fence, &runAt, &timeoutMS, &createdAt); err != nil {
+				&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes); err != nil {
 				return fmt.Errorf("claim tasks: %w", err)
 			}
 			r.Payload = payload
@@ -193,7 +188,7 @@ func transition(ctx context.Context, tx querier, owner string, now time.Time, t 
 		return false, err
 	}
 	res, err := tx.ExecContext(ctx, sqlTransition, string(t.State), nullMicros(t.RunAt), sqlutil.NullBytes(t.Result),
-		refund, errJSON, micros(now), t.ID, t.Fence, owner)
+		refund, errJSON, micros(now), t.ID, t.Fence, owner, sqlutil.SnoozeArg(t))
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -23,7 +24,15 @@ func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, st
 		return t
 	}
 	if d, ok := outcome.AsSnooze(res.err); ok {
-		t.State, t.RunAt, t.Refund = driver.StatePending, end.Add(d), true
+		if limit := e.maxSnoozes(row.Type); limit > 0 && row.Snoozes >= limit {
+			// A task that snoozes forever would never finish: past its
+			// maximum, a snooze dead-letters it.
+			t.State, t.Error = driver.StateDead, &driver.AttemptError{Attempt: row.Attempt, Node: e.cfg.Node,
+				Start: start, End: end, Outcome: driver.OutcomeSnoozed,
+				Error: fmt.Sprintf("snoozed again after %d snoozes, the maximum for this task: dead-lettered", row.Snoozes)}
+			return t
+		}
+		t.State, t.RunAt, t.Refund, t.Snooze = driver.StatePending, end.Add(d), true, true
 		return t
 	}
 	ae := &driver.AttemptError{Attempt: row.Attempt, Node: e.cfg.Node, Start: start, End: end,
@@ -76,6 +85,15 @@ func retryOrDead(t driver.Transition, row *driver.TaskRow, retryAt time.Time) dr
 	}
 	t.State, t.RunAt = driver.StatePending, retryAt
 	return t
+}
+
+// maxSnoozes is how often a task of taskType may snooze: its registered
+// maximum, else the configured one; 0 means no bound.
+func (e *Engine) maxSnoozes(taskType string) int {
+	if n, ok := e.cfg.TypeMaxSnoozes[taskType]; ok {
+		return n
+	}
+	return e.cfg.MaxSnoozes
 }
 
 // backoff returns the retry delay for a task type after attempt: the

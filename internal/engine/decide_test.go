@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ func TestDecide(t *testing.T) {
 	e := &Engine{cfg: Config{Node: "n1",
 		Backoff:     backoff.Policy{Base: time.Second, Max: time.Minute},
 		TypeBackoff: map[string]backoff.Policy{"slow": {Base: 10 * time.Second, Max: time.Hour}},
+		MaxSnoozes:  3, TypeMaxSnoozes: map[string]int{"sleepy": 5},
 	}}
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	end := start.Add(time.Second)
@@ -28,11 +30,13 @@ func TestDecide(t *testing.T) {
 		ctx     context.Context
 		typ     string
 		attempt int
+		snoozes int
 		res     result
 		state   driver.State
 		runAt   time.Time
 		outcome driver.Outcome // "" when no error is recorded
 		refund  bool
+		snooze  bool
 	}{
 		{name: "success", res: result{value: []byte(`1`)}, state: driver.StateSucceeded},
 		{name: "error retries with backoff", res: result{err: errors.New("x")}, state: driver.StatePending,
@@ -47,7 +51,15 @@ func TestDecide(t *testing.T) {
 		{name: "negative retry after is now", res: result{err: &outcome.RetryAfter{Err: errors.New("x"), Delay: -time.Hour}},
 			state: driver.StatePending, runAt: end, outcome: driver.OutcomeError},
 		{name: "snooze refunds", res: result{err: fmt.Errorf("w: %w", &outcome.Snooze{Delay: time.Minute})},
-			state: driver.StatePending, runAt: end.Add(time.Minute), refund: true},
+			state: driver.StatePending, runAt: end.Add(time.Minute), refund: true, snooze: true},
+		{name: "last snooze allowed", snoozes: 2, res: result{err: &outcome.Snooze{Delay: time.Minute}},
+			state: driver.StatePending, runAt: end.Add(time.Minute), refund: true, snooze: true},
+		{name: "snooze past the maximum dies", snoozes: 3, res: result{err: &outcome.Snooze{Delay: time.Minute}},
+			state: driver.StateDead, outcome: driver.OutcomeSnoozed},
+		{name: "type's own snooze maximum", typ: "sleepy", snoozes: 4, res: result{err: &outcome.Snooze{Delay: time.Minute}},
+			state: driver.StatePending, runAt: end.Add(time.Minute), refund: true, snooze: true},
+		{name: "type's own snooze maximum reached", typ: "sleepy", snoozes: 5, res: result{err: &outcome.Snooze{Delay: time.Minute}},
+			state: driver.StateDead, outcome: driver.OutcomeSnoozed},
 		{name: "panic", res: result{err: errors.New("panic: x"), panic: true, stack: "s"}, state: driver.StatePending,
 			runAt: end.Add(time.Second), outcome: driver.OutcomePanic},
 		{name: "timeout", res: result{err: fmt.Errorf("%w after 1s", ErrTimeout)}, state: driver.StatePending,
@@ -63,10 +75,14 @@ func TestDecide(t *testing.T) {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			row := &driver.TaskRow{ID: 7, Fence: 9, Type: tc.typ, Attempt: max(tc.attempt, 1), MaxAttempts: 3}
+			row := &driver.TaskRow{ID: 7, Fence: 9, Type: tc.typ, Attempt: max(tc.attempt, 1), MaxAttempts: 3, Snoozes: tc.snoozes}
 			got := e.decide(ctx, row, tc.res, start, end)
-			if got.ID != 7 || got.Fence != 9 || got.State != tc.state || !got.RunAt.Equal(tc.runAt) || got.Refund != tc.refund {
+			if got.ID != 7 || got.Fence != 9 || got.State != tc.state || !got.RunAt.Equal(tc.runAt) || got.Refund != tc.refund ||
+				got.Snooze != tc.snooze {
 				t.Fatalf("got %+v", got)
+			}
+			if tc.outcome == driver.OutcomeSnoozed && !strings.Contains(got.Error.Error, fmt.Sprintf("%d snoozes", tc.snoozes)) {
+				t.Fatalf("error %q does not say how many snoozes", got.Error.Error)
 			}
 			switch {
 			case tc.outcome == "" && got.Error != nil:

@@ -61,6 +61,11 @@ type Config struct {
 	// holds the types registered with one. Runtime settings override both.
 	Backoff     backoff.Policy
 	TypeBackoff map[string]backoff.Policy
+	// MaxSnoozes bounds how often a task may snooze before its next snooze
+	// dead-letters it (0: no bound); TypeMaxSnoozes holds the types
+	// registered with their own bound.
+	MaxSnoozes     int
+	TypeMaxSnoozes map[string]int
 
 	LeaseTTL          time.Duration
 	HeartbeatInterval time.Duration
@@ -95,6 +100,10 @@ type Engine struct {
 	listener  *notify.Listener // nil unless the driver is a driver.Notifier
 	registrar *nodes.Registrar
 
+	// handled are the task types with a handler, sorted: the only types
+	// a claim takes, so no worker claims a task it cannot run.
+	handled []string
+
 	settings settings
 	runaway  atomic.Int64 // handlers running past TimeoutGrace after their context ended
 }
@@ -103,6 +112,12 @@ type Engine struct {
 // values only: end the work with Stop.
 func Start(ctx context.Context, cfg Config) *Engine {
 	e := &Engine{cfg: cfg, drv: cfg.Driver, running: map[int64]*execution{}}
+	for t, h := range cfg.Handlers {
+		if h != nil {
+			e.handled = append(e.handled, t)
+		}
+	}
+	sort.Strings(e.handled)
 	e.workCtx, e.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
 	log := cfg.Logger
 	e.completer = completer.New(completer.Config{Driver: e.drv, Owner: cfg.Node, Now: cfg.Now, Logger: log})

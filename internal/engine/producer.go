@@ -113,14 +113,14 @@ func (p *producer) run() {
 // and how many it asked for (fewer than n under a type's concurrency cap).
 func (p *producer) claim(n int) (got, asked int, err error) {
 	e := p.e
-	exclude, n := e.claimFilter(n)
+	types, n := e.claimFilter(n)
 	if n == 0 {
 		return 0, 0, nil
 	}
 	now := e.cfg.Now()
 	rows, err := e.drv.Claim(e.workCtx, driver.ClaimParams{
 		Queue: p.name, Limit: n, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL),
-		ExcludeTypes: exclude,
+		Types: types,
 	})
 	if err != nil {
 		return 0, n, err

@@ -110,32 +110,52 @@ func (e *Engine) queueLimit(queue string, configured int) int {
 	return configured
 }
 
-// claimFilter returns the task types a claim of up to n tasks must skip
-// (paused types, and types whose attempts in this process, running or
-// being stored, reach their concurrency cap) and how many tasks it may
-// take: no more than the smallest room left under a type's cap, so one
-// batch cannot overshoot it.
+// claimFilter returns the task types a claim of up to n tasks may take
+// and how many tasks it may take. The types are the handled ones less the
+// paused types and the types whose attempts in this process, running or
+// being stored, reach their concurrency cap; the count is no more than the
+// smallest room left under a type's cap, so one batch cannot overshoot it.
+// A claim with no type left claims nothing.
 func (e *Engine) claimFilter(n int) ([]string, int) {
+	if len(e.handled) == 0 {
+		return nil, 0
+	}
 	snap := e.settings.get()
-	if len(snap.capped) == 0 {
-		return snap.pausedTypes, n
+	if len(snap.pausedTypes) == 0 && len(snap.capped) == 0 {
+		return e.handled, n
 	}
-	exclude := slices.Clone(snap.pausedTypes)
-	e.mu.Lock()
-	running := map[string]int{}
-	for _, ex := range e.running {
-		running[ex.row.Type]++
+	skip := make(map[string]bool, len(snap.pausedTypes)+len(snap.capped))
+	for _, t := range snap.pausedTypes {
+		skip[t] = true
 	}
-	e.mu.Unlock()
-	for _, s := range snap.capped {
-		room := s.Concurrency - running[s.Name]
-		if room <= 0 {
-			exclude = append(exclude, s.Name)
-			continue
+	if len(snap.capped) > 0 {
+		e.mu.Lock()
+		running := map[string]int{}
+		for _, ex := range e.running {
+			running[ex.row.Type]++
 		}
-		n = min(n, room)
+		e.mu.Unlock()
+		for _, s := range snap.capped {
+			room := s.Concurrency - running[s.Name]
+			if room <= 0 {
+				skip[s.Name] = true
+				continue
+			}
+			if slices.Contains(e.handled, s.Name) {
+				n = min(n, room)
+			}
+		}
 	}
-	return exclude, n
+	types := make([]string, 0, len(e.handled))
+	for _, t := range e.handled {
+		if !skip[t] {
+			types = append(types, t)
+		}
+	}
+	if len(types) == 0 {
+		return nil, 0
+	}
+	return types, n
 }
 
 // typeCapped reports whether taskType has a concurrency cap.

@@ -10,6 +10,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -76,7 +78,7 @@ func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) 
 	)
 	err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Payload, &state, &r.Attempt, &r.MaxAttempts,
 		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
-		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta)
+		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes)
 	if err != nil {
 		return nil, err
 	}
@@ -186,4 +188,51 @@ func NullTime(t time.Time) any {
 		return nil
 	}
 	return t
+}
+
+// ScanTypeDefaults reads one row selected with the drivers' typeColumns
+// (name, queue, priority, max_attempts, timeout_ms, backoff_base_ms,
+// backoff_max_ms, updated_at); at turns the database's timestamp into a
+// UTC time.
+func ScanTypeDefaults[T any](scan Scan, at func(T) time.Time) (*driver.TypeDefaults, error) {
+	var (
+		r                    driver.TypeDefaults
+		queue                sql.NullString
+		priority             sql.NullInt64
+		timeout, base, maxMS int64
+		updated              T
+	)
+	if err := scan(&r.Name, &queue, &priority, &r.MaxAttempts, &timeout, &base, &maxMS, &updated); err != nil {
+		return nil, err
+	}
+	r.Queue = queue.String
+	if priority.Valid {
+		p := int(priority.Int64)
+		r.Priority = &p
+	}
+	r.Timeout, r.BackoffBase, r.BackoffMax = driver.SettingDuration(timeout), driver.SettingDuration(base), driver.SettingDuration(maxMS)
+	r.UpdatedAt = at(updated)
+	return &r, nil
+}
+
+// TypeArgs are the arguments of one type's row, in the order of the
+// drivers' typeColumns without updated_at: name, queue (NULL when not
+// set), priority (NULL when not set), max_attempts, and the durations in
+// milliseconds (driver.SettingMillis).
+func TypeArgs(t driver.TypeDefaults) []any {
+	var priority any
+	if t.Priority != nil {
+		priority = *t.Priority
+	}
+	return []any{t.Name, NullString(t.Queue), priority, t.MaxAttempts,
+		*driver.SettingMillis(&t.Timeout), *driver.SettingMillis(&t.BackoffBase), *driver.SettingMillis(&t.BackoffMax)}
+}
+
+// SortedTypes returns the types of p sorted by name: the order in which
+// drivers write them, so that concurrent declarations lock rows in one
+// order and do not deadlock.
+func SortedTypes(p driver.DeclareTypesParams) []driver.TypeDefaults {
+	out := slices.Clone(p.Types)
+	slices.SortFunc(out, func(a, b driver.TypeDefaults) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

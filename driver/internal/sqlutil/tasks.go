@@ -147,6 +147,34 @@ func TransitionArgs(t driver.Transition) (errJSON any, refund int, err error) {
 	return errJSON, refund, nil
 }
 
+// ClaimTypes are the type filters of a claim: the types to take (nil:
+// any) less those excluded, and the types to exclude when any type is
+// taken. A claim never filters both ways: one list keeps the claim on its
+// index (PostgreSQL's generic plan for both filters read the whole table
+// and sorted it once the table had statistics). claim is false when no
+// type is left to take.
+func ClaimTypes(p driver.ClaimParams) (include, exclude []string, claim bool) {
+	if p.Types == nil {
+		return nil, p.ExcludeTypes, true
+	}
+	include = make([]string, 0, len(p.Types))
+	for _, t := range p.Types {
+		if !slices.Contains(p.ExcludeTypes, t) {
+			include = append(include, t)
+		}
+	}
+	return include, nil, len(include) > 0
+}
+
+// SnoozeArg is the snooze increment of t for every driver's transition
+// statement: 1 when t counts as a snooze, else 0.
+func SnoozeArg(t driver.Transition) int {
+	if t.Snooze {
+		return 1
+	}
+	return 0
+}
+
 // InsertOrder is the order in which a driver inserts params: tasks without
 // an idempotency key first, as given, then the others by key. Two batches
 // that share keys then take the keys' index entries in the same order and
