@@ -133,7 +133,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, insert func([]dri
 		infos[i] = infoFromRow(r.Task)
 		infos[i].Duplicate = r.Duplicate
 		if !r.Duplicate {
-			c.wake(r.Task.Queue, r.Task.RunAt)
+			c.wrote(r.Task)
 		}
 	}
 	return infos, nil
@@ -303,7 +303,7 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.wake(row.Queue, row.RunAt)
+	c.wrote(row)
 	return infoFromRow(row), nil
 }
 

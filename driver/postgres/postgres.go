@@ -61,6 +61,7 @@ type Driver struct {
 	opts     Options
 	sql      queries
 	db       *sql.DB // lazily opened database/sql view of the pool
+	wakes    wakeHub
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string), applies the
@@ -93,7 +94,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize()}
+	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize(), wakes: wakeHub{token: newToken()}}
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -120,8 +121,10 @@ func (d *Driver) DB() *sql.DB { return d.db }
 // Schema returns the schema keel's tables live in.
 func (d *Driver) Schema() string { return d.opts.Schema }
 
-// Close closes the database/sql handle and, if Open created it, the pool.
+// Close ends the driver's listening session (see Listen), closes the
+// database/sql handle and, if Open created it, the pool.
 func (d *Driver) Close() error {
+	d.stopListening()
 	err := d.db.Close()
 	if d.ownsPool {
 		d.pool.Close()
