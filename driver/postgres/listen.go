@@ -76,8 +76,8 @@ func (s *listenSession) stop() {
 // RetryMatching, Rescue) wakes every Listen of the driver directly once it
 // committed, and its notification is skipped; other notifications wake
 // every Listen. On a pool of MaxConns 1 Listen does not listen: it reports
-// ErrPoolTooSmall to params.Error once and is woken by the driver's own
-// writes only.
+// ErrPoolTooSmall to params.Error once, calls Wake("") and is woken by the
+// driver's own writes only.
 func (d *Driver) Listen(ctx context.Context, params driver.ListenParams) error {
 	if params.Wake == nil {
 		return errors.New("postgres: listen: Wake is required")
@@ -102,6 +102,7 @@ func (d *Driver) Listen(ctx context.Context, params driver.ListenParams) error {
 		if p.Error != nil {
 			p.Error(ErrPoolTooSmall)
 		}
+		p.Wake("") // the driver's writes from now on wake it; earlier ones did not
 	default:
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		h.session = &listenSession{cancel: cancel, done: make(chan struct{})}

@@ -149,7 +149,7 @@ func TestListenPoolOfOneConnection(t *testing.T) {
 	if _, err := d.Insert(ctx, []driver.InsertParams{insertParams("q", time.Time{})}); err != nil {
 		t.Fatalf("insert beside a listener on a pool of one: %v", err)
 	}
-	rec.expect(t, "q")
+	rec.expect(t, "", "q")
 	if n := p.Stat().AcquiredConns(); n != 0 {
 		t.Fatalf("%d connections held by the listener, want 0", n)
 	}
