@@ -8,7 +8,9 @@
 // and run times come from the database clock (now()), never from a
 // worker's, unless Options.CallerClock is set (tests with a fake clock).
 // All tables live in Options.Schema, so several applications can share a
-// database.
+// database. Workers are woken across processes with LISTEN/NOTIFY on one
+// of the pool's connections, held while a client on the driver is started
+// (see Listen).
 package postgres
 
 import (
@@ -111,7 +113,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 func (d *Driver) q(tmpl string) string { return strings.ReplaceAll(tmpl, "{schema}", d.schema) }
 
 // Pool returns the driver's connection pool: begin the pgx.Tx you pass to
-// keel's EnqueueTx and CompleteTx on it.
+// keel's EnqueueTx and CompleteTx on it. While a client on the driver is
+// started, one of its connections listens for wake-ups (see Listen).
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // DB returns a database/sql handle on the same pool (pgx's stdlib driver),
