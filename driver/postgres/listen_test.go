@@ -15,6 +15,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/testdb"
 )
 
 // quiet is how long a test watches for wake-ups or claims that should not
@@ -26,7 +27,7 @@ const quiet = 500 * time.Millisecond
 // schema on it.
 func ownPool(t *testing.T, maxConns int32) (*postgres.Driver, *pgxpool.Pool, func() []uint32) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testDSN())
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
