@@ -147,7 +147,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		infos[i] = infoFromRow(r.Task)
 		infos[i].Duplicate = r.Duplicate
 		if !r.Duplicate {
-			c.wake(r.Task.Queue, r.Task.RunAt)
+			c.wrote(r.Task)
 		}
 	}
 	return infos, nil
@@ -338,7 +338,7 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.wake(row.Queue, row.RunAt)
+	c.wrote(row)
 	return infoFromRow(row), nil
 }
 

@@ -3,8 +3,8 @@ package keel
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/engine"
 )
@@ -85,16 +85,22 @@ func (c *Client) engine() *engine.Engine {
 	return c.eng
 }
 
-// wake tells this process's workers, if any, that a task of queue becomes
-// ready at runAt.
-func (c *Client) wake(queue string, runAt time.Time) {
+// wrote tells this process's workers, if any, that this client wrote row,
+// a pending task (see engine.Wrote: a driver.Notifier wakes them itself for
+// a task ready at once).
+func (c *Client) wrote(row *driver.TaskRow) {
 	if e := c.engine(); e != nil {
-		e.Wake(queue, runAt)
+		e.Wrote(row)
 	}
 }
 
-// wakeQueue wakes this process's worker of queue, or all for "".
+// wakeQueue wakes this process's worker of queue, or all for "", after a
+// write that made its tasks ready. A driver.Notifier's write wakes them
+// itself.
 func (c *Client) wakeQueue(queue string) {
+	if _, ok := c.drv.(driver.Notifier); ok {
+		return
+	}
 	if e := c.engine(); e != nil {
 		e.WakeQueue(queue)
 	}

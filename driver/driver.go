@@ -596,6 +596,12 @@ type ListenParams struct {
 // Notifier is implemented by drivers that can tell workers in every process
 // at once that tasks became ready (PostgreSQL's LISTEN/NOTIFY), so that the
 // poll is only a fallback. The engine discovers it with a type assertion.
+//
+// Every write that leaves a task pending and ready at once (RunAt not after
+// UpdatedAt) wakes each running Listen once for its queue, in this process
+// too: Insert, Retry, RetryMatching and Rescue after they commit, InsertTx
+// when the caller's transaction commits. Callers do not wake their own
+// workers for those tasks again.
 type Notifier interface {
 	// Listen calls params.Wake for every notification until ctx ends, then
 	// returns nil. It reconnects by itself, with a short backoff, whenever

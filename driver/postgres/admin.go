@@ -50,12 +50,12 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	}
 	args := append([]any{d.now(now)}, matchArgs(p)...)
 	var n int64
+	var queues []string
 	var err error
 	for range retryMatchingAttempts {
 		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{db: tx}
-			n = 0
-			var queues []string
+			n, queues = 0, nil
 			err := q.query(ctx, d.sql.retryMatching, args, func(scan func(...any) error) error {
 				var queue string
 				if err := scan(&queue); err != nil {
@@ -67,13 +67,10 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 				}
 				return nil
 			})
-			if err != nil || len(queues) == 0 {
+			if err != nil {
 				return err
 			}
-			if _, err := q.exec(ctx, notifySQL, []any{d.Channel(), queues}); err != nil {
-				return fmt.Errorf("notify workers: %w", err)
-			}
-			return nil
+			return d.notifyQueues(ctx, q, queues, true)
 		})
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
@@ -83,6 +80,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	if err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
+	d.wakeLocal(queues)
 	return n, nil
 }
 

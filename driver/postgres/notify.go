@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,24 +18,29 @@ import (
 // Wake-ups across processes use LISTEN/NOTIFY. Every write that makes tasks
 // ready (insert, retry, rescue) sends one pg_notify per distinct queue in
 // its own transaction, so the notification is delivered on commit and never
-// for a rolled-back write. Each worker process listens on a dedicated
-// connection, outside the pool. The channel is derived from the schema, so
+// for a rolled-back write. The channel is derived from the schema, so
 // applications in different schemas do not wake each other.
+//
+// Each enqueue wakes each listening client once. A write the driver commits
+// itself (Insert, Retry, RetryMatching, Rescue) marks its notifications
+// with the driver's token and wakes the driver's own listeners directly
+// after the commit; they skip the notifications carrying their token when
+// these arrive. A write inside the caller's transaction (InsertTx) becomes
+// visible only when the caller commits, which the driver does not see: its
+// notifications carry no token and wake every listener, this process's
+// included. Listening is in listen.go.
 
-const (
-	// listenBackoffMin and listenBackoffMax bound the wait before the
-	// listener reconnects; it doubles on each failure in a row.
-	listenBackoffMin = 100 * time.Millisecond
-	listenBackoffMax = 5 * time.Second
-	// listenPingEvery is how long the listener waits for a notification
-	// before it checks that its connection is still alive: a silently
-	// dropped connection would otherwise wait forever.
-	listenPingEvery   = 30 * time.Second
-	listenPingTimeout = 5 * time.Second
-	// listenAppPrefix starts the application_name of listener connections
-	// (then the schema), so operators can find them in pg_stat_activity.
-	listenAppPrefix = "keel_listener:"
-)
+// tokenMark starts the payload of a notification sent by a driver's own
+// write: tokenMark, 16 hex digits, a space, then the queue. Queue names
+// never contain '@' or ' '.
+const tokenMark = "@"
+
+// newToken returns a fresh payload prefix for a driver instance.
+func newToken() string {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	return tokenMark + hex.EncodeToString(b[:]) + " "
+}
 
 // channelName is the notification channel of schema: "keel_" + schema, or
 // a hashed form when that exceeds PostgreSQL's 63-byte identifier limit.
@@ -49,35 +56,67 @@ func channelName(schema string) string {
 // Channel returns the LISTEN/NOTIFY channel the driver uses.
 func (d *Driver) Channel() string { return channelName(d.opts.Schema) }
 
-// notifyReady tells listeners, on commit of the transaction q runs in, that
-// the pending and ready tasks among rows can be claimed: one notification
-// per distinct queue. Tasks scheduled for later are left to the poll.
-func (d *Driver) notifyReady(ctx context.Context, q querier, rows []*driver.TaskRow) error {
+// readyQueues returns the distinct queues of the pending tasks among rows
+// that are ready at once. Tasks scheduled for later are left to the poll
+// (and to the timer of the process that wrote them).
+func readyQueues(rows []*driver.TaskRow) []string {
 	var queues []string
-	seen := map[string]bool{}
 	for _, r := range rows {
 		// run_at and updated_at come from the same now in every write.
-		if r.State != driver.StatePending || r.RunAt.After(r.UpdatedAt) || seen[r.Queue] {
+		if r.State != driver.StatePending || r.RunAt.After(r.UpdatedAt) || slices.Contains(queues, r.Queue) {
 			continue
 		}
-		seen[r.Queue] = true
 		queues = append(queues, r.Queue)
 	}
+	return queues
+}
+
+// notifyQueues tells listeners, on commit of the transaction q runs in,
+// that queues have ready tasks. own marks a transaction the driver commits
+// itself: the caller then calls wakeLocal after the commit, and this
+// driver's listeners skip the notifications.
+func (d *Driver) notifyQueues(ctx context.Context, q querier, queues []string, own bool) error {
 	if len(queues) == 0 {
 		return nil
 	}
-	if _, err := q.exec(ctx, notifySQL, []any{d.Channel(), queues}); err != nil {
+	prefix := ""
+	if own {
+		prefix = d.wakes.token
+	}
+	if _, err := q.exec(ctx, notifySQL, []any{d.Channel(), queues, prefix}); err != nil {
 		return fmt.Errorf("notify workers: %w", err)
 	}
 	return nil
 }
 
+// notifyReady is notifyQueues for the ready tasks among rows; it returns
+// the queues it notified.
+func (d *Driver) notifyReady(ctx context.Context, q querier, rows []*driver.TaskRow, own bool) ([]string, error) {
+	queues := readyQueues(rows)
+	return queues, d.notifyQueues(ctx, q, queues, own)
+}
+
+// payloadQueue returns the queue a notification's payload names and
+// whether a write of this driver sent it.
+func (d *Driver) payloadQueue(payload string) (queue string, own bool) {
+	if strings.HasPrefix(payload, d.wakes.token) {
+		return payload[len(d.wakes.token):], true
+	}
+	if strings.HasPrefix(payload, tokenMark) {
+		if _, q, ok := strings.Cut(payload, " "); ok {
+			return q, false // another driver's write
+		}
+	}
+	return payload, false
+}
+
 // insertNotify is insert followed by the notification of the tasks it
-// inserted, in the same transaction.
-func (d *Driver) insertNotify(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+// inserted, in the same transaction; own is as for notifyQueues. It
+// returns the queues notified.
+func (d *Driver) insertNotify(ctx context.Context, q querier, params []driver.InsertParams, own bool) ([]driver.InsertResult, []string, error) {
 	out, err := d.insert(ctx, q, params)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows := make([]*driver.TaskRow, 0, len(out))
 	for _, r := range out {
@@ -85,106 +124,31 @@ func (d *Driver) insertNotify(ctx context.Context, q querier, params []driver.In
 			rows = append(rows, r.Task)
 		}
 	}
-	if err := d.notifyReady(ctx, q, rows); err != nil {
-		return nil, err
+	queues, err := d.notifyReady(ctx, q, rows, own)
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, nil
+	return out, queues, nil
 }
 
 // retryNotify runs the retry statement and notifies its task's queue in one
-// transaction; it returns nil when no task was retried.
+// transaction, then wakes this driver's listeners; it returns nil when no
+// task was retried.
 func (d *Driver) retryNotify(ctx context.Context, now time.Time, id int64) (*driver.TaskRow, error) {
 	var row *driver.TaskRow
+	var queues []string
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{db: tx}
 		var err error
 		if row, err = d.one(ctx, q.byID(), d.sql.retry, d.now(now), id); err != nil || row == nil {
 			return err
 		}
-		return d.notifyReady(ctx, q, []*driver.TaskRow{row})
+		queues, err = d.notifyReady(ctx, q, []*driver.TaskRow{row}, true)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.wakeLocal(queues)
 	return row, nil
 }
-
-// Listen implements driver.Notifier: it listens on the schema's channel on
-// a dedicated connection (application_name "keel_listener:" + schema) made
-// from the pool's configuration, and reconnects after 100ms, doubling up to
-// 5s while failures continue.
-func (d *Driver) Listen(ctx context.Context, p driver.ListenParams) error {
-	if p.Wake == nil {
-		return errors.New("postgres: listen: Wake is required")
-	}
-	wait := listenBackoffMin
-	for {
-		listened, err := d.listenOnce(ctx, p.Wake)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if listened {
-			wait = listenBackoffMin
-		}
-		if p.Error != nil {
-			p.Error(err)
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		}
-		wait = min(2*wait, listenBackoffMax)
-	}
-}
-
-// listenOnce connects, listens and delivers notifications until the
-// connection fails or ctx ends. listened reports whether LISTEN succeeded.
-func (d *Driver) listenOnce(ctx context.Context, wake func(string)) (listened bool, err error) {
-	cfg := d.pool.Config().ConnConfig
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = listenAppPrefix + d.opts.Schema
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return false, fmt.Errorf("listen: connect: %w", err)
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		conn.Close(closeCtx) //nolint:errcheck // nothing to do about it
-		// A connection that failed closes in the background; wait, so no
-		// goroutine outlives the listener (bounded by pgconn).
-		<-conn.PgConn().CleanupDone()
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.Channel()}.Sanitize()); err != nil {
-		return false, fmt.Errorf("listen: %w", err)
-	}
-	// Anything committed while we were not listening was not heard.
-	wake("")
-	for {
-		waitCtx, cancel := context.WithTimeout(ctx, listenPingEvery)
-		n, err := conn.WaitForNotification(waitCtx)
-		cancel()
-		switch {
-		case err == nil:
-			wake(n.Payload)
-			continue
-		case ctx.Err() != nil:
-			return true, ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
-			pingCtx, cancel := context.WithTimeout(ctx, listenPingTimeout)
-			err = conn.Ping(pingCtx)
-			cancel()
-			if err == nil {
-				continue
-			}
-		}
-		return true, fmt.Errorf("listen: %w", err)
-	}
-}
-
-var _ driver.Notifier = (*Driver)(nil)

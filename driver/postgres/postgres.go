@@ -8,7 +8,9 @@
 // and run times come from the database clock (now()), never from a
 // worker's, unless Options.CallerClock is set (tests with a fake clock).
 // All tables live in Options.Schema, so several applications can share a
-// database.
+// database. Workers are woken across processes with LISTEN/NOTIFY on one
+// of the pool's connections, held while a client on the driver is started
+// (see Listen).
 package postgres
 
 import (
@@ -61,6 +63,7 @@ type Driver struct {
 	opts     Options
 	sql      queries
 	db       *sql.DB // lazily opened database/sql view of the pool
+	wakes    wakeHub
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string), applies the
@@ -93,7 +96,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize()}
+	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize(), wakes: wakeHub{token: newToken()}}
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -110,7 +113,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 func (d *Driver) q(tmpl string) string { return strings.ReplaceAll(tmpl, "{schema}", d.schema) }
 
 // Pool returns the driver's connection pool: begin the pgx.Tx you pass to
-// keel's EnqueueTx and CompleteTx on it.
+// keel's EnqueueTx and CompleteTx on it. While a client on the driver is
+// started, one of its connections listens for wake-ups (see Listen).
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // DB returns a database/sql handle on the same pool (pgx's stdlib driver),
@@ -120,8 +124,10 @@ func (d *Driver) DB() *sql.DB { return d.db }
 // Schema returns the schema keel's tables live in.
 func (d *Driver) Schema() string { return d.opts.Schema }
 
-// Close closes the database/sql handle and, if Open created it, the pool.
+// Close ends the driver's listening session (see Listen), closes the
+// database/sql handle and, if Open created it, the pool.
 func (d *Driver) Close() error {
+	d.stopListening()
 	err := d.db.Close()
 	if d.ownsPool {
 		d.pool.Close()

@@ -286,8 +286,9 @@ const sqlRemoveNode = `DELETE FROM {schema}.keel_nodes WHERE name = $1`
 const sqlPruneNodes = nowCTE + `DELETE FROM {schema}.keel_nodes n USING t
 WHERE n.heartbeat_at < t.now - $2 * interval '1 microsecond'`
 
-// notifySQL sends one notification per queue in $2.
-const notifySQL = `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`
+// notifySQL sends one notification per queue in $2, each with the payload
+// $3 || queue (see notify.go).
+const notifySQL = `SELECT pg_notify($1, $3 || q) FROM unnest($2::text[]) AS q`
 
 // The migrations' bookkeeping (migrate.go); the lock serialises migrators.
 const (

@@ -39,7 +39,7 @@ func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]
 		return nil, fmt.Errorf("insert tasks: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
-	out, err := d.insertNotify(ctx, pgxQuerier{db: tx}, params)
+	out, queues, err := d.insertNotify(ctx, pgxQuerier{db: tx}, params, true)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +52,7 @@ func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("insert tasks: commit: %w", err)
 	}
+	d.wakeLocal(queues)
 	return out, nil
 }
 
@@ -67,7 +68,8 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 		_, err := q.exec(ctx, sql, nil)
 		return err
 	}, func() error {
-		out, err = d.insertNotify(ctx, q, params)
+		// Visible only when the caller commits: a notification for all.
+		out, _, err = d.insertNotify(ctx, q, params, false)
 		return err
 	})
 	if err != nil {
@@ -328,6 +330,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		ids[i] = rt.Transition.ID
 	}
 	var out []driver.TaskRow
+	var queues []string
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		q := pgxQuerier{db: tx}
@@ -366,11 +369,13 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		for i := range out {
 			rescued[i] = &out[i]
 		}
-		return d.notifyReady(ctx, q, rescued)
+		queues, err = d.notifyReady(ctx, q, rescued, true)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.wakeLocal(queues)
 	return out, nil
 }
 

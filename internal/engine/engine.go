@@ -98,6 +98,9 @@ type Engine struct {
 	elector   *leader.Elector
 	rescuer   *rescuer.Rescuer
 	listener  *notify.Listener // nil unless the driver is a driver.Notifier
+	// notifies: the driver is a driver.Notifier, which wakes the workers of
+	// every process for tasks ready at once.
+	notifies  bool
 	registrar *nodes.Registrar
 
 	// handled are the task types with a handler, sorted: the only types
@@ -118,6 +121,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		}
 	}
 	sort.Strings(e.handled)
+	_, e.notifies = cfg.Driver.(driver.Notifier)
 	e.workCtx, e.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
 	log := cfg.Logger
 	e.completer = completer.New(completer.Config{Driver: e.drv, Owner: cfg.Node, Now: cfg.Now, Logger: log})
@@ -131,8 +135,8 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Driver: e.drv, Node: cfg.Node, Interval: cfg.RescueInterval, Now: cfg.Now, Logger: log,
 		Decide: e.decideExpired, Leading: e.elector.Leading,
 		Rescued: func(rows []driver.TaskRow) {
-			for _, r := range rows {
-				e.Wake(r.Queue, r.RunAt)
+			for i := range rows {
+				e.Wrote(&rows[i])
 			}
 		},
 	})
@@ -252,6 +256,17 @@ func (e *Engine) Wake(queue string, runAt time.Time) {
 		return
 	}
 	p.wake()
+}
+
+// Wrote tells the workers that this process wrote row (an enqueue, a
+// retry, a rescue). A task due later arms its queue's timer. A task ready
+// at once wakes the queue's worker now, unless the driver is a
+// driver.Notifier: its write wakes every process, this one included, once.
+func (e *Engine) Wrote(row *driver.TaskRow) {
+	if row.State != driver.StatePending || e.notifies && !row.RunAt.After(row.UpdatedAt) {
+		return
+	}
+	e.Wake(row.Queue, row.RunAt)
 }
 
 // Cancel cancels the handler running task id in this process, if any.

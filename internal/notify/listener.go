@@ -35,7 +35,7 @@ func (l *Listener) Start(ctx context.Context) {
 		err := l.cfg.Notifier.Listen(ctx, driver.ListenParams{
 			Wake: l.cfg.Wake,
 			Error: func(err error) {
-				l.cfg.Logger.Warn("keel: wake-up listener failed; reconnecting, polling meanwhile", "error", err)
+				l.cfg.Logger.Warn("keel: wake-up listener failed; polling meanwhile", "error", err)
 			},
 		})
 		if err != nil && ctx.Err() == nil {
