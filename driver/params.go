@@ -1,0 +1,209 @@
+package driver
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Parameter types of the Driver methods.
+
+// InsertParams describes one task to insert. All fields are validated by the
+// engine before a driver sees them.
+type InsertParams struct {
+	Queue         string
+	Type          string
+	Priority      int
+	Payload       []byte // canonical JSON
+	MaxAttempts   int
+	RunAt         time.Time
+	Timeout       time.Duration
+	IdemKey       string // empty: no key
+	PayloadDigest string // SHA-256 over type and canonical payload
+	Meta          []byte
+	Now           time.Time
+}
+
+// InsertResult is the task an insert produced, or the existing task that
+// holds the same idempotency key (Duplicate). A key held by a task with a
+// different PayloadDigest fails the whole insert with
+// ErrIdempotencyConflict, writing nothing.
+type InsertResult struct {
+	Task      *TaskRow
+	Duplicate bool
+}
+
+// ClaimParams asks for up to Limit ready tasks of Queue, best first
+// (priority DESC, run_at ASC, id ASC), marking them running under Owner.
+// Claim returns the fields a worker runs a task from: ID, Queue, Type,
+// Priority, Payload, State, Attempt, MaxAttempts, Snoozes, Fence, RunAt,
+// Timeout, LeaseOwner, LeaseExpiresAt, AttemptedAt and CreatedAt; Get has
+// the rest.
+type ClaimParams struct {
+	Queue string
+	Limit int
+	// Types, when not nil, are the only task types to claim: those the
+	// worker has handlers for, so that it never takes a task it cannot run.
+	// An empty, non-nil list claims nothing. Default nil: any type.
+	Types []string
+	// ExcludeTypes are task types not to claim (paused types). Default none.
+	ExcludeTypes   []string
+	Owner          string
+	Now            time.Time
+	LeaseExpiresAt time.Time
+}
+
+// SortClaimed puts claimed rows in the order a claim must return them:
+// priority DESC, run_at ASC, id ASC (UPDATE … RETURNING has no order).
+func SortClaimed(rows []TaskRow) {
+	slices.SortFunc(rows, func(a, b TaskRow) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(b.Priority, a.Priority)
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// Transition moves one running task out of running. It applies only while
+// the task is still running under the owner with the same fencing token
+// (TaskRow.Fence of the claim), so a stale worker's write is rejected.
+type Transition struct {
+	ID     int64
+	Fence  int64
+	State  State         // succeeded, pending (retry, snooze, release) or dead
+	RunAt  time.Time     // next run for pending
+	Result []byte        // stored for succeeded
+	Error  *AttemptError // appended to the history when set
+	// Refund gives the attempt back (snooze, release on shutdown).
+	Refund bool
+	// Snooze counts the transition as one more snooze (TaskRow.Snoozes).
+	Snooze bool
+}
+
+// FinishParams finishes many running tasks held by Owner in one batch.
+type FinishParams struct {
+	Owner       string
+	Now         time.Time
+	Transitions []Transition
+}
+
+// HeartbeatParams extends the leases Owner holds on IDs.
+type HeartbeatParams struct {
+	Owner          string
+	IDs            []int64
+	Now            time.Time
+	LeaseExpiresAt time.Time
+}
+
+// ExpiredParams asks for up to Limit running tasks whose lease expired
+// before Now (the database's clock for a driver that uses it), the oldest
+// expiry first.
+type ExpiredParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// RescueParams writes the rescuer's decisions for tasks ListExpired
+// returned. Each transition applies only while its task is still running
+// under Owner with the same Fence and its lease is still expired, so a
+// heartbeat, a completion or a cancel that got in first wins. Transitions
+// are written as of Now, the instant ListExpired judged by.
+type RescueParams struct {
+	Now   time.Time
+	Tasks []RescueTask
+}
+
+// RescueTask is one expired task's transition and the lease holder that
+// lost it.
+type RescueTask struct {
+	Owner      string
+	Transition Transition
+}
+
+// Filter selects tasks: for List, and for the bulk operations
+// RetryMatching and PurgeMatching. Zero fields do not filter.
+// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound created_at;
+// FinishedAfter (inclusive) and FinishedBefore (exclusive) bound
+// finished_at, and a task not finished (finished_at NULL) never matches a
+// finished bound.
+//
+// List orders by id descending, starting below BeforeID when it is set.
+// A bulk operation (see ValidateBulk) takes only dead or cancelled tasks,
+// bounded by type, queue and finish time, at most Limit (1..10000) per
+// call, lowest ids first, so callers page through large sets and can show
+// progress. RetryMatching skips tasks whose idempotency key another task
+// holds without counting them against Limit, and of matching tasks that
+// share a free key it requeues only the lowest id (the others then find it
+// held), so calling it until it returns 0 requeues everything that can be
+// requeued.
+type Filter struct {
+	State          State
+	Type           string
+	Queue          string
+	CreatedAfter   time.Time
+	CreatedBefore  time.Time
+	FinishedAfter  time.Time
+	FinishedBefore time.Time
+	BeforeID       int64
+	Limit          int
+}
+
+// ValidateBulk rejects a filter a bulk operation cannot take: it touches
+// only dead or cancelled tasks, at most 10000 at a time, and selects them
+// by type, queue and finish time only. Drivers call it before running any
+// SQL.
+func (f Filter) ValidateBulk() error {
+	switch {
+	case f.State != StateDead && f.State != StateCancelled:
+		return fmt.Errorf("state must be dead or cancelled, got %q", f.State)
+	case f.Limit < 1 || f.Limit > 10000:
+		return fmt.Errorf("limit must be in 1..10000, got %d", f.Limit)
+	case !f.CreatedAfter.IsZero() || !f.CreatedBefore.IsZero():
+		return errors.New("created_after and created_before do not apply to bulk operations")
+	case f.BeforeID != 0:
+		return errors.New("before_id does not apply to bulk operations")
+	}
+	return nil
+}
+
+// AheadParams locates a pending task in its queue's line: Ahead counts the
+// ready tasks (run_at <= Now) of Queue that a claim takes before a task with
+// Priority, RunAt and ID (priority DESC, run_at ASC, id ASC).
+type AheadParams struct {
+	Queue    string
+	Priority int
+	RunAt    time.Time
+	ID       int64
+	Now      time.Time
+}
+
+// LeadParams tries to take or keep the leadership Name for TTL.
+type LeadParams struct {
+	Name  string
+	Owner string
+	Now   time.Time
+	TTL   time.Duration
+}
+
+// NodeParams records one worker process in the node registry, or
+// refreshes its row: Now is its latest heartbeat.
+type NodeParams struct {
+	Name      string
+	Host      string
+	PID       int
+	Queues    []string
+	StartedAt time.Time
+	Now       time.Time
+}
+
+// PruneNodesParams removes nodes whose last heartbeat is more than
+// OlderThan before Now.
+type PruneNodesParams struct {
+	Now       time.Time
+	OlderThan time.Duration
+}

@@ -1,0 +1,114 @@
+package driver
+
+import (
+	"time"
+)
+
+// Row types: what the driver reads back from its tables.
+
+// State is the lifecycle state of a task row.
+type State string
+
+// The task states. pending covers ready, scheduled (run_at in the future) and
+// retrying (attempt > 0) tasks.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateDead      State = "dead"
+	StateCancelled State = "cancelled"
+)
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	switch s {
+	case StatePending, StateRunning, StateSucceeded, StateDead, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// HoldsKey reports whether a task in state s holds its idempotency key:
+// pending, running and succeeded tasks do; dead and cancelled ones release it.
+func (s State) HoldsKey() bool {
+	return s == StatePending || s == StateRunning || s == StateSucceeded
+}
+
+// Outcome names how an attempt ended; it is recorded in the error history.
+type Outcome string
+
+// Attempt outcomes other than success.
+const (
+	OutcomeError        Outcome = "error"
+	OutcomePanic        Outcome = "panic"
+	OutcomeTimeout      Outcome = "timeout"
+	OutcomePermanent    Outcome = "permanent"
+	OutcomeLeaseExpired Outcome = "lease_expired"
+	// OutcomeSnoozed: the handler snoozed once more than the task's
+	// maximum number of snoozes allows, so the task was dead-lettered.
+	OutcomeSnoozed Outcome = "snoozed"
+)
+
+// AttemptError is one entry of a task's error history: one failed attempt.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	Node    string    `json:"node,omitempty"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Outcome Outcome   `json:"outcome"`
+	Error   string    `json:"error"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// MaxErrorHistory is how many attempt errors a task keeps (the most recent).
+const MaxErrorHistory = 20
+
+// TaskRow is one row of keel_tasks.
+type TaskRow struct {
+	ID          int64
+	Queue       string
+	Type        string
+	Priority    int
+	Payload     []byte // JSON
+	State       State
+	Attempt     int
+	MaxAttempts int
+	// Snoozes counts the snoozes since the task was enqueued or last
+	// requeued by Retry or RetryMatching.
+	Snoozes int
+	// Fence counts the task's claims and is never reset, not even by Retry
+	// or a refunded attempt: the fencing token of the current claim.
+	Fence          int64
+	RunAt          time.Time
+	Timeout        time.Duration
+	IdemKey        string
+	PayloadDigest  string
+	LeaseOwner     string    // running: the lease holder; succeeded: the node that ran it; else empty
+	LeaseExpiresAt time.Time // zero unless running
+	CreatedAt      time.Time
+	StartedAt      time.Time // first start; zero until then
+	AttemptedAt    time.Time // start of the current or last attempt
+	FinishedAt     time.Time // zero until succeeded, dead or cancelled
+	UpdatedAt      time.Time
+	Errors         []AttemptError
+	Result         []byte // JSON or nil
+	Meta           []byte // JSON or nil
+}
+
+// QueueCount is the number of tasks of one queue and type in one state.
+type QueueCount struct {
+	Queue string
+	Type  string
+	State State
+	Count int64
+}
+
+// NodeRow is one row of keel_nodes: a worker process and its last heartbeat.
+type NodeRow struct {
+	Name        string
+	Host        string
+	PID         int
+	Queues      []string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
