@@ -260,7 +260,7 @@ func (s *server) taskWithETA(ctx context.Context, info *keel.TaskInfo) Task {
 func taskFromInfo(info *keel.TaskInfo) Task {
 	t := Task{
 		ID: info.ID, Type: info.Type, Queue: info.Queue, Priority: info.Priority, State: string(info.State),
-		Attempt: info.Attempt, MaxAttempts: info.MaxAttempts, Payload: info.Payload, Result: info.Result,
+		Attempt: info.Attempt, MaxAttempts: info.MaxAttempts, Snoozes: info.Snoozes, Payload: info.Payload, Result: info.Result,
 		Errors: make([]AttemptError, len(info.Errors)), Timeout: Duration(info.Timeout),
 		RunAt: info.RunAt.UTC(), CreatedAt: info.CreatedAt.UTC(), UpdatedAt: info.UpdatedAt.UTC(),
 		StartedAt: optTime(info.StartedAt), AttemptedAt: optTime(info.AttemptedAt), FinishedAt: optTime(info.FinishedAt),

@@ -68,13 +68,15 @@ type AttemptError struct {
 
 // Task is a task as the API returns it.
 type Task struct {
-	ID          int64           `json:"id"`
-	Type        string          `json:"type"`
-	Queue       string          `json:"queue"`
-	Priority    int             `json:"priority"`
-	State       string          `json:"state"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
+	ID          int64  `json:"id"`
+	Type        string `json:"type"`
+	Queue       string `json:"queue"`
+	Priority    int    `json:"priority"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	// Snoozes counts the task's snoozes since it was enqueued or retried.
+	Snoozes     int             `json:"snoozes"`
 	Payload     json.RawMessage `json:"payload"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Errors      []AttemptError  `json:"errors"`
