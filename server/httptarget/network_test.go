@@ -2,10 +2,8 @@ package httptarget_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,35 +100,7 @@ func TestConnectionRefused(t *testing.T) {
 // times out (a listener whose accept queue is full).
 func TestConnectTimeoutInTLSHandshake(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-
-	url := "https://" + ln.Addr().String() + "/hook"
+	url := "https://" + silentListener(t) + "/hook"
 	c := start(t, func(h *keel.Handlers) {
 		mustRegister(t, h, "tls", httptarget.Target{URL: url, ConnectTimeout: 200 * time.Millisecond}, keel.MaxAttempts(1))
 	})
