@@ -237,6 +237,15 @@ func TestNoLeaseRetriesForPatience(t *testing.T) {
 	for {
 		p := servicetest.Recv(t, b.drv.calls)
 		attempts = append(attempts, p.Now)
+		// After a failed write the completer either gives up (done) or
+		// waits on the clock to try again; it does one of them just after
+		// the write returns, so wait for whichever comes (bounded).
+		for deadline := time.Now().Add(10 * time.Second); len(b.done) == 0 && b.clk.Waiters() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the completer neither gave up nor waited to retry")
+			}
+			time.Sleep(time.Millisecond)
+		}
 		select {
 		case d := <-b.done:
 			if !errors.Is(d.err, errDown) {

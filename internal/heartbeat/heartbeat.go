@@ -68,9 +68,10 @@ func (h *Heartbeat) Start(ctx context.Context) {
 			}
 			if ok, at := h.beat(ctx); ok {
 				last = at
-			} else if !h.clk.Now().Add(h.cfg.Interval).Before(last.Add(h.cfg.LeaseTTL)) {
+			} else if !at.Add(h.cfg.Interval).Before(last.Add(h.cfg.LeaseTTL)) {
 				// Renewal keeps failing and the leases run out before the
-				// next try: stop handlers before another process is
+				// next try (the ticker's next beat, an Interval after this
+				// one began): stop handlers before another process is
 				// allowed to take their tasks over.
 				h.cfg.Lost(nil, true)
 			}
