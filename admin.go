@@ -50,7 +50,7 @@ func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
 	}
 	n, err := c.drv.RetryMatching(ctx, p, c.cfg.Now())
 	if err != nil {
-		return 0, fmt.Errorf("keel: requeue tasks: %w", err)
+		return 0, fmt.Errorf("keel: requeue tasks: %w", unavailable(ctx, err))
 	}
 	if n > 0 {
 		c.wakeQueue(f.Queue)
@@ -67,7 +67,7 @@ func (c *Client) PurgeMatching(ctx context.Context, f Filter) (int64, error) {
 	}
 	n, err := c.drv.PurgeMatching(ctx, p)
 	if err != nil {
-		return 0, fmt.Errorf("keel: purge tasks: %w", err)
+		return 0, fmt.Errorf("keel: purge tasks: %w", unavailable(ctx, err))
 	}
 	return n, nil
 }
@@ -182,11 +182,11 @@ func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
 func (c *Client) overview(ctx context.Context) ([]driver.QueueCount, []driver.Setting, error) {
 	counts, err := c.drv.Counts(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keel: count tasks: %w", err)
+		return nil, nil, fmt.Errorf("keel: count tasks: %w", unavailable(ctx, err))
 	}
 	settings, err := c.drv.ListSettings(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("keel: list settings: %w", err)
+		return nil, nil, fmt.Errorf("keel: list settings: %w", unavailable(ctx, err))
 	}
 	return counts, settings, nil
 }
@@ -224,7 +224,7 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 		Kind: driver.SettingQueue, Name: name, Paused: u.Paused, Concurrency: u.Concurrency, Now: c.cfg.Now(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("keel: update queue %s: %w", name, err)
+		return nil, fmt.Errorf("keel: update queue %s: %w", name, unavailable(ctx, err))
 	}
 	if e := c.engine(); e != nil {
 		e.ApplySetting(*s)
@@ -289,7 +289,7 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 		BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Now: c.cfg.Now(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("keel: update type %s: %w", name, err)
+		return nil, fmt.Errorf("keel: update type %s: %w", name, unavailable(ctx, err))
 	}
 	if e := c.engine(); e != nil {
 		e.ApplySetting(*s)

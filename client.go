@@ -321,7 +321,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 	row, err := c.drv.Cancel(ctx, id, c.cfg.Now())
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	if e := c.engine(); e != nil {
 		e.Cancel(id)
@@ -336,7 +336,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	row, err := c.drv.Retry(ctx, id, c.cfg.Now())
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	c.wrote(row)
 	return infoFromRow(row), nil
@@ -378,7 +378,7 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error) {
 	rows, err := c.drv.Counts(ctx)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	out := map[string]map[State]int64{}
 	for _, r := range rows {

@@ -23,7 +23,7 @@ type NodeInfo struct {
 func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	rows, err := c.drv.ListNodes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(ctx, err)
 	}
 	out := make([]NodeInfo, len(rows))
 	for i, r := range rows {

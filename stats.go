@@ -50,15 +50,15 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	}
 	finished, err := c.drv.CountFinished(ctx, now.Add(-time.Hour))
 	if err != nil {
-		return nil, fmt.Errorf("keel: count finished tasks: %w", err)
+		return nil, fmt.Errorf("keel: count finished tasks: %w", unavailable(ctx, err))
 	}
 	recent, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
 	if err != nil {
-		return nil, fmt.Errorf("keel: count finished tasks: %w", err)
+		return nil, fmt.Errorf("keel: count finished tasks: %w", unavailable(ctx, err))
 	}
 	nodes, err := c.drv.ListNodes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("keel: list nodes: %w", err)
+		return nil, fmt.Errorf("keel: list nodes: %w", unavailable(ctx, err))
 	}
 	s := &Stats{At: now, Counts: map[State]int64{}, Nodes: len(nodes)}
 	idx := map[string]int{}
@@ -105,7 +105,7 @@ func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, 
 	}
 	ahead, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt, ID: t.ID, Now: now})
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("keel: estimate start: %w", err)
+		return time.Time{}, false, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
 	}
 	if ahead == 0 {
 		return now, true, nil
@@ -136,11 +136,11 @@ func (c *Client) etaInputs(ctx context.Context, queue string, now time.Time) (se
 	if e.served == nil || now.Sub(e.at) > 2*time.Second || now.Before(e.at) {
 		nodes, err := c.drv.ListNodes(ctx)
 		if err != nil {
-			return false, 0, fmt.Errorf("keel: list nodes: %w", err)
+			return false, 0, fmt.Errorf("keel: list nodes: %w", unavailable(ctx, err))
 		}
 		rows, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
 		if err != nil {
-			return false, 0, fmt.Errorf("keel: count finished tasks: %w", err)
+			return false, 0, fmt.Errorf("keel: count finished tasks: %w", unavailable(ctx, err))
 		}
 		e.served = map[string]bool{}
 		for _, n := range nodes {

@@ -105,7 +105,8 @@ func serverAddr(t *testing.T, db string) string {
 
 // TestDatabaseUnavailable: when the database cannot be reached, an
 // enqueue is answered 503 with Retry-After, so the caller retries with the
-// same key, and the library returns ErrUnavailable; not a 500.
+// same key, and the library returns ErrUnavailable; not a 500. Every other
+// route that needs the database answers the same.
 func TestDatabaseUnavailable(t *testing.T) {
 	for _, db := range []string{"postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
@@ -121,6 +122,20 @@ func TestDatabaseUnavailable(t *testing.T) {
 				{"POST", "/v1/tasks/batch", `{"tasks":[{"type":"email.send"}]}`},
 				{"GET", "/v1/tasks/" + itoa(task.ID), ""},
 				{"GET", "/v1/tasks", ""},
+				// Every other route that reads or writes the database too.
+				{"POST", "/v1/tasks/" + itoa(task.ID) + "/cancel", ""},
+				{"POST", "/v1/tasks/" + itoa(task.ID) + "/retry", ""},
+				{"GET", "/v1/dead", ""},
+				{"POST", "/v1/dead/requeue", `{"type":"email.send"}`},
+				{"POST", "/v1/dead/purge", `{"type":"email.send"}`},
+				{"GET", "/v1/queues", ""},
+				{"POST", "/v1/queues/default/pause", ""},
+				{"PATCH", "/v1/queues/default", `{"concurrency":2}`},
+				{"GET", "/v1/types", ""},
+				{"POST", "/v1/types/email.send/pause", ""},
+				{"PATCH", "/v1/types/email.send", `{"max_attempts":3}`},
+				{"GET", "/v1/stats", ""},
+				{"GET", "/v1/nodes", ""},
 			} {
 				res := b.call(t, c.method, c.path, c.body, "Idempotency-Key", idemFor(c.path))
 				res.problem(t, http.StatusServiceUnavailable, "the database is unavailable")
