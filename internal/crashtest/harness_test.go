@@ -80,6 +80,9 @@ type backend struct {
 	// killTasks is how many tasks the killed-worker scenario works, and
 	// killWorkers with how many worker processes.
 	killTasks, killWorkers int
+	// skipFailover, when set, says why the leader-failover scenario (three
+	// worker processes at once) does not run on this database.
+	skipFailover string
 	// terminate ends every session of application app but the caller's and
 	// returns how many it ended; nil where the database cannot tell the
 	// workers' sessions apart.

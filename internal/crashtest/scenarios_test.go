@@ -51,31 +51,46 @@ func killedWorker(t *testing.T, b *backend) {
 	})
 	// The victim is a worker that is not the leader (leaderFailover kills
 	// the leader) unless it is the only one, and is running tasks right now.
+	// A kill can still land in the gap between a worker's batches, when it
+	// holds nothing: then there is nothing to rescue, so the worker is
+	// restarted under a new name and another kill is tried.
 	var victim *worker
-	e.waitFor("a non-leader worker with running tasks", 20*time.Second, func() bool {
-		leader := e.leader()
-		for _, n := range names {
-			if (n != leader || len(names) == 1) && len(e.runningOf(n)) >= 3 {
-				victim = workers[n]
-				return true
+	var held []int64
+	var killedAt time.Time
+	for try := 1; ; try++ {
+		e.waitFor("a non-leader worker with running tasks", 20*time.Second, func() bool {
+			leader := e.leader()
+			for _, n := range names {
+				if (n != leader || len(names) == 1) && len(e.runningOf(n)) >= 3 {
+					victim = workers[n]
+					return true
+				}
 			}
+			return false
+		})
+		before := len(e.runningOf(victim.Name))
+		killedAt = e.kill(victim)
+		// The server may still be committing what the victim sent before it
+		// died; what is running after that was left behind.
+		time.Sleep(300 * time.Millisecond)
+		held = e.runningOf(victim.Name)
+		done := e.counts()[driver.StateSucceeded]
+		t.Logf("kill %d: killed %s (leader %q) running %d tasks just before, holding %d after; %d of %d succeeded",
+			try, victim.Name, e.leader(), before, len(held), done, total)
+		if done >= int64(total-total/10) {
+			t.Fatalf("the kill landed too late: %d of %d tasks had succeeded", done, total)
 		}
-		return false
-	})
-	before := len(e.runningOf(victim.Name))
-	killedAt := e.kill(victim)
-	// The server may still be committing what the victim sent before it
-	// died; what is running after that was left behind.
-	time.Sleep(300 * time.Millisecond)
-	held := e.runningOf(victim.Name)
-	done := e.counts()[driver.StateSucceeded]
-	t.Logf("killed %s (leader %q) running %d tasks just before, holding %d after; %d of %d succeeded",
-		victim.Name, e.leader(), before, len(held), done, total)
-	if done >= int64(total-total/10) {
-		t.Fatalf("the kill landed too late: %d of %d tasks had succeeded", done, total)
-	}
-	if len(held) == 0 {
-		t.Fatalf("%s held no running task after the kill", victim.Name)
+		if len(held) > 0 {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("%s held no running task after %d kills", victim.Name, try)
+		}
+		name := fmt.Sprintf("%s-again%d", victim.Name, try)
+		delete(workers, victim.Name)
+		names = slices.DeleteFunc(names, func(n string) bool { return n == victim.Name })
+		workers[name] = e.startWorker(name, 20*time.Millisecond)
+		names = append(names, name)
 	}
 	e.startWorker(victim.Name+"-restarted", 20*time.Millisecond)
 
@@ -227,6 +242,9 @@ func killedEnqueuer(t *testing.T, b *backend) {
 // succeeds once, and the dead leader's node row is pruned while the live
 // nodes stay listed.
 func leaderFailover(t *testing.T, b *backend) {
+	if b.skipFailover != "" {
+		t.Skipf("%s: %s", b.name, b.skipFailover)
+	}
 	e := setup(t, b)
 	const total = 600
 	e.enqueue(total)
