@@ -53,7 +53,7 @@ func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
 		return 0, fmt.Errorf("keel: requeue tasks: %w", unavailable(ctx, err))
 	}
 	if n > 0 {
-		c.wakeQueue(f.Queue)
+		c.wroteQueue(f.Queue)
 	}
 	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // Client enqueues and inspects tasks and, when it has handlers, runs
@@ -159,7 +161,7 @@ func (c *Client) undeclared(jobs []TaskSpec) []string {
 	var out []string
 	for _, j := range jobs {
 		o, known := c.types[j.Type]
-		if (known && !o.declared()) || (!known && c.cfg.AnyType && validName(j.Type)) {
+		if ((known && !o.declared()) || (!known && c.cfg.AnyType && validName(j.Type))) && !slices.Contains(out, j.Type) {
 			out = append(out, j.Type)
 		}
 	}
@@ -261,7 +263,7 @@ func checkStored(o options) error {
 		if err := checkText("meta key", k); err != nil {
 			return err
 		}
-		if err := checkText(fmt.Sprintf("meta %q", shorten(k, maxEcho)), v); err != nil {
+		if err := checkText(fmt.Sprintf("meta %q", shorten.String(k, maxEcho)), v); err != nil {
 			return err
 		}
 	}

@@ -11,11 +11,11 @@ import (
 	"reflect"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/outcome"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // Errors returned by keel. Test for them with errors.Is.
@@ -62,21 +62,10 @@ func invalid(format string, args ...any) error {
 	for i, a := range args {
 		short[i] = a
 		if v := reflect.ValueOf(a); v.Kind() == reflect.String && v.Len() > maxEcho {
-			short[i] = shorten(v.String(), maxEcho)
+			short[i] = shorten.String(v.String(), maxEcho)
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, short...))
-}
-
-// shorten cuts s to at most n bytes at a rune boundary and marks the cut.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // unavailable wraps a driver error that says the database could not be

@@ -94,14 +94,10 @@ func (c *Client) wrote(row *driver.TaskRow) {
 	}
 }
 
-// wakeQueue wakes this process's worker of queue, or all for "", after a
-// write that made its tasks ready. A driver.Notifier's write wakes them
-// itself.
-func (c *Client) wakeQueue(queue string) {
-	if _, ok := c.drv.(driver.Notifier); ok {
-		return
-	}
+// wroteQueue tells this process's workers, if any, that this client made
+// tasks of queue ready ("": of every queue; see engine.WroteQueue).
+func (c *Client) wroteQueue(queue string) {
 	if e := c.engine(); e != nil {
-		e.WakeQueue(queue)
+		e.WroteQueue(queue)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // maxDepth is the deepest nesting of arrays and objects a request body may
@@ -48,7 +50,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 }
 
 func checkContentType(v string) error {
-	unsupported := &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("Content-Type must be application/json, got %q", truncate(v, 64))}
+	unsupported := &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("Content-Type must be application/json, got %q", shorten.String(v, 64))}
 	if v == "" {
 		return unsupported
 	}
@@ -57,7 +59,7 @@ func checkContentType(v string) error {
 		return unsupported
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("charset must be utf-8, got %q", truncate(cs, 64))}
+		return &apiError{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("charset must be utf-8, got %q", shorten.String(cs, 64))}
 	}
 	return nil
 }
@@ -177,10 +179,10 @@ func decodeObject(raw []byte, v reflect.Value, path string) error {
 	return eachMember(raw, path, func(key string, val json.RawMessage) error {
 		i, ok := fields[key]
 		if !ok {
-			return badRequest("unknown field %q", join(path, truncate(key, 64)))
+			return badRequest("unknown field %q", join(path, shorten.String(key, 64)))
 		}
 		if seen[key] {
-			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
+			return badRequest("field %q appears more than once", join(path, shorten.String(key, 64)))
 		}
 		seen[key] = true
 		f := v.Field(i)
@@ -199,7 +201,7 @@ func decodeMap(raw []byte, v reflect.Value, path string) error {
 	err := eachMember(raw, path, func(key string, val json.RawMessage) error {
 		k := reflect.ValueOf(key).Convert(v.Type().Key())
 		if m.MapIndex(k).IsValid() {
-			return badRequest("field %q appears more than once", join(path, truncate(key, 64)))
+			return badRequest("field %q appears more than once", join(path, shorten.String(key, 64)))
 		}
 		e := reflect.New(v.Type().Elem()).Elem()
 		if string(val) == "null" {
@@ -288,20 +290,20 @@ func decodeLeaf(raw []byte, v reflect.Value, path string) error {
 		return fieldError(path, "must be %s, got %s", describe(t), te.Value)
 	}
 	if t == timeType {
-		return fieldError(path, "must be an RFC 3339 time such as \"2026-01-02T15:04:05Z\", got %s", truncate(string(raw), 64))
+		return fieldError(path, "must be an RFC 3339 time such as \"2026-01-02T15:04:05Z\", got %s", shorten.String(string(raw), 64))
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if path == "" {
 		return badRequest("request body: %s", msg)
 	}
-	return badRequest("field %q: %s", truncate(path, 128), msg)
+	return badRequest("field %q: %s", shorten.String(path, 128), msg)
 }
 
 func fieldError(path, format string, args ...any) error {
 	if path == "" {
 		return badRequest("request body "+format, args...)
 	}
-	return badRequest("field %q "+format, append([]any{truncate(path, 128)}, args...)...)
+	return badRequest("field %q "+format, append([]any{shorten.String(path, 128)}, args...)...)
 }
 
 func join(path, key string) string {
@@ -367,16 +369,4 @@ func jsonKind(raw []byte) string {
 		return "a boolean"
 	}
 	return "a number"
-}
-
-// truncate shortens s to at most n bytes, at a rune boundary, for echoing
-// caller input in a problem.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

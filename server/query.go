@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // Listing limits: the default page size and the largest (keel's List
@@ -31,7 +32,7 @@ func queryParams(r *http.Request, allowed ...string) (map[string]string, error) 
 	out := make(map[string]string, len(values))
 	for name, vs := range values {
 		if !slices.Contains(allowed, name) {
-			return nil, badRequest("unknown query parameter %q; this route takes %s", truncate(name, 64), strings.Join(allowed, ", "))
+			return nil, badRequest("unknown query parameter %q; this route takes %s", shorten.String(name, 64), strings.Join(allowed, ", "))
 		}
 		if len(vs) > 1 {
 			return nil, badRequest("query parameter %q given %d times", name, len(vs))
@@ -57,7 +58,7 @@ func queryTime(q map[string]string, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, badRequest("query parameter %q must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", name, truncate(v, 64))
+		return time.Time{}, badRequest("query parameter %q must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", name, shorten.String(v, 64))
 	}
 	return t, nil
 }
@@ -80,7 +81,7 @@ func (s *server) listPage(ctx context.Context, p keel.Filter, q map[string]strin
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxLimit {
-			return TaskList{}, badRequest("query parameter \"limit\" must be an integer in 1..%d, got %q", maxLimit, truncate(v, 64))
+			return TaskList{}, badRequest("query parameter \"limit\" must be an integer in 1..%d, got %q", maxLimit, shorten.String(v, 64))
 		}
 		limit = n
 	}
@@ -135,5 +136,5 @@ func decodeCursor(c string) (int64, error) {
 			}
 		}
 	}
-	return 0, badRequest("invalid cursor %q: pass the next_cursor of the previous page unchanged", truncate(c, 64))
+	return 0, badRequest("invalid cursor %q: pass the next_cursor of the previous page unchanged", shorten.String(c, 64))
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // Role is what a token may do.
@@ -215,7 +216,7 @@ func (s *server) guard(rt route) http.Handler {
 // and any panic with a generic 500.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.creds) == 0 && !loopbackHost(r.Host) {
-		writeProblem(w, http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name or address: without tokens this API answers only requests to localhost, 127.0.0.1 or [::1] (so that no web page can reach it through DNS rebinding); configure tokens to serve other hosts", truncate(r.Host, 64)))
+		writeProblem(w, http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name or address: without tokens this API answers only requests to localhost, 127.0.0.1 or [::1] (so that no web page can reach it through DNS rebinding); configure tokens to serve other hosts", shorten.String(r.Host, 64)))
 		return
 	}
 	defer func() {
@@ -235,10 +236,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rec.status == http.StatusMethodNotAllowed {
 			allow := rec.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			writeProblem(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; allowed: %s", truncate(r.Method, 64), truncate(r.URL.Path, 128), allow))
+			writeProblem(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %s; allowed: %s", shorten.String(r.Method, 64), shorten.String(r.URL.Path, 128), allow))
 			return
 		}
-		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /v1/openapi.json", truncate(r.Method, 64), truncate(r.URL.Path, 128)))
+		writeProblem(w, http.StatusNotFound, fmt.Sprintf("no route %s %s: see /v1/openapi.json", shorten.String(r.Method, 64), shorten.String(r.URL.Path, 128)))
 		return
 	}
 	s.mux.ServeHTTP(w, r)

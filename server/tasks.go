@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // enqueue handles POST /v1/tasks: EnqueueRequest → 201 Task (new, with
@@ -230,7 +231,7 @@ func taskID(r *http.Request) (int64, error) {
 	v := r.PathValue("id")
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id < 1 {
-		return 0, badRequest("invalid task id %q: use a positive integer", truncate(v, 64))
+		return 0, badRequest("invalid task id %q: use a positive integer", shorten.String(v, 64))
 	}
 	return id, nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // The wire types of the v1 API. The CLI and tests decode responses into
@@ -24,7 +26,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("invalid duration %q: use a form such as \"30s\" or \"5m\"", truncate(s, 64))
+		return fmt.Errorf("invalid duration %q: use a form such as \"30s\" or \"5m\"", shorten.String(s, 64))
 	}
 	*d = Duration(v)
 	return nil

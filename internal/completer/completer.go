@@ -22,11 +22,12 @@ type Finisher interface {
 // (false: the task's lease was lost, fencing rejected the write).
 type Request struct {
 	Transition driver.Transition
-	// LeaseExpiresAt is until when this process's lease on the task is
-	// known to hold. A write that fails is retried, with backoff, until
-	// then: a task whose outcome is stored before its lease runs out is
-	// not run again. Zero: retried for Config.Patience.
-	LeaseExpiresAt time.Time
+	// LeaseExpiresAt returns until when this process's lease on the task
+	// is known to hold; it is asked only when a write fails, which is then
+	// retried, with backoff, until that time: a task whose outcome is
+	// stored before its lease runs out is not run again. Nil: retried for
+	// Config.Patience.
+	LeaseExpiresAt func() time.Time
 	Done           func(applied bool, err error)
 }
 
@@ -160,9 +161,9 @@ func (c *Completer) write(ctx context.Context, batch []Request) {
 		if deadlines == nil {
 			deadlines = make([]time.Time, len(batch))
 			for i, r := range batch {
-				deadlines[i] = r.LeaseExpiresAt
-				if deadlines[i].IsZero() {
-					deadlines[i] = now.Add(c.cfg.Patience)
+				deadlines[i] = now.Add(c.cfg.Patience)
+				if r.LeaseExpiresAt != nil {
+					deadlines[i] = r.LeaseExpiresAt()
 				}
 			}
 		}

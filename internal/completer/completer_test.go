@@ -84,11 +84,14 @@ func setup(t *testing.T, cfg completer.Config) *bundle {
 
 // req is a request for task id whose outcome lands on b.done.
 func (b *bundle) req(id int64, lease time.Time) completer.Request {
-	return completer.Request{
-		Transition:     driver.Transition{ID: id, Fence: id * 10, State: driver.StateSucceeded},
-		LeaseExpiresAt: lease,
-		Done:           func(applied bool, err error) { b.done <- done{id, applied, err, b.clk.Now()} },
+	r := completer.Request{
+		Transition: driver.Transition{ID: id, Fence: id * 10, State: driver.StateSucceeded},
+		Done:       func(applied bool, err error) { b.done <- done{id, applied, err, b.clk.Now()} },
 	}
+	if !lease.IsZero() {
+		r.LeaseExpiresAt = func() time.Time { return lease }
+	}
+	return r
 }
 
 func TestGroupCommit(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/outcome"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // decide maps an attempt's result to the task's next state: every
@@ -36,7 +37,7 @@ func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, st
 		return t
 	}
 	ae := &driver.AttemptError{Attempt: row.Attempt, Node: e.cfg.Node, Start: start, End: end,
-		Outcome: driver.OutcomeError, Error: truncate(res.err.Error(), 4096), Stack: truncate(res.stack, 16384)}
+		Outcome: driver.OutcomeError, Error: shorten.String(res.err.Error(), 4096), Stack: shorten.String(res.stack, 16384)}
 	t.Error = ae
 	switch {
 	case res.panic:
@@ -113,11 +114,4 @@ func (e *Engine) backoff(taskType string, attempt int) time.Duration {
 		p.Max = max(p.Max, p.Base)
 	}
 	return p.Delay(attempt)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

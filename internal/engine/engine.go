@@ -269,6 +269,15 @@ func (e *Engine) Wrote(row *driver.TaskRow) {
 	e.Wake(row.Queue, row.RunAt)
 }
 
+// WroteQueue tells the workers that this process made tasks of queue ready
+// ("": of every queue), as RetryMatching does. A driver.Notifier's write
+// wakes every process itself.
+func (e *Engine) WroteQueue(queue string) {
+	if !e.notifies {
+		e.WakeQueue(queue)
+	}
+}
+
 // Cancel cancels the handler running task id in this process, if any.
 func (e *Engine) Cancel(id int64) {
 	e.mu.Lock()

@@ -67,9 +67,10 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		p.finishing++
 		e.mu.Unlock()
 		p.signalFreed()
-		e.completer.Add(completer.Request{Transition: t, LeaseExpiresAt: e.heartbeat.LeaseExpiresAt(row.ID, row.LeaseExpiresAt), Done: func(applied bool, err error) {
-			e.finished(p, ex, t, applied, err)
-		}})
+		e.completer.Add(completer.Request{Transition: t,
+			LeaseExpiresAt: func() time.Time { return e.heartbeat.LeaseExpiresAt(row.ID, row.LeaseExpiresAt) },
+			Done:           func(applied bool, err error) { e.finished(p, ex, t, applied, err) },
+		})
 	}
 	h := e.cfg.Handlers[row.Type]
 	if h == nil {
