@@ -17,10 +17,28 @@ const throughputWindow = 5 * time.Minute
 // Stats.Alert (seed 003 §4.2).
 const AlertDeadPerHour = 3
 
+// A View is a gauge of a queue's tasks: the states, with pending split by
+// when the task can run.
+type View string
+
+// The views of QueueStats.Views (and the keel_tasks metric's state label).
+const (
+	ViewReady     View = "ready"     // pending, run_at reached
+	ViewScheduled View = "scheduled" // pending, never attempted, run_at ahead
+	ViewRetrying  View = "retrying"  // pending after a failed attempt, run_at ahead
+	ViewRunning   View = "running"
+	ViewDead      View = "dead"
+)
+
 // QueueStats is one queue's figures in Stats.
 type QueueStats struct {
 	Name   string
 	Counts map[State]int64
+	// Views counts the queue's tasks by View, cluster-wide.
+	Views map[View]int64
+	// OldestReadyAge is how long the oldest ready task has been ready (to
+	// the minute); 0 when none is ready.
+	OldestReadyAge time.Duration
 	// PerSecond is how many of the queue's tasks finished (succeeded or
 	// dead) per second over the last five minutes.
 	PerSecond float64
