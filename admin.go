@@ -180,9 +180,13 @@ func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
 }
 
 func (c *Client) overview(ctx context.Context) ([]driver.QueueCount, []driver.Setting, error) {
-	counts, err := c.drv.Counts(ctx)
+	rows, err := c.drv.Counts(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("keel: count tasks: %w", unavailable(ctx, err))
+	}
+	var counts []driver.QueueCount
+	for _, r := range rows {
+		counts = append(counts, driver.QueueCount{Queue: r.Queue, Type: r.Type, State: kindState(r.Kind), Count: r.N})
 	}
 	settings, err := c.drv.ListSettings(ctx)
 	if err != nil {

@@ -27,7 +27,7 @@ type Client struct {
 	mu  sync.Mutex
 	eng *engine.Engine // set by Start
 
-	eta etaCache // for ETA
+	snaps snapshotCache // for ETA
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -387,7 +387,16 @@ func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error)
 		if out[r.Queue] == nil {
 			out[r.Queue] = map[State]int64{}
 		}
-		out[r.Queue][r.State] += r.Count
+		out[r.Queue][kindState(r.Kind)] += r.N
 	}
 	return out, nil
+}
+
+// kindState is the state a live counter's kind counts: retrying tasks are
+// pending.
+func kindState(kind string) State {
+	if kind == driver.KindRetrying {
+		return StatePending
+	}
+	return State(kind)
 }

@@ -88,6 +88,13 @@ type Config struct {
 	// RescueInterval is how often the leader looks for expired leases.
 	// Default 10s.
 	RescueInterval time.Duration
+	// ReconcileInterval is how often the leader checks the live counters
+	// against the task table (a read of the whole table) and corrects any
+	// difference, and drops history older than HistoryRetention. Default 5m.
+	ReconcileInterval time.Duration
+	// HistoryRetention is how long the per-minute history (rates, the
+	// dashboard's charts) is kept. Default 8 days (192h).
+	HistoryRetention time.Duration
 	// SettingsInterval is how often workers read the runtime settings of
 	// queues and types (pause, concurrency, timeout, retry policy) that any
 	// node may change. Default 2s.
@@ -165,6 +172,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.HeartbeatInterval, 10*time.Second)
 	setDefault(&c.PollInterval, time.Second)
 	setDefault(&c.RescueInterval, 10*time.Second)
+	setDefault(&c.ReconcileInterval, 5*time.Minute)
+	setDefault(&c.HistoryRetention, 8*24*time.Hour)
 	setDefault(&c.SettingsInterval, 2*time.Second)
 	setDefault(&c.ClaimBatch, 100)
 	setDefault(&c.TimeoutGrace, 5*time.Second)
@@ -202,7 +211,7 @@ func (c Config) validate() error {
 	}{
 		{"Timeout", c.Timeout}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
 		{"LeaseTTL", c.LeaseTTL}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"SettingsInterval", c.SettingsInterval}, {"TimeoutGrace", c.TimeoutGrace},
+		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"ReconcileInterval", c.ReconcileInterval}, {"HistoryRetention", c.HistoryRetention}, {"SettingsInterval", c.SettingsInterval}, {"TimeoutGrace", c.TimeoutGrace},
 	}
 	for _, p := range positive {
 		if p.d < 0 {

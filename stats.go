@@ -3,15 +3,12 @@ package keel
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/keelq/keel/driver"
 )
-
-// throughputWindow is how far back Stats and ETA look for the rate at which
-// a queue's tasks finish.
-const throughputWindow = 5 * time.Minute
 
 // AlertDeadPerHour: more dead letters than this in the last hour raise
 // Stats.Alert (seed 003 §4.2).
@@ -30,7 +27,39 @@ const (
 	ViewDead      View = "dead"
 )
 
-// QueueStats is one queue's figures in Stats.
+// Rates are how many tasks finished (succeeded or dead-lettered) per
+// second over the last 1, 5 and 15 minutes, counted over the time the
+// queue or type had work in that window (idle minutes do not dilute them).
+// A rate is 0 when nothing finished in its window.
+type Rates struct {
+	M1, M5, M15 float64
+}
+
+// TypeStats is one task type's figures within a queue in Stats.
+type TypeStats struct {
+	Name  string
+	Views map[View]int64
+	// Counts by state, pending covering every pending view.
+	Counts map[State]int64
+	Rates  Rates
+	// OldestReadyAge is how long the oldest ready task has been ready, to
+	// the minute (the live counters keep run times by minute); 0 when none
+	// is ready.
+	OldestReadyAge time.Duration
+	// MeanDuration is the mean run time of the attempts that ended in the
+	// last hour; 0 when none did.
+	MeanDuration time.Duration
+	// DeadLastHour and FailedLastHour count tasks dead-lettered and
+	// attempts that failed in the last hour; AttemptsLastHour counts the
+	// attempts that ended.
+	DeadLastHour, FailedLastHour, AttemptsLastHour int64
+	// TimeToDrain estimates how long the ready tasks take to start at the
+	// recent rate; 0 when none is ready or there is no rate.
+	TimeToDrain time.Duration
+	Paused      bool
+}
+
+// QueueStats is one queue's figures in Stats: its types' figures summed.
 type QueueStats struct {
 	Name   string
 	Counts map[State]int64
@@ -39,11 +68,17 @@ type QueueStats struct {
 	// OldestReadyAge is how long the oldest ready task has been ready (to
 	// the minute); 0 when none is ready.
 	OldestReadyAge time.Duration
-	// PerSecond is how many of the queue's tasks finished (succeeded or
-	// dead) per second over the last five minutes.
+	Rates          Rates
+	// PerSecond is Rates.M5.
 	PerSecond float64
 	// DeadLastHour counts tasks dead-lettered in the last hour.
 	DeadLastHour int64
+	TimeToDrain  time.Duration
+	Paused       bool
+	// Served: a live worker process (one whose registry heartbeat is
+	// recent) works the queue.
+	Served bool
+	Types  []TypeStats // ordered by name
 }
 
 // Stats is a snapshot of the whole system for dashboards and alerts.
@@ -58,125 +93,321 @@ type Stats struct {
 	Nodes        int // registered worker processes
 }
 
-// Stats counts tasks by queue and state, the recent throughput and the
-// dead letters of the last hour.
+// Stats reads the live counters and the last hour's history: counts by
+// queue, type, state and view, rates, oldest ready task, dead letters. It
+// never reads the task table, so it costs the same with 5,000,000 tasks as
+// with 5.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
-	now := c.cfg.Now()
-	queues, err := c.Queues(ctx)
+	snap, err := c.snapshot(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
-	finished, err := c.drv.CountFinished(ctx, now.Add(-time.Hour))
-	if err != nil {
-		return nil, fmt.Errorf("keel: count finished tasks: %w", unavailable(ctx, err))
-	}
-	recent, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
-	if err != nil {
-		return nil, fmt.Errorf("keel: count finished tasks: %w", unavailable(ctx, err))
-	}
-	nodes, err := c.drv.ListNodes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("keel: list nodes: %w", unavailable(ctx, err))
-	}
-	s := &Stats{At: now, Counts: map[State]int64{}, Nodes: len(nodes)}
-	idx := map[string]int{}
-	for _, q := range queues {
-		idx[q.Name] = len(s.Queues)
-		s.Queues = append(s.Queues, QueueStats{Name: q.Name, Counts: q.Counts})
+	now := snap.at
+	s := &Stats{At: now, Counts: map[State]int64{}, Nodes: len(snap.nodes)}
+	for _, name := range snap.queueNames() {
+		q := snap.queueStats(name, c.liveWindow())
 		for st, n := range q.Counts {
 			s.Counts[st] += n
 		}
-	}
-	for _, r := range finished {
-		if i, ok := idx[r.Queue]; ok && r.State == StateDead {
-			s.Queues[i].DeadLastHour += r.Count
-			s.DeadLastHour += r.Count
-		}
-	}
-	for q, rate := range finishRates(recent) {
-		if i, ok := idx[q]; ok {
-			s.Queues[i].PerSecond = rate
-		}
+		s.DeadLastHour += q.DeadLastHour
+		s.Queues = append(s.Queues, q)
 	}
 	s.Alert = s.DeadLastHour > AlertDeadPerHour
 	return s, nil
 }
 
-// ETA estimates when a pending task will start: from the ready tasks ahead
-// of it in its queue (higher priority, or same priority and earlier) and
-// the rate at which the queue's tasks finished over the last five minutes
-// (seed 003 §3.1). ok is false when there is no estimate: the task is not
-// pending, no registered worker process serves its queue, or tasks wait
-// ahead of it and none finished recently.
-func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, err error) {
-	if t == nil || t.State != StatePending {
-		return time.Time{}, false, nil
-	}
+// liveWindow is how recent a node's registry heartbeat must be for the
+// node to count as live.
+func (c *Client) liveWindow() time.Duration {
+	return max(3*c.cfg.HeartbeatInterval, 30*time.Second)
+}
+
+// snapshot is what Stats and ETA read: the live counters, the last hour's
+// history, the settings and the node registry, as of at.
+type snapshot struct {
+	at       time.Time
+	counts   []driver.CountRow
+	minutes  []driver.MinuteRow
+	settings []driver.Setting
+	nodes    []driver.NodeRow
+	workers  map[string]int // this client's workers per queue
+}
+
+// snapshotCache keeps the last snapshot for ETA, so that a burst of
+// submits costs four small reads every second, not four per submit.
+type snapshotCache struct {
+	mu   sync.Mutex
+	snap *snapshot
+}
+
+// snapshot reads a snapshot, or returns the cached one when it is younger
+// than maxAge (0: always read).
+func (c *Client) snapshot(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
 	now := c.cfg.Now()
-	served, rate, err := c.etaInputs(ctx, t.Queue, now)
-	if err != nil || !served {
-		return time.Time{}, false, err
+	if maxAge > 0 {
+		c.snaps.mu.Lock()
+		defer c.snaps.mu.Unlock()
+		if s := c.snaps.snap; s != nil && !now.Before(s.at) && now.Sub(s.at) < maxAge {
+			return s, nil
+		}
 	}
-	if t.RunAt.After(now) {
-		// Scheduled: the backlog at that time cannot be known yet.
-		return t.RunAt, true, nil
+	s := &snapshot{at: now, workers: map[string]int{}}
+	var err error
+	if s.counts, err = c.drv.Counts(ctx); err != nil {
+		return nil, fmt.Errorf("keel: read live counters: %w", unavailable(ctx, err))
 	}
-	ahead, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt, ID: t.ID, Now: now})
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
+	if s.minutes, err = c.drv.Minutes(ctx, now.Add(-time.Hour)); err != nil {
+		return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
 	}
-	if ahead == 0 {
-		return now, true, nil
+	if s.settings, err = c.drv.ListSettings(ctx); err != nil {
+		return nil, fmt.Errorf("keel: list settings: %w", unavailable(ctx, err))
 	}
-	if rate <= 0 {
-		return time.Time{}, false, nil
+	if s.nodes, err = c.drv.ListNodes(ctx); err != nil {
+		return nil, fmt.Errorf("keel: list nodes: %w", unavailable(ctx, err))
 	}
-	return now.Add(time.Duration(float64(ahead) / rate * float64(time.Second))), true, nil
+	for q := range c.cfg.Queues {
+		s.workers[q] = c.workers(q)
+	}
+	if maxAge > 0 {
+		c.snaps.snap = s
+	}
+	return s, nil
 }
 
-// etaCache holds what ETA reads besides a task's place in line: the
-// queues some registered node serves and each queue's recent finish rate,
-// read together at most every 2s so a burst of ETA requests costs two
-// queries.
-type etaCache struct {
-	mu     sync.Mutex
-	at     time.Time
-	served map[string]bool
-	rates  map[string]float64 // finished per second over throughputWindow
+// queueNames are the queues with counters or history, sorted.
+func (s *snapshot) queueNames() []string {
+	seen := map[string]bool{}
+	for _, r := range s.counts {
+		seen[r.Queue] = true
+	}
+	for _, m := range s.minutes {
+		seen[m.Queue] = true
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, compareStrings)
+	return names
 }
 
-// etaInputs reports whether a registered worker process serves queue and
-// the queue's recent finish rate per second.
-func (c *Client) etaInputs(ctx context.Context, queue string, now time.Time) (served bool, rate float64, err error) {
-	e := &c.eta
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.served == nil || now.Sub(e.at) > 2*time.Second || now.Before(e.at) {
-		nodes, err := c.drv.ListNodes(ctx)
-		if err != nil {
-			return false, 0, fmt.Errorf("keel: list nodes: %w", unavailable(ctx, err))
+func (s *snapshot) paused(kind driver.SettingKind, name string) bool {
+	for _, st := range s.settings {
+		if st.Kind == kind && st.Name == name {
+			return st.Paused
 		}
-		rows, err := c.drv.CountFinished(ctx, now.Add(-throughputWindow))
-		if err != nil {
-			return false, 0, fmt.Errorf("keel: count finished tasks: %w", unavailable(ctx, err))
+	}
+	return false
+}
+
+// served reports whether a live node works queue.
+func (s *snapshot) served(queue string, window time.Duration) bool {
+	if s.workers[queue] > 0 {
+		return true
+	}
+	for _, n := range s.nodes {
+		if s.at.Sub(n.HeartbeatAt) <= window && slices.Contains(n.Queues, queue) {
+			return true
 		}
-		e.served = map[string]bool{}
-		for _, n := range nodes {
-			for _, q := range n.Queues {
-				e.served[q] = true
+	}
+	return false
+}
+
+// views fills the views and oldest ready age of the counter rows that
+// match keep.
+func (s *snapshot) views(keep func(r driver.CountRow) bool) (views map[View]int64, counts map[State]int64, oldest time.Duration) {
+	views, counts = map[View]int64{}, map[State]int64{}
+	nowMinute := driver.DueMinute(s.at)
+	oldestDue := int64(0)
+	for _, r := range s.counts {
+		if !keep(r) {
+			continue
+		}
+		counts[kindState(r.Kind)] += r.N
+		switch {
+		case r.Kind == string(StateRunning):
+			views[ViewRunning] += r.N
+		case r.Kind == string(StateDead):
+			views[ViewDead] += r.N
+		case r.Kind != string(StatePending) && r.Kind != driver.KindRetrying:
+		case r.Due <= nowMinute:
+			views[ViewReady] += r.N
+			if r.N > 0 && (oldestDue == 0 || r.Due < oldestDue) {
+				oldestDue = r.Due
 			}
+		case r.Kind == driver.KindRetrying:
+			views[ViewRetrying] += r.N
+		default:
+			views[ViewScheduled] += r.N
 		}
-		e.rates, e.at = finishRates(rows), now
 	}
-	return e.served[queue], e.rates[queue], nil
+	if oldestDue != 0 {
+		oldest = max(0, s.at.Sub(time.Unix(oldestDue*60, 0)))
+	}
+	return views, counts, oldest
 }
 
-// finishRates turns counts of tasks finished over throughputWindow into
-// rates per second by queue.
-func finishRates(rows []driver.QueueCount) map[string]float64 {
-	rates := map[string]float64{}
-	for _, r := range rows {
-		rates[r.Queue] += float64(r.Count) / throughputWindow.Seconds()
+// history sums the history rows that match keep by minute.
+func (s *snapshot) history(keep func(m driver.MinuteRow) bool) []driver.MinuteRow {
+	var out []driver.MinuteRow
+	for _, m := range s.minutes {
+		if !keep(m) {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Minute == m.Minute {
+			o := &out[n-1]
+			o.Enqueued += m.Enqueued
+			o.Hits += m.Hits
+			o.Attempts += m.Attempts
+			o.Ended += m.Ended
+			o.Failed += m.Failed
+			o.Succeeded += m.Succeeded
+			o.Dead += m.Dead
+			o.Cancelled += m.Cancelled
+			o.DurationMS += m.DurationMS
+			if m.FirstMS != 0 && (o.FirstMS == 0 || m.FirstMS < o.FirstMS) {
+				o.FirstMS = m.FirstMS
+			}
+			o.LastMS = max(o.LastMS, m.LastMS)
+			continue
+		}
+		out = append(out, m)
 	}
-	return rates
+	return out
+}
+
+func (s *snapshot) queueStats(name string, window time.Duration) QueueStats {
+	q := QueueStats{Name: name, Paused: s.paused(driver.SettingQueue, name), Served: s.served(name, window)}
+	q.Views, q.Counts, q.OldestReadyAge = s.views(func(r driver.CountRow) bool { return r.Queue == name })
+	hist := s.history(func(m driver.MinuteRow) bool { return m.Queue == name })
+	q.Rates = rates(hist, s.at, finishedIn)
+	q.PerSecond = q.Rates.M5
+	for _, m := range hist {
+		q.DeadLastHour += m.Dead
+	}
+	q.TimeToDrain = drain(q.Views[ViewReady], busyRate(hist, s.at, 5*time.Minute, claimedIn))
+	types := map[string]bool{}
+	for _, r := range s.counts {
+		if r.Queue == name {
+			types[r.Type] = true
+		}
+	}
+	for _, m := range s.minutes {
+		if m.Queue == name {
+			types[m.Type] = true
+		}
+	}
+	for t := range types {
+		ts := TypeStats{Name: t, Paused: s.paused(driver.SettingType, t)}
+		ts.Views, ts.Counts, ts.OldestReadyAge = s.views(func(r driver.CountRow) bool { return r.Queue == name && r.Type == t })
+		th := s.history(func(m driver.MinuteRow) bool { return m.Queue == name && m.Type == t })
+		ts.Rates = rates(th, s.at, finishedIn)
+		var durMS int64
+		for _, m := range th {
+			ts.DeadLastHour += m.Dead
+			ts.FailedLastHour += m.Failed
+			ts.AttemptsLastHour += m.Ended
+			durMS += m.DurationMS
+		}
+		if ts.AttemptsLastHour > 0 {
+			ts.MeanDuration = time.Duration(durMS/ts.AttemptsLastHour) * time.Millisecond
+		}
+		ts.TimeToDrain = drain(ts.Views[ViewReady], busyRate(th, s.at, 5*time.Minute, claimedIn))
+		q.Types = append(q.Types, ts)
+	}
+	slices.SortFunc(q.Types, func(a, b TypeStats) int { return compareStrings(a.Name, b.Name) })
+	return q
+}
+
+func finishedIn(m driver.MinuteRow) int64 { return m.Succeeded + m.Dead }
+func claimedIn(m driver.MinuteRow) int64  { return m.Attempts }
+
+func rates(hist []driver.MinuteRow, now time.Time, count func(driver.MinuteRow) int64) Rates {
+	return Rates{
+		M1:  busyRate(hist, now, time.Minute, count).perSecond,
+		M5:  busyRate(hist, now, 5*time.Minute, count).perSecond,
+		M15: busyRate(hist, now, 15*time.Minute, count).perSecond,
+	}
+}
+
+// rate is a count over the busy time of a window.
+type rate struct {
+	n         float64
+	busy      time.Duration
+	perSecond float64
+}
+
+// busyRate is count per second over the time within the window that the
+// history shows work in: a minute with work before and after it counts
+// whole; at the edge of a stretch of work only from the minute's first or
+// to its last ended attempt (to now in the current minute). The counts of
+// a minute partly inside the window count in proportion.
+func busyRate(hist []driver.MinuteRow, now time.Time, window time.Duration, count func(driver.MinuteRow) int64) rate {
+	var r rate
+	from := now.Add(-window)
+	nowMinute := driver.DueMinute(now)
+	active := map[int64]bool{}
+	for _, m := range hist {
+		active[m.Minute] = m.Attempts > 0 || m.Ended > 0
+	}
+	for _, m := range hist {
+		n := count(m)
+		if !active[m.Minute] {
+			continue
+		}
+		start := time.Unix(m.Minute*60, 0)
+		end := start.Add(time.Minute)
+		lo, hi := start, end
+		if !active[m.Minute-1] && m.FirstMS != 0 {
+			lo = time.UnixMilli(m.FirstMS)
+		}
+		switch {
+		case m.Minute >= nowMinute:
+			hi = now
+		case !active[m.Minute+1] && m.LastMS != 0:
+			hi = time.UnixMilli(m.LastMS)
+		}
+		if hi.Before(lo) {
+			hi = lo
+		}
+		span := hi.Sub(lo)
+		clo, chi := maxTime(lo, from), minTime(hi, now)
+		if !chi.After(clo) {
+			if span == 0 && !lo.Before(from) && !lo.After(now) {
+				r.n += float64(n)
+			}
+			continue
+		}
+		kept := chi.Sub(clo)
+		r.busy += kept
+		if span > 0 {
+			r.n += float64(n) * float64(kept) / float64(span)
+		}
+	}
+	if r.busy >= time.Second && r.n > 0 {
+		r.perSecond = r.n / r.busy.Seconds()
+	}
+	return r
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// drain is how long ready tasks take to start at r; 0 without a rate.
+func drain(ready int64, r rate) time.Duration {
+	if ready <= 0 || r.perSecond <= 0 {
+		return 0
+	}
+	return time.Duration(float64(ready) / r.perSecond * float64(time.Second))
 }

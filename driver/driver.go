@@ -79,14 +79,23 @@ type Driver interface {
 	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// List returns tasks matching params.
 	List(ctx context.Context, params Filter) ([]TaskRow, error)
-	// Counts returns task counts by queue, type and state.
-	Counts(ctx context.Context) ([]QueueCount, error)
-	// CountFinished returns, by queue and state, how many tasks reached
-	// succeeded or dead at or after since (finished_at): the recent
-	// throughput and dead-letter rate. Type is empty in its rows.
-	CountFinished(ctx context.Context, since time.Time) ([]QueueCount, error)
-	// CountAhead counts the ready tasks a claim takes before the given
-	// position (see AheadParams).
+	// Counts returns the live counters (see CountRow), summed over the
+	// rows a driver keeps per connection, without zero rows, ordered by
+	// queue, type, kind, priority and due. It never reads keel_tasks.
+	Counts(ctx context.Context) ([]CountRow, error)
+	// Minutes returns the history rows (see MinuteRow) of the minutes from
+	// since (rounded down to its minute) on, ordered by minute, queue and
+	// type.
+	Minutes(ctx context.Context, since time.Time) ([]MinuteRow, error)
+	// Reconcile compares the live counters with keel_tasks as of one
+	// snapshot and corrects every difference (returned as the corrections
+	// applied: N is what was added), folds each counter's per-connection
+	// rows into one and drops zero rows, and deletes history rows of
+	// minutes before params.MinutesBefore. It reads the whole task table:
+	// the leader runs it now and then, nothing else should.
+	Reconcile(ctx context.Context, params ReconcileParams) ([]CountRow, error)
+	// CountAhead counts ready tasks of one priority ahead of a position in
+	// line (see AheadParams), reading at most Limit of them.
 	CountAhead(ctx context.Context, params AheadParams) (int64, error)
 	// RetryMatching moves up to Limit matching dead or cancelled tasks back
 	// to pending, like Retry, and returns how many it moved. A task whose

@@ -83,6 +83,10 @@ type Transition struct {
 	Refund bool
 	// Snooze counts the transition as one more snooze (TaskRow.Snoozes).
 	Snooze bool
+	// Task is the task as claimed (Queue, Type, Priority, Attempt, RunAt
+	// and AttemptedAt are read): drivers that count transitions in Go
+	// (SQLite, MySQL) count this one by it. Nil: the driver reads them.
+	Task *TaskRow
 }
 
 // FinishParams finishes many running tasks held by Owner in one batch.
@@ -171,15 +175,26 @@ func (f Filter) ValidateBulk() error {
 	return nil
 }
 
-// AheadParams locates a pending task in its queue's line: Ahead counts the
-// ready tasks (run_at <= Now) of Queue that a claim takes before a task with
-// Priority, RunAt and ID (priority DESC, run_at ASC, id ASC).
+// AheadParams locates a pending task in its queue's line: CountAhead
+// counts the ready tasks (run_at <= Now) of Queue with the same Priority
+// that a claim takes before a task with Priority, RunAt and ID (run_at ASC,
+// id ASC), of those with run_at at or after From, reading at most Limit of
+// them. The live counters give the rest of the line.
 type AheadParams struct {
 	Queue    string
 	Priority int
 	RunAt    time.Time
 	ID       int64
 	Now      time.Time
+	From     time.Time
+	Limit    int
+}
+
+// ReconcileParams configures Driver.Reconcile.
+type ReconcileParams struct {
+	// MinutesBefore: history rows of earlier minutes are deleted. Zero
+	// keeps them all.
+	MinutesBefore time.Time
 }
 
 // LeadParams tries to take or keep the leadership Name for TTL.

@@ -103,6 +103,75 @@ type QueueCount struct {
 	Count int64
 }
 
+// KindRetrying is the live counters' name for pending tasks that were
+// attempted before (attempt > 0); CountRow.Kind is otherwise the state.
+const KindRetrying = "retrying"
+
+// CountRow is one live counter (keel_counts): how many tasks of Queue and
+// Type are of Kind, a state with pending split in two: "pending" (never
+// attempted) and KindRetrying. Pending and retrying rows are kept per
+// Priority and Due, the minute their run_at falls in (Unix seconds / 60,
+// rounded down), so a reader splits ready from scheduled tasks and finds
+// the oldest ready one without reading the task table; other kinds have
+// Priority and Due 0. The drivers keep the counters in the transaction of
+// every write to keel_tasks, so they never drift from it; Reconcile checks.
+type CountRow struct {
+	Queue    string
+	Type     string
+	Kind     string
+	Priority int
+	Due      int64
+	N        int64
+}
+
+// CountKind is the kind a task in state with attempt counts as.
+func CountKind(state State, attempt int) string {
+	if state == StatePending && attempt > 0 {
+		return KindRetrying
+	}
+	return string(state)
+}
+
+// DueMinute is the minute t falls in: Unix seconds / 60, rounded down.
+func DueMinute(t time.Time) int64 {
+	s := t.Unix()
+	if s < 0 {
+		return (s - 59) / 60
+	}
+	return s / 60
+}
+
+// MinuteRow is one minute of one queue and type's history (keel_minutes),
+// counted by the same writes as the live counters, at the minute of the
+// write (Minute, Unix seconds / 60):
+//   - Enqueued: tasks inserted; Hits: inserts that found their idempotency
+//     key held and returned the existing task (counted on that task's queue
+//     and type).
+//   - Attempts: claims (pending to running).
+//   - Ended: attempts that ended without being given back, that is every
+//     transition out of running except a snooze and a release on shutdown;
+//     Failed: those that recorded an error (any outcome); DurationMS: their
+//     summed run time (the write's instant minus attempted_at, each
+//     rounded down to the millisecond); FirstMS and LastMS: the first and
+//     last such end in the minute (Unix milliseconds), 0 when none.
+//   - Succeeded, Dead, Cancelled: transitions into those states.
+type MinuteRow struct {
+	Minute     int64
+	Queue      string
+	Type       string
+	Enqueued   int64
+	Hits       int64
+	Attempts   int64
+	Ended      int64
+	Failed     int64
+	Succeeded  int64
+	Dead       int64
+	Cancelled  int64
+	DurationMS int64
+	FirstMS    int64
+	LastMS     int64
+}
+
 // NodeRow is one row of keel_nodes: a worker process and its last heartbeat.
 type NodeRow struct {
 	Name        string

@@ -192,7 +192,7 @@ func testListAndCounts(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
-	for _, c := range counts {
+	for _, c := range byState(counts) {
 		got[c.Queue+"/"+string(c.State)] += c.Count
 	}
 	want := map[string]int64{"q1/running": 1, "q1/pending": 2, "q2/pending": 3}

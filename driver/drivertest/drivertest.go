@@ -204,9 +204,30 @@ func (e *env) total() int64 {
 	}
 	var n int64
 	for _, c := range counts {
-		n += c.Count
+		n += c.N
 	}
 	return n
+}
+
+// byState sums live counter rows by queue, type and state.
+func byState(rows []driver.CountRow) []driver.QueueCount {
+	var out []driver.QueueCount
+	at := map[driver.QueueCount]int{}
+	for _, r := range rows {
+		st := driver.State(r.Kind)
+		if r.Kind == driver.KindRetrying {
+			st = driver.StatePending
+		}
+		k := driver.QueueCount{Queue: r.Queue, Type: r.Type, State: st}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, k)
+		}
+		out[i].Count += r.N
+	}
+	return out
 }
 
 // leaseTTL is the lease the suite's direct claims take.

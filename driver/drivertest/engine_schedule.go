@@ -178,7 +178,8 @@ func testEngineTwoClients(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(counts) == 1 && counts[0].State == driver.StateSucceeded && counts[0].Count == n
+		byS := byState(counts)
+		return len(byS) == 1 && byS[0].State == driver.StateSucceeded && byS[0].Count == n
 	})
 	mu.Lock()
 	defer mu.Unlock()

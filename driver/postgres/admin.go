@@ -17,20 +17,12 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountFinished implements driver.Driver.
-func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.countFinished, since), sqlutil.ScanFinishedCount)
-	if err != nil {
-		return nil, fmt.Errorf("count finished tasks: %w", err)
-	}
-	return out, nil
-}
-
 // CountAhead implements driver.Driver. Readiness is judged by the database
 // clock unless Options.CallerClock is set, like claims.
 func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
 	var n int64
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countAhead, []any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID},
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countAhead,
+		[]any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID, p.From, p.Limit},
 		func(scan func(...any) error) error { return scan(&n) })
 	if err != nil {
 		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)

@@ -32,8 +32,8 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 type queries struct {
 	reserveIDs,
 	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
-	cancel, retry, counts, lead, resign, list,
-	countFinished, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
+	cancel, retry, counts, trueCounts, foldShards, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
+	lead, resign, list, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
 	declareType, listTypes, listTypesNamed string
 }
 
@@ -170,23 +170,55 @@ FROM t
 WHERE k.id = $2 AND k.state IN ('dead', 'cancelled')
 RETURNING ` + qualified("k", taskColumns)),
 
-		counts: q(`SELECT queue, type, state, count(*) FROM {schema}.keel_tasks
-GROUP BY queue, type, state ORDER BY queue, type, state`),
+		// The live counters (migration 007), summed over shards.
+		counts: q(`SELECT queue, type, kind, priority, due, sum(n)::bigint FROM {schema}.keel_counts
+GROUP BY queue, type, kind, priority, due HAVING sum(n) <> 0
+ORDER BY queue, type, kind, priority, due`),
 
-		// Reads the partial index keel_tasks_finished only.
-		countFinished: q(`SELECT queue, state, count(*) FROM {schema}.keel_tasks
-WHERE state IN ('succeeded', 'dead') AND finished_at >= $1
-GROUP BY queue, state ORDER BY queue, state`),
+		// keel_tasks counted the way the counters count; only Reconcile.
+		trueCounts: q(`SELECT queue, type, {schema}.keel_count_kind(state, attempt),
+	{schema}.keel_count_priority(state, priority), {schema}.keel_count_due(state, run_at), count(*)
+FROM {schema}.keel_tasks GROUP BY 1, 2, 3, 4, 5`),
 
-		// The ready tasks of queue $2 a claim takes before priority $3,
-		// run_at $4, id $5: two ranges of the claim index, higher
-		// priorities and the same priority earlier in line.
-		countAhead: q(`SELECT
-	(SELECT count(*) FROM {schema}.keel_tasks k
-	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority > $3 AND k.run_at <= ` + nowExpr + `)
-	+ (SELECT count(*) FROM {schema}.keel_tasks k
+		// Adds corrections ($1..$6 arrays) to shard 0.
+		repairCounts: q(`INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, n)
+SELECT u.q, u.t, u.k, u.p, u.d, 0, u.n
+FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::bigint[], $6::bigint[]) AS u(q, t, k, p, d, n)
+ORDER BY 1, 2, 3, 4, 5
+ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n`),
+
+		// Moves every shard's counts into shard 0.
+		foldShards: q(`WITH gone AS (DELETE FROM {schema}.keel_counts WHERE shard <> 0
+	RETURNING queue, type, kind, priority, due, n)
+INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, n)
+SELECT queue, type, kind, priority, due, 0, sum(n) FROM gone
+GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n`),
+
+		dropZeroCounts: q(`DELETE FROM {schema}.keel_counts WHERE n = 0`),
+		dropMinutes:    q(`DELETE FROM {schema}.keel_minutes WHERE minute < $1`),
+
+		minutes: q(`SELECT minute, queue, type, sum(enqueued)::bigint, sum(hits)::bigint, sum(attempts)::bigint,
+	sum(ended)::bigint, sum(failed)::bigint, sum(succeeded)::bigint, sum(dead)::bigint, sum(cancelled)::bigint,
+	sum(duration_ms)::bigint, coalesce(min(nullif(first_ms, 0)), 0), max(last_ms)
+FROM {schema}.keel_minutes WHERE minute >= $1
+GROUP BY minute, queue, type ORDER BY minute, queue, type`),
+
+		// Idempotency hits ($2 queues, $3 types, one element per hit) in
+		// the minute of now.
+		hits: q(nowCTE + `INSERT INTO {schema}.keel_minutes AS m (minute, queue, type, shard, hits)
+SELECT floor(extract(epoch FROM t.now) / 60)::bigint, u.q, u.t, pg_backend_pid() % 16, count(*)
+FROM t, unnest($2::text[], $3::text[]) AS u(q, t)
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+ON CONFLICT (minute, queue, type, shard) DO UPDATE SET hits = m.hits + excluded.hits`),
+
+		// At most $7 ready tasks of queue $2 and priority $3 a claim takes
+		// before run_at $4, id $5, from run_at $6 on: one range of the
+		// claim index.
+		countAhead: q(`SELECT count(*) FROM (SELECT 1 FROM {schema}.keel_tasks k
 	WHERE k.state = 'pending' AND k.queue = $2 AND k.priority = $3 AND k.run_at <= ` + nowExpr + `
-		AND (k.run_at, k.id) < ($4::timestamptz, $5::bigint))`),
+		AND k.run_at >= $6 AND (k.run_at, k.id) < ($4::timestamptz, $5::bigint)
+	LIMIT $7) a`),
 
 		// Retry (same columns) for the first $7 matching tasks. A task
 		// whose key another task holds is skipped, and of tasks sharing a

@@ -83,6 +83,22 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 // and q is a pgx transaction, the others one INSERT each. Results keep the
 // order of params.
 func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out, err := d.insertAll(ctx, q, params)
+	if err != nil {
+		return nil, err
+	}
+	var now time.Time
+	if len(params) > 0 {
+		now = params[0].Now
+	}
+	if err := d.countHits(ctx, q, now, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insertAll is insert without counting idempotency hits.
+func (d *Driver) insertAll(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	var plain []int
 	for i, p := range params {
 		if p.IdemKey == "" {
@@ -448,15 +464,6 @@ func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, e
 	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, q, args...), scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	return out, nil
-}
-
-// Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.counts), sqlutil.ScanCount)
-	if err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
 	}
 	return out, nil
 }

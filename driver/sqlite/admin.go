@@ -12,20 +12,11 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountFinished implements driver.Driver.
-func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlCountFinished, micros(since)), sqlutil.ScanFinishedCount)
-	if err != nil {
-		return nil, fmt.Errorf("count finished tasks: %w", err)
-	}
-	return out, nil
-}
-
 // CountAhead implements driver.Driver.
 func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
 	var n int64
 	if err := d.rdb.QueryRowContext(ctx, sqlCountAhead, p.Queue, p.Priority, micros(p.RunAt), p.ID,
-		micros(p.Now)).Scan(&n); err != nil {
+		micros(p.Now), micros(p.From), p.Limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
 	}
 	return n, nil
@@ -38,12 +29,23 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	}
 	var n int64
 	err := d.write(ctx, func(tx querier) error {
-		res, err := tx.ExecContext(ctx, sqlRetryMatching, append(matchArgs(p), micros(now))...)
+		n = 0
+		var tally sqlutil.Tally
+		err := sqlutil.Query(ctx, tx, sqlRetryMatching, append(matchArgs(p), micros(now))...)(func(scan sqlutil.Scan) error {
+			o := sqlutil.RowState{State: p.State}
+			if err := scan(&o.Queue, &o.Type, &o.Priority); err != nil {
+				return err
+			}
+			n++
+			r := o
+			r.State, r.RunAt = driver.StatePending, now
+			tally.Update(o, r, now, false)
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("retry tasks: %w", err)
 		}
-		n, err = res.RowsAffected()
-		return err
+		return count(ctx, tx, &tally)
 	})
 	return n, err
 }
@@ -55,12 +57,21 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 	}
 	var n int64
 	err := d.write(ctx, func(tx querier) error {
-		res, err := tx.ExecContext(ctx, sqlPurgeMatching, matchArgs(p)...)
+		n = 0
+		var tally sqlutil.Tally
+		err := sqlutil.Query(ctx, tx, sqlPurgeMatching, matchArgs(p)...)(func(scan sqlutil.Scan) error {
+			o := sqlutil.RowState{State: p.State}
+			if err := scan(&o.Queue, &o.Type); err != nil {
+				return err
+			}
+			n++
+			tally.Delete(o)
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("purge tasks: %w", err)
 		}
-		n, err = res.RowsAffected()
-		return err
+		return count(ctx, tx, &tally)
 	})
 	return n, err
 }

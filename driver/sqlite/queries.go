@@ -102,23 +102,63 @@ SET state = 'pending', attempt = 0, snoozes = 0, run_at = ?1, finished_at = NULL
 WHERE id = ?2 AND state IN ('dead', 'cancelled')
 RETURNING ` + taskColumns
 
-const sqlCounts = `SELECT queue, type, state, count(*) FROM keel_tasks
-GROUP BY queue, type, state ORDER BY queue, type, state`
+// sqlCounts reads the live counters (migration 005).
+const sqlCounts = `SELECT queue, type, kind, priority, due, sum(n) FROM keel_counts
+GROUP BY queue, type, kind, priority, due HAVING sum(n) <> 0
+ORDER BY queue, type, kind, priority, due`
 
-// sqlCountFinished reads the partial index keel_tasks_finished only.
-const sqlCountFinished = `SELECT queue, state, count(*) FROM keel_tasks
-WHERE state IN ('succeeded', 'dead') AND finished_at >= ?
-GROUP BY queue, state ORDER BY queue, state`
+// sqlTrueCounts counts keel_tasks the way the live counters do; only
+// Reconcile runs it.
+const sqlTrueCounts = `SELECT queue, type, CASE WHEN state = 'pending' AND attempt > 0 THEN 'retrying' ELSE state END,
+	CASE WHEN state = 'pending' THEN priority ELSE 0 END,
+	CASE WHEN state = 'pending' THEN run_at / 60000000 ELSE 0 END, count(*)
+FROM keel_tasks GROUP BY 1, 2, 3, 4, 5`
 
-// sqlCountAhead counts, on the claim index, the ready tasks of queue ?1 a
-// claim takes before priority ?2, run_at ?3, id ?4 at now ?5: two ranges,
-// higher priorities and the same priority earlier in line.
-const sqlCountAhead = `SELECT
-	(SELECT count(*) FROM keel_tasks
-	WHERE state = 'pending' AND queue = ?1 AND priority > ?2 AND run_at <= ?5)
-	+ (SELECT count(*) FROM keel_tasks
-	WHERE state = 'pending' AND queue = ?1 AND priority = ?2 AND run_at <= ?5
-		AND (run_at < ?3 OR (run_at = ?3 AND id < ?4)))`
+// sqlCountUpsert adds to counters; {rows} is a list of (?, ?, ?, ?, ?, 0, ?).
+const sqlCountUpsert = `INSERT INTO keel_counts (queue, type, kind, priority, due, shard, n) VALUES {rows}
+ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = n + excluded.n`
+
+const countRow = `(?, ?, ?, ?, ?, 0, ?)`
+
+const minuteColumns = `minute, queue, type, enqueued, hits, attempts, ended, failed, succeeded, dead, cancelled,
+	duration_ms, first_ms, last_ms`
+
+// sqlMinuteUpsert adds to history rows; {rows} is a list of minuteRow.
+const sqlMinuteUpsert = `INSERT INTO keel_minutes (shard, ` + minuteColumns + `) VALUES {rows}
+ON CONFLICT (minute, queue, type, shard) DO UPDATE SET enqueued = enqueued + excluded.enqueued,
+	hits = hits + excluded.hits, attempts = attempts + excluded.attempts, ended = ended + excluded.ended,
+	failed = failed + excluded.failed, succeeded = succeeded + excluded.succeeded, dead = dead + excluded.dead,
+	cancelled = cancelled + excluded.cancelled, duration_ms = duration_ms + excluded.duration_ms,
+	first_ms = CASE WHEN first_ms = 0 OR (excluded.first_ms <> 0 AND excluded.first_ms < first_ms)
+		THEN excluded.first_ms ELSE first_ms END,
+	last_ms = max(last_ms, excluded.last_ms)`
+
+const minuteRow = `(0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// sqlMinutes reads the history from minute ? on.
+const sqlMinutes = `SELECT minute, queue, type, sum(enqueued), sum(hits), sum(attempts), sum(ended), sum(failed),
+	sum(succeeded), sum(dead), sum(cancelled), sum(duration_ms), coalesce(min(nullif(first_ms, 0)), 0), max(last_ms)
+FROM keel_minutes WHERE minute >= ?
+GROUP BY minute, queue, type ORDER BY minute, queue, type`
+
+const (
+	sqlDropZeroCounts = `DELETE FROM keel_counts WHERE n = 0`
+	sqlDropMinutes    = `DELETE FROM keel_minutes WHERE minute < ?`
+)
+
+// sqlCountedRows reads what the counters need of the tasks with the ids in
+// the JSON array ?1 that are running: transitions whose caller did not
+// describe the task.
+const sqlCountedRows = `SELECT id, queue, type, priority, attempt, run_at, attempted_at FROM keel_tasks
+WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running'`
+
+// sqlCountAhead counts, on the claim index, at most ?7 ready tasks of
+// queue ?1 and priority ?2 a claim takes before run_at ?3, id ?4 at now ?5,
+// from run_at ?6 on.
+const sqlCountAhead = `SELECT count(*) FROM (SELECT 1 FROM keel_tasks
+WHERE state = 'pending' AND queue = ?1 AND priority = ?2 AND run_at <= ?5 AND run_at >= ?6
+	AND (run_at < ?3 OR (run_at = ?3 AND id < ?4))
+LIMIT ?7)`
 
 // matchWhere selects the tasks of a bulk operation: state ?1 (dead or
 // cancelled; the literal list lets the planner use keel_tasks_failed), and
@@ -143,7 +183,8 @@ WHERE id IN (
 		LIMIT ?6)
 	SELECT id FROM c WHERE idem_key IS NULL
 	UNION ALL
-	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)`
+	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)
+RETURNING queue, type, priority`
 
 // sqlPurgeMatching deletes the first ?6 matching tasks.
 const sqlPurgeMatching = `DELETE FROM keel_tasks
@@ -151,7 +192,8 @@ WHERE id IN (
 	SELECT id FROM keel_tasks
 	WHERE ` + matchWhere + `
 	ORDER BY id
-	LIMIT ?6)`
+	LIMIT ?6)
+RETURNING queue, type`
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at`

@@ -53,6 +53,7 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 // results keep the order of params.
 func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	out := make([]driver.InsertResult, len(params))
+	var tally sqlutil.Tally
 	for _, i := range sqlutil.InsertOrder(params) {
 		p := params[i]
 		row, err := scanTask(tx.QueryRowContext(ctx, sqlInsert, p.Queue, p.Type, p.Priority, string(p.Payload),
@@ -60,6 +61,7 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 			p.PayloadDigest, micros(p.Now), micros(p.Now), sqlutil.NullBytes(p.Meta)).Scan)
 		if err == nil {
 			out[i] = driver.InsertResult{Task: row}
+			tally.Insert(sqlutil.StateOf(row), p.Now)
 			continue
 		}
 		if !errors.Is(err, sql.ErrNoRows) || p.IdemKey == "" {
@@ -73,6 +75,10 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 		if out[i], err = sqlutil.KeyHolder(row, p); err != nil {
 			return nil, err
 		}
+		tally.Hit(row.Queue, row.Type, p.Now)
+	}
+	if err := count(ctx, tx, &tally); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -93,32 +99,47 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	}
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return fmt.Errorf("claim tasks: %w", err)
+		if err := claim(ctx, tx, query, args, p, &out); err != nil {
+			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner,
-				LeaseExpiresAt: p.LeaseExpiresAt, AttemptedAt: p.Now}
-			var payload []byte
-			var runAt, timeoutMS, createdAt int64
-			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
-				&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes); err != nil {
-				return fmt.Errorf("claim tasks: %w", err)
-			}
-			r.Payload = payload
-			r.RunAt, r.CreatedAt = fromMicros(runAt), fromMicros(createdAt)
-			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
-			out = append(out, r)
+		var tally sqlutil.Tally
+		for i := range out {
+			n := sqlutil.StateOf(&out[i])
+			o := n
+			o.State, o.Attempt = driver.StatePending, n.Attempt-1
+			tally.Update(o, n, p.Now, false)
 		}
-		return rows.Err()
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, err
 	}
 	driver.SortClaimed(out)
 	return out, nil
+}
+
+// claim runs the claim query and appends the claimed tasks to out.
+func claim(ctx context.Context, tx querier, query string, args []any, p driver.ClaimParams, out *[]driver.TaskRow) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("claim tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner,
+			LeaseExpiresAt: p.LeaseExpiresAt, AttemptedAt: p.Now}
+		var payload []byte
+		var runAt, timeoutMS, createdAt int64
+		if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
+			&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes); err != nil {
+			return fmt.Errorf("claim tasks: %w", err)
+		}
+		r.Payload = payload
+		r.RunAt, r.CreatedAt = fromMicros(runAt), fromMicros(createdAt)
+		r.Timeout = time.Duration(timeoutMS) * time.Millisecond
+		*out = append(*out, r)
+	}
+	return rows.Err()
 }
 
 // Finish implements driver.Driver. Successes without a result go in one
@@ -139,6 +160,11 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	idsJSON, pairsJSON := int64List(ids), pairList(pairs)
 	err := d.write(ctx, func(tx querier) error {
 		ok = ok[:0]
+		tasks, err := countedTasks(ctx, tx, p.Transitions)
+		if err != nil {
+			return err
+		}
+		var tally sqlutil.Tally
 		if len(ids) > 0 {
 			rows, err := tx.QueryContext(ctx, sqlSucceedMany, micros(p.Now), idsJSON, pairsJSON, p.Owner)
 			if err != nil {
@@ -155,6 +181,9 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 			if err := rows.Close(); err != nil {
 				return fmt.Errorf("finish tasks: %w", err)
 			}
+			for _, id := range ok {
+				tally.Finished(tasks[id], driver.Transition{State: driver.StateSucceeded}, p.Now)
+			}
 		}
 		for _, t := range others {
 			applied, err := transition(ctx, tx, p.Owner, p.Now, t)
@@ -163,9 +192,10 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 			}
 			if applied {
 				ok = append(ok, t.ID)
+				tally.Finished(tasks[t.ID], t, p.Now)
 			}
 		}
-		return nil
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, err
@@ -179,7 +209,17 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	if err != nil {
 		return false, err
 	}
-	return transition(ctx, tx, owner, now, t)
+	tasks, err := countedTasks(ctx, tx, []driver.Transition{t})
+	if err != nil {
+		return false, err
+	}
+	applied, err := transition(ctx, tx, owner, now, t)
+	if err != nil || !applied {
+		return false, err
+	}
+	var tally sqlutil.Tally
+	tally.Finished(tasks[t.ID], t, now)
+	return true, count(ctx, tx, &tally)
 }
 
 func transition(ctx context.Context, tx querier, owner string, now time.Time, t driver.Transition) (bool, error) {
@@ -280,6 +320,17 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("rescue: %w", err)
 		}
+		trs := make([]driver.Transition, 0, len(p.Tasks))
+		for _, rt := range p.Tasks {
+			if expired[rt.Transition.ID] {
+				trs = append(trs, rt.Transition)
+			}
+		}
+		tasks, err := countedTasks(ctx, tx, trs)
+		if err != nil {
+			return err
+		}
+		var tally sqlutil.Tally
 		for _, rt := range p.Tasks {
 			if !expired[rt.Transition.ID] {
 				continue
@@ -291,13 +342,14 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			if !applied {
 				continue
 			}
+			tally.Finished(tasks[rt.Transition.ID], rt.Transition, p.Now)
 			row, err := scanTask(tx.QueryRowContext(ctx, sqlGet, rt.Transition.ID).Scan)
 			if err != nil {
 				return fmt.Errorf("rescue: %w", err)
 			}
 			out = append(out, *row)
 		}
-		return nil
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, err
@@ -326,9 +378,12 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 	var row *driver.TaskRow
 	var opErr error
 	err := d.write(ctx, func(tx querier) error {
-		var err error
-		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id).Scan)
 		opErr = nil
+		old, err := getWith(ctx, tx, id)
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
+			return err
+		}
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id).Scan)
 		if errors.Is(err, sql.ErrNoRows) {
 			_, err := getWith(ctx, tx, id)
 			opErr = sqlutil.MissingOrWrongState(id, err)
@@ -337,7 +392,9 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 		if err != nil {
 			return fmt.Errorf("cancel task %d: %w", id, err)
 		}
-		return nil
+		var tally sqlutil.Tally
+		tally.Update(sqlutil.StateOf(old), sqlutil.StateOf(row), now, false)
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, err
@@ -370,6 +427,10 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 				return nil
 			}
 		}
+		old, err := getWith(ctx, tx, id)
+		if err != nil {
+			return err
+		}
 		row, err = scanTask(tx.QueryRowContext(ctx, sqlRetry, micros(now), id).Scan)
 		if errors.Is(err, sql.ErrNoRows) {
 			opErr = fmt.Errorf("retry task %d: %w", id, driver.ErrWrongState)
@@ -378,7 +439,9 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 		if err != nil {
 			return fmt.Errorf("retry task %d: %w", id, err)
 		}
-		return nil
+		var tally sqlutil.Tally
+		tally.Update(sqlutil.StateOf(old), sqlutil.StateOf(row), now, false)
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, err
@@ -397,10 +460,10 @@ func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, e
 }
 
 // Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlCounts), sqlutil.ScanCount)
+func (d *Driver) Counts(ctx context.Context) ([]driver.CountRow, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlCounts), sqlutil.ScanCountRow)
 	if err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
+		return nil, fmt.Errorf("read live counters: %w", err)
 	}
 	return out, nil
 }

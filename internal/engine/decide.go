@@ -14,7 +14,7 @@ import (
 // decide maps an attempt's result to the task's next state: every
 // retry-or-dead decision of a running attempt is made here.
 func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, start, end time.Time) driver.Transition {
-	t := driver.Transition{ID: row.ID, Fence: row.Fence}
+	t := driver.Transition{ID: row.ID, Fence: row.Fence, Task: row}
 	if res.err == nil {
 		t.State, t.Result = driver.StateSucceeded, res.value
 		return t
@@ -69,7 +69,7 @@ func (e *Engine) decideExpired(row *driver.TaskRow, now time.Time) driver.Transi
 // is the run_at it was claimed at plus delay, so a backlog enqueued since
 // does not push it back. driver/drivertest decides with it too.
 func ExpiredTransition(row *driver.TaskRow, now time.Time, delay time.Duration) driver.Transition {
-	t := driver.Transition{ID: row.ID, Fence: row.Fence, Error: &driver.AttemptError{
+	t := driver.Transition{ID: row.ID, Fence: row.Fence, Task: row, Error: &driver.AttemptError{
 		Attempt: row.Attempt, Node: row.LeaseOwner, Start: row.AttemptedAt, End: now,
 		Outcome: driver.OutcomeLeaseExpired, Error: "lease expired: worker lost",
 	}}

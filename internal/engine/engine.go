@@ -71,6 +71,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	PollInterval      time.Duration
 	RescueInterval    time.Duration
+	ReconcileInterval time.Duration
+	HistoryRetention  time.Duration
 	SettingsInterval  time.Duration
 	ClaimBatch        int
 	TimeoutGrace      time.Duration
@@ -107,8 +109,9 @@ type Engine struct {
 	// a claim takes, so no worker claims a task it cannot run.
 	handled []string
 
-	settings settings
-	runaway  atomic.Int64 // handlers running past TimeoutGrace after their context ended
+	settings  settings
+	reconcile *service.Loop // the leader's counter check
+	runaway   atomic.Int64 // handlers running past TimeoutGrace after their context ended
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
@@ -159,6 +162,9 @@ func Start(ctx context.Context, cfg Config) *Engine {
 				e.WakeQueue("") // a resumed queue or a raised limit frees slots
 			}
 		})
+	})
+	e.reconcile = service.Start(ctx, func(ctx context.Context) {
+		service.Every(ctx, cfg.ReconcileInterval, e.reconcileCounters)
 	})
 	e.completer.Start(ctx)
 	e.heartbeat.Start(ctx)
@@ -223,6 +229,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.heartbeat.Stop()
 	e.registrar.Stop()
 	e.settings.loop.Stop()
+	e.reconcile.Stop()
 	e.elector.Stop()
 	e.listener.Stop()
 	e.cfg.Logger.Info("keel: workers stopped", "node", e.cfg.Node, "cancelled_in_flight", forced)
@@ -327,7 +334,7 @@ func CompleteTx(ctx context.Context, tx driver.Tx, result []byte) (inHandler boo
 	}
 	e := ex.e
 	applied, err := e.drv.FinishTx(ctx, tx, e.cfg.Node, e.cfg.Now(), driver.Transition{
-		ID: ex.row.ID, Fence: ex.row.Fence, State: driver.StateSucceeded, Result: result,
+		ID: ex.row.ID, Fence: ex.row.Fence, State: driver.StateSucceeded, Result: result, Task: ex.row,
 	})
 	if err != nil {
 		return true, fmt.Errorf("complete task %d: %w", ex.row.ID, err)

@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
+
+// The live counters and history (migration 005): written by count in the
+// transaction of every write to keel_tasks, read by Counts and Minutes,
+// checked by Reconcile.
+
+// count writes what tally changed, in the transaction tx.
+func count(ctx context.Context, tx querier, tally *sqlutil.Tally) error {
+	if tally.Empty() {
+		return nil
+	}
+	if rows := tally.Counts(); len(rows) > 0 {
+		q := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(rows)), 1)
+		if _, err := tx.ExecContext(ctx, q, sqlutil.CountArgs(rows)...); err != nil {
+			return fmt.Errorf("update live counters: %w", err)
+		}
+	}
+	if rows := tally.Minutes(); len(rows) > 0 {
+		q := strings.Replace(sqlMinuteUpsert, "{rows}", sqlutil.Repeat(minuteRow, len(rows)), 1)
+		if _, err := tx.ExecContext(ctx, q, sqlutil.MinuteArgs(rows)...); err != nil {
+			return fmt.Errorf("update task history: %w", err)
+		}
+	}
+	return nil
+}
+
+// countedTasks returns, by id, the tasks the transitions ts describe
+// (Transition.Task), reading the running ones whose caller did not.
+func countedTasks(ctx context.Context, tx querier, ts []driver.Transition) (map[int64]*driver.TaskRow, error) {
+	out := make(map[int64]*driver.TaskRow, len(ts))
+	var missing []int64
+	for _, t := range ts {
+		if t.Task != nil {
+			out[t.ID] = t.Task
+		} else {
+			missing = append(missing, t.ID)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := tx.QueryContext(ctx, sqlCountedRows, int64List(missing))
+	if err != nil {
+		return nil, fmt.Errorf("read finishing tasks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := &driver.TaskRow{State: driver.StateRunning}
+		var runAt int64
+		var attempted sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &runAt, &attempted); err != nil {
+			return nil, fmt.Errorf("read finishing tasks: %w", err)
+		}
+		r.RunAt, r.AttemptedAt = fromMicros(runAt), optTime(attempted)
+		out[r.ID] = r
+	}
+	return out, rows.Err()
+}
+
+// Minutes implements driver.Driver.
+func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlMinutes, driver.DueMinute(since)), sqlutil.ScanMinuteRow)
+	if err != nil {
+		return nil, fmt.Errorf("read task history: %w", err)
+	}
+	return out, nil
+}
+
+// Reconcile implements driver.Driver: both counts are read in one read
+// transaction (one snapshot), the difference is written by the writer.
+func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]driver.CountRow, error) {
+	tx, err := d.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile counters: %w", err)
+	}
+	defer tx.Rollback()
+	truth, err := sqlutil.Collect(sqlutil.Query(ctx, tx, sqlTrueCounts), sqlutil.ScanCountRow)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile counters: count tasks: %w", err)
+	}
+	kept, err := sqlutil.Collect(sqlutil.Query(ctx, tx, sqlCounts), sqlutil.ScanCountRow)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile counters: %w", err)
+	}
+	tx.Rollback()
+	diff := sqlutil.CountDiff(truth, kept)
+	err = d.write(ctx, func(tx querier) error {
+		if len(diff) > 0 {
+			q := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(diff)), 1)
+			if _, err := tx.ExecContext(ctx, q, sqlutil.CountArgs(diff)...); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, sqlDropZeroCounts); err != nil {
+			return err
+		}
+		if !p.MinutesBefore.IsZero() {
+			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile counters: %w", err)
+	}
+	return diff, nil
+}

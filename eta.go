@@ -1,0 +1,164 @@
+package keel
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// ETAStatus says what an Estimate is based on, or why it has no times.
+type ETAStatus string
+
+// The estimate statuses.
+const (
+	// ETAEstimated: Start and Finish are set.
+	ETAEstimated ETAStatus = "estimated"
+	// ETAPaused: the task's queue or type is paused; it starts when resumed.
+	ETAPaused ETAStatus = "paused"
+	// ETANoWorker: no live worker process works the task's queue.
+	ETANoWorker ETAStatus = "no_worker"
+	// ETAUnknown: the queue has work ahead but no history yet to say how
+	// fast it goes (and this client runs none of its workers).
+	ETAUnknown ETAStatus = "unknown"
+)
+
+// Estimate is when a pending task is expected to start and finish (seed
+// 003 §3.1).
+type Estimate struct {
+	Status ETAStatus
+	Start  time.Time // zero unless Status is ETAEstimated
+	Finish time.Time // Start plus the type's mean run time; zero unless estimated
+	// Ahead counts the ready tasks a claim takes before this one.
+	Ahead int64
+	// PerSecond is the rate at which the queue's tasks start that the
+	// estimate used: measured over the last five minutes of work when
+	// there was enough, else this client's workers for the queue divided
+	// by the mean run time.
+	PerSecond float64
+}
+
+// etaMaxAge is how old a snapshot an estimate may use: a burst of submits
+// reads the counters once a second, not once per submit.
+const etaMaxAge = time.Second
+
+// etaSameMinuteLimit bounds the index read that places a task among the
+// tasks of its priority that became ready in the same minute.
+const etaSameMinuteLimit = 100000
+
+// ETA is Estimate's start: ok is false when there is no estimate (the task
+// is not pending, paused, not served, or there is no history yet).
+func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, err error) {
+	e, err := c.Estimate(ctx, t)
+	if err != nil || e == nil || e.Status != ETAEstimated {
+		return time.Time{}, false, err
+	}
+	return e.Start, true, nil
+}
+
+// Estimate estimates when the pending task t starts and finishes, from the
+// live counters: the ready tasks ahead of it (higher priorities, and its
+// own priority earlier in line) and the rate at which the queue's tasks
+// start. It returns nil for a task that is not pending.
+func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
+	if t == nil || t.State != StatePending {
+		return nil, nil
+	}
+	s, err := c.snapshot(ctx, etaMaxAge)
+	if err != nil {
+		return nil, err
+	}
+	now := c.cfg.Now()
+	e := &Estimate{Status: ETAEstimated}
+	switch {
+	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
+		e.Status = ETAPaused
+		return e, nil
+	case !s.served(t.Queue, c.liveWindow()):
+		e.Status = ETANoWorker
+		return e, nil
+	}
+	hist := s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })
+	mean := meanDuration(s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue && m.Type == t.Type }))
+	if mean == 0 {
+		mean = meanDuration(hist)
+	}
+	if t.RunAt.After(now) {
+		// Scheduled: the backlog at that time cannot be known yet.
+		e.Start, e.Finish = t.RunAt, t.RunAt.Add(mean)
+		return e, nil
+	}
+	ahead, running, err := c.ahead(ctx, s, t, now)
+	if err != nil {
+		return nil, err
+	}
+	e.Ahead = ahead
+	measured := busyRate(hist, now, 5*time.Minute, claimedIn)
+	slots := float64(s.workers[t.Queue])
+	switch {
+	case measured.busy >= 5*time.Second && measured.n >= 10:
+		e.PerSecond = measured.perSecond
+		if mean > 0 {
+			slots = math.Max(slots, math.Round(e.PerSecond*mean.Seconds()))
+		}
+	case slots > 0 && mean > 0:
+		e.PerSecond = slots / mean.Seconds()
+	}
+	free := slots - float64(running)
+	switch {
+	case slots > 0 && float64(ahead) < free:
+		e.Start = now
+	case e.PerSecond <= 0:
+		if ahead == 0 && running == 0 {
+			e.Start = now
+			break
+		}
+		e.Status = ETAUnknown
+		return e, nil
+	default:
+		wait := (float64(ahead) + 1 - math.Max(free, 0)) / e.PerSecond
+		e.Start = now.Add(time.Duration(math.Max(wait, 0) * float64(time.Second)))
+	}
+	e.Finish = e.Start.Add(mean)
+	return e, nil
+}
+
+// ahead counts the ready tasks a claim takes before t (counters for higher
+// priorities and earlier minutes of its own, a bounded index read for its
+// own minute) and the queue's running tasks.
+func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.Time) (ahead, running int64, err error) {
+	nowMinute, own := driver.DueMinute(now), driver.DueMinute(t.RunAt)
+	for _, r := range s.counts {
+		if r.Queue != t.Queue {
+			continue
+		}
+		switch {
+		case r.Kind == string(StateRunning):
+			running += r.N
+		case r.Kind != string(StatePending) && r.Kind != driver.KindRetrying, r.Due > nowMinute:
+		case r.Priority > t.Priority, r.Priority == t.Priority && r.Due < own:
+			ahead += r.N
+		}
+	}
+	same, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt,
+		ID: t.ID, Now: now, From: time.Unix(own*60, 0), Limit: etaSameMinuteLimit})
+	if err != nil {
+		return 0, 0, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
+	}
+	return ahead + same, running, nil
+}
+
+// meanDuration is the mean run time of the attempts that ended in hist.
+func meanDuration(hist []driver.MinuteRow) time.Duration {
+	var n, ms int64
+	for _, m := range hist {
+		n += m.Ended
+		ms += m.DurationMS
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(ms/n) * time.Millisecond
+}
