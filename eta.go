@@ -40,8 +40,8 @@ type Estimate struct {
 	PerSecond float64
 }
 
-// etaMaxAge is how old a snapshot an estimate may use: a burst of submits
-// reads the counters once a second, not once per submit.
+// etaMaxAge is how old the history, settings and node registry an
+// estimate uses may be: a burst of submits reads them once a second.
 const etaMaxAge = time.Second
 
 // etaSameMinuteLimit bounds the index read that places a task among the
@@ -66,9 +66,16 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	if t == nil || t.State != StatePending {
 		return nil, nil
 	}
-	s, err := c.snapshot(ctx, etaMaxAge)
+	cached, err := c.snapshot(ctx, etaMaxAge)
 	if err != nil {
 		return nil, err
+	}
+	// The line ahead changes with every submit of a burst: the counters
+	// (a small table) are read fresh, the history, settings and nodes may
+	// be a second old.
+	s := *cached
+	if s.counts, err = c.drv.Counts(ctx); err != nil {
+		return nil, fmt.Errorf("keel: read live counters: %w", unavailable(ctx, err))
 	}
 	now := c.cfg.Now()
 	e := &Estimate{Status: ETAEstimated}
@@ -90,7 +97,7 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 		e.Start, e.Finish = t.RunAt, t.RunAt.Add(mean)
 		return e, nil
 	}
-	ahead, running, err := c.ahead(ctx, s, t, now)
+	ahead, running, err := c.ahead(ctx, &s, t, now)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func (c *Client) Start(ctx context.Context) error {
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
 		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval, HistoryRetention: c.cfg.HistoryRetention,
 		SettingsInterval: c.cfg.SettingsInterval,
-		ClaimBatch: c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
+		ClaimBatch:       c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
 	}
 	for name, q := range c.cfg.Queues {
 		cfg.Queues[name] = q.MaxWorkers

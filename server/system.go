@@ -63,7 +63,16 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 		DeadLastHour: st.DeadLastHour, Alert: st.Alert, Nodes: st.Nodes,
 	}
 	for i, q := range st.Queues {
-		out.Queues[i] = QueueStats{Name: q.Name, Counts: counts(q.Counts), PerSecond: q.PerSecond, DeadLastHour: q.DeadLastHour}
+		qs := QueueStats{Name: q.Name, Counts: counts(q.Counts), Views: views(q.Views), Rates: Rates(q.Rates),
+			PerSecond: q.PerSecond, OldestReadyAge: Duration(q.OldestReadyAge), TimeToDrain: Duration(q.TimeToDrain),
+			DeadLastHour: q.DeadLastHour, Paused: q.Paused, Served: q.Served, Types: []TypeStats{}}
+		for _, t := range q.Types {
+			qs.Types = append(qs.Types, TypeStats{Name: t.Name, Views: views(t.Views), Counts: counts(t.Counts),
+				Rates: Rates(t.Rates), OldestReadyAge: Duration(t.OldestReadyAge), MeanDuration: Duration(t.MeanDuration),
+				TimeToDrain: Duration(t.TimeToDrain), DeadLastHour: t.DeadLastHour, FailedLastHour: t.FailedLastHour,
+				AttemptsLastHour: t.AttemptsLastHour, Paused: t.Paused})
+		}
+		out.Queues[i] = qs
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -88,4 +97,13 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
+}
+
+// views converts a view map for JSON, every view present.
+func views(v map[keel.View]int64) map[string]int64 {
+	out := map[string]int64{}
+	for _, k := range []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead} {
+		out[string(k)] = v[k]
+	}
+	return out
 }

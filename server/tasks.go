@@ -244,16 +244,20 @@ func (s *server) taskWithETA(ctx context.Context, info *keel.TaskInfo) Task {
 	if info.State != keel.StatePending {
 		return t
 	}
-	eta, ok, err := s.c.ETA(ctx, info)
+	est, err := s.c.Estimate(ctx, info)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("keel server: estimating a task's start failed", "task_id", info.ID, "error", err)
 		}
 		return t
 	}
-	if ok {
-		eta = eta.UTC()
-		t.ETA = &eta
+	if est == nil {
+		return t
+	}
+	t.ETAStatus = string(est.Status)
+	if est.Status == keel.ETAEstimated {
+		start, finish := est.Start.UTC(), est.Finish.UTC()
+		t.ETA, t.ETAFinish = &start, &finish
 	}
 	return t
 }

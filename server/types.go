@@ -94,6 +94,12 @@ type Task struct {
 	Meta json.RawMessage `json:"meta,omitempty"`
 	// ETA is the estimated start of a pending task, when there is one.
 	ETA *time.Time `json:"eta,omitempty"`
+	// ETAFinish is the estimated end: ETA plus the type's mean run time.
+	ETAFinish *time.Time `json:"eta_finish,omitempty"`
+	// ETAStatus says what the estimate is: estimated, paused (the queue or
+	// type is paused), no_worker (no live worker works the queue) or
+	// unknown (no history yet); absent when the task is not pending.
+	ETAStatus string `json:"eta_status,omitempty"`
 	// Duplicate is set on an enqueue answered with an existing task.
 	Duplicate bool `json:"duplicate,omitempty"`
 }
@@ -184,12 +190,44 @@ type TypePatch struct {
 	BackoffMax  *Duration `json:"backoff_max,omitempty"`
 }
 
+// Rates are tasks finished per second over the last 1, 5 and 15 minutes,
+// counted over the time there was work.
+type Rates struct {
+	M1  float64 `json:"1m"`
+	M5  float64 `json:"5m"`
+	M15 float64 `json:"15m"`
+}
+
+// TypeStats is one task type of a queue in Stats.
+type TypeStats struct {
+	Name string `json:"name"`
+	// Views: ready, scheduled, retrying, running, dead.
+	Views            map[string]int64 `json:"views"`
+	Counts           map[string]int64 `json:"counts"`
+	Rates            Rates            `json:"rates"`
+	OldestReadyAge   Duration         `json:"oldest_ready_age"`
+	MeanDuration     Duration         `json:"mean_duration"`
+	TimeToDrain      Duration         `json:"time_to_drain"`
+	DeadLastHour     int64            `json:"dead_last_hour"`
+	FailedLastHour   int64            `json:"failed_last_hour"`
+	AttemptsLastHour int64            `json:"attempts_last_hour"`
+	Paused           bool             `json:"paused"`
+}
+
 // QueueStats is one queue in Stats.
 type QueueStats struct {
-	Name         string           `json:"name"`
-	Counts       map[string]int64 `json:"counts"`
-	PerSecond    float64          `json:"per_second"`
-	DeadLastHour int64            `json:"dead_last_hour"`
+	Name           string           `json:"name"`
+	Counts         map[string]int64 `json:"counts"`
+	Views          map[string]int64 `json:"views"`
+	Rates          Rates            `json:"rates"`
+	PerSecond      float64          `json:"per_second"` // rates.5m
+	OldestReadyAge Duration         `json:"oldest_ready_age"`
+	TimeToDrain    Duration         `json:"time_to_drain"`
+	DeadLastHour   int64            `json:"dead_last_hour"`
+	Paused         bool             `json:"paused"`
+	// Served: a live worker process works the queue.
+	Served bool        `json:"served"`
+	Types  []TypeStats `json:"types"`
 }
 
 // Stats answers GET /v1/stats.

@@ -268,26 +268,50 @@ func yesNo(b bool) string {
 
 func newStatsCmd() *cobra.Command {
 	var f apiFlags
+	var watch bool
+	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Show task counts by queue and state, throughput and recent dead letters",
-		Args:  cobra.NoArgs,
+		Short: "Show each queue and type: ready, running, dead, rates, oldest ready task, time to drain",
+		Long: `Show each queue and type: ready, running and dead tasks, the finish rate over the
+last 1, 5 and 15 minutes of work, the age of the oldest ready task, the time the
+ready tasks take to start at the recent rate, and the dead letters of the last
+hour. The figures come from the live counters: cheap on any table size.
+--watch prints them again every --every (default 2s) until interrupted.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if every < 100*time.Millisecond {
+				return fmt.Errorf("--every must be at least 100ms, got %v", every)
+			}
 			api, err := f.client()
 			if err != nil {
 				return err
 			}
-			st, raw, err := api.stats(cmd.Context())
-			if err != nil {
-				return err
+			for {
+				st, raw, err := api.stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if f.json {
+					err = printRaw(cmd.OutOrStdout(), raw)
+				} else {
+					err = printStats(cmd.OutOrStdout(), st)
+				}
+				if err != nil || !watch {
+					return err
+				}
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(every):
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
 			}
-			if f.json {
-				return printRaw(cmd.OutOrStdout(), raw)
-			}
-			return printStats(cmd.OutOrStdout(), st)
 		},
 	}
 	addAPIFlags(cmd, &f)
+	cmd.Flags().BoolVar(&watch, "watch", false, "print the figures again every --every until interrupted")
+	cmd.Flags().DurationVar(&every, "every", 2*time.Second, "how often --watch refreshes")
 	return cmd
 }
 
@@ -332,15 +356,30 @@ func printNodes(out io.Writer, nodes []server.Node) error {
 func printStats(out io.Writer, st server.Stats) error {
 	fmt.Fprintf(out, "at %s, worker nodes: %d\n\n", stamp(st.At), st.Nodes)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "QUEUE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tDONE/S (5m)\tDEAD (1h)")
-	var rate float64
+	fmt.Fprintln(tw, "QUEUE\tTYPE\tREADY\tRUNNING\tSCHEDULED\tDEAD\tDONE/S 1m\t5m\t15m\tOLDEST READY\tDRAIN\tDEAD (1h)\tNOTE")
 	for _, q := range st.Queues {
-		rate += q.PerSecond
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\n", q.Name, count(q.Counts, "pending"), count(q.Counts, "running"),
-			count(q.Counts, "succeeded"), count(q.Counts, "dead"), count(q.Counts, "cancelled"), q.PerSecond, q.DeadLastHour)
+		note := ""
+		switch {
+		case q.Paused:
+			note = "paused"
+		case !q.Served && q.Views["ready"] > 0:
+			note = "no live worker"
+		}
+		fmt.Fprintf(tw, "%s\t*\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\n", q.Name, q.Views["ready"], q.Views["running"],
+			q.Views["scheduled"]+q.Views["retrying"], q.Views["dead"], q.Rates.M1, q.Rates.M5, q.Rates.M15,
+			span(q.OldestReadyAge), span(q.TimeToDrain), q.DeadLastHour, note)
+		for _, t := range q.Types {
+			note := ""
+			if t.Paused {
+				note = "paused"
+			}
+			fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\n", t.Name, t.Views["ready"], t.Views["running"],
+				t.Views["scheduled"]+t.Views["retrying"], t.Views["dead"], t.Rates.M1, t.Rates.M5, t.Rates.M15,
+				span(t.OldestReadyAge), span(t.TimeToDrain), t.DeadLastHour, note)
+		}
 	}
-	fmt.Fprintf(tw, "all\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\n", count(st.Counts, "pending"), count(st.Counts, "running"),
-		count(st.Counts, "succeeded"), count(st.Counts, "dead"), count(st.Counts, "cancelled"), rate, st.DeadLastHour)
+	fmt.Fprintf(tw, "all\t\t%s\t%s\t\t%s\t\t\t\t\t\t%d\t\n", count(st.Counts, "pending"), count(st.Counts, "running"),
+		count(st.Counts, "dead"), st.DeadLastHour)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -348,4 +387,12 @@ func printStats(out io.Writer, st server.Stats) error {
 		fmt.Fprintf(out, "\nALERT: %d tasks dead-lettered in the last hour: see keel dlq list --after 1h\n", st.DeadLastHour)
 	}
 	return nil
+}
+
+// span prints a duration for the stats table: "-" for none.
+func span(d server.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return short(time.Duration(d))
 }

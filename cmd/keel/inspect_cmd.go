@@ -67,8 +67,16 @@ func printTimeline(out io.Writer, t server.Task) {
 		} else {
 			line(t.RunAt, "due")
 		}
-		if t.ETA != nil && t.ETA.After(t.RunAt) {
+		switch {
+		case t.ETA != nil && t.ETA.After(t.RunAt):
 			line(*t.ETA, "estimated start (tasks ahead in the queue)")
+		case t.ETAStatus == "paused":
+			line(now(), "waiting: the queue or type is paused")
+		case t.ETAStatus == "no_worker":
+			line(now(), "waiting: no live worker works queue %s", t.Queue)
+		}
+		if t.ETAFinish != nil && t.ETA != nil && t.ETAFinish.After(*t.ETA) {
+			line(*t.ETAFinish, "estimated finish (the type's mean run time)")
 		}
 	case "dead":
 		if t.FinishedAt != nil {

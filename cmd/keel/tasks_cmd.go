@@ -136,6 +136,12 @@ func when(t server.Task) string {
 		switch {
 		case t.RunAt.After(now()):
 			return "runs " + ago(t.RunAt) + " (at " + stamp(t.RunAt) + ")"
+		case t.ETAStatus == "paused":
+			return "waits: its queue or type is paused"
+		case t.ETAStatus == "no_worker":
+			return "waits: no live worker works queue " + t.Queue
+		case t.ETAStatus == "unknown":
+			return "waits behind other tasks (no history yet to estimate from)"
 		case t.ETA != nil && t.ETA.After(now()):
 			return "starts " + ago(*t.ETA) + " (estimate: tasks ahead)"
 		}

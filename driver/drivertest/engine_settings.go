@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,41 +257,21 @@ func testEngineETAAndStats(t *testing.T, e *env) {
 			}
 			return nil
 		})
-	for i := range 6 {
-		e.waitState(e.enqueue(c, i, keel.Queue("eta")).ID, driver.StateSucceeded)
-	}
-	for i := range 4 {
-		e.waitState(e.enqueue(c, -1-i, keel.Queue("eta")).ID, driver.StateDead)
-	}
-	// The worker stays registered (its queue is served) but takes no more.
-	if _, err := c.UpdateQueue(e.ctx, "eta", keel.QueueUpdate{Paused: ref(true)}); err != nil {
-		t.Fatal(err)
-	}
-	var pending []*keel.TaskInfo
-	for i := range 4 {
-		pending = append(pending, e.enqueue(c, 10+i, keel.Queue("eta")))
-	}
-	now := e.clock.Now()
-	// 10 tasks finished in the last 5 minutes: 10/300 per second, so each
-	// task waits 30s per task ahead of it.
-	for i, info := range pending {
-		eta, ok, err := c.ETA(e.ctx, info)
-		if err != nil || !ok {
-			t.Fatalf("ETA of task %d: %v %v", i, ok, err)
+	// Ten tasks end one second apart (the suite's clock stands still while
+	// they run): ten starts and ten finishes over ten busy seconds.
+	for i := range 10 {
+		n := i
+		if i >= 6 {
+			n = -i
 		}
-		if want := now.Add(time.Duration(i) * 30 * time.Second); eta.Sub(want).Abs() > time.Millisecond {
-			t.Fatalf("ETA of the task with %d ahead: +%v, want +%v", i, eta.Sub(now), want.Sub(now))
-		}
-	}
-	later := e.enqueue(c, 20, keel.Queue("eta"), keel.Delay(time.Hour))
-	if eta, ok, err := c.ETA(e.ctx, later); err != nil || !ok || !eta.Equal(later.RunAt) {
-		t.Fatalf("ETA of a scheduled task: %v %v %v, want its run_at", eta, ok, err)
+		e.waitState(e.enqueue(c, n, keel.Queue("eta")).ID, map[bool]driver.State{true: driver.StateDead, false: driver.StateSucceeded}[n < 0])
+		e.clock.Advance(time.Second)
 	}
 	s, err := c.Stats(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Counts[keel.StateSucceeded] != 6 || s.Counts[keel.StateDead] != 4 || s.Counts[keel.StatePending] != 5 {
+	if s.Counts[keel.StateSucceeded] != 6 || s.Counts[keel.StateDead] != 4 {
 		t.Fatalf("stats counts %v", s.Counts)
 	}
 	if s.DeadLastHour != 4 || !s.Alert {
@@ -302,19 +283,68 @@ func testEngineETAAndStats(t *testing.T, e *env) {
 			q = &s.Queues[i]
 		}
 	}
-	if q == nil || q.DeadLastHour != 4 || q.PerSecond < 10.0/300-1e-9 || q.PerSecond > 10.0/300+1e-9 {
+	// Ten finished over the ten seconds from the first end to now.
+	if q == nil || q.DeadLastHour != 4 || math.Abs(q.Rates.M5-1) > 1e-9 || math.Abs(q.Rates.M1-1) > 1e-9 ||
+		q.Views[keel.ViewDead] != 4 || !q.Served || len(q.Types) != 1 || q.Types[0].DeadLastHour != 4 {
 		t.Fatalf("queue stats %+v", q)
 	}
-	// An hour later the window is empty: no rate, so no estimate while
-	// tasks wait ahead.
-	e.clock.Advance(2 * time.Hour)
-	if _, ok, err := c.ETA(e.ctx, pending[3]); err != nil || ok {
-		t.Fatalf("ETA without recent throughput: ok=%v err=%v", ok, err)
+	// Tasks of a type the worker does not run wait in its queue: four
+	// free workers take the first four now, the rest follow at the
+	// measured rate of one start a second.
+	en := e.enqueuer()
+	var waiting []*keel.TaskInfo
+	for i := range 6 {
+		info, err := en.Enqueue(e.ctx, "dt.other", args{N: i}, keel.Queue("eta"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, info)
 	}
-	// No estimate either for a queue no registered process serves.
+	now := e.clock.Now()
+	for i, info := range waiting {
+		est, err := c.Estimate(e.ctx, info)
+		if err != nil || est == nil || est.Status != keel.ETAEstimated {
+			t.Fatalf("estimate of task %d: %+v %v", i, est, err)
+		}
+		want := now.Add(time.Duration(max(0, i-3)) * time.Second)
+		if est.Ahead != int64(i) || est.Start.Sub(want).Abs() > time.Millisecond {
+			t.Fatalf("estimate of the task with %d ahead: %+v, want a start at +%v", i, est, want.Sub(now))
+		}
+	}
+	later := e.enqueue(c, 20, keel.Queue("eta"), keel.Delay(time.Hour))
+	if eta, ok, err := c.ETA(e.ctx, later); err != nil || !ok || !eta.Equal(later.RunAt) {
+		t.Fatalf("ETA of a scheduled task: %v %v %v, want its run_at", eta, ok, err)
+	}
+	s, err = c.Stats(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Queues {
+		if q := s.Queues[i]; q.Name == "eta" && (q.Views[keel.ViewReady] != 6 || q.Views[keel.ViewScheduled] != 1) {
+			t.Fatalf("eta views %v, want 6 ready and 1 scheduled", q.Views)
+		}
+	}
+	// A paused queue says so.
+	if _, err := c.UpdateQueue(e.ctx, "eta", keel.QueueUpdate{Paused: ref(true)}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second) // past the estimate's cached snapshot
+	if est, err := c.Estimate(e.ctx, waiting[5]); err != nil || est.Status != keel.ETAPaused {
+		t.Fatalf("estimate in a paused queue: %+v %v", est, err)
+	}
+	if _, err := c.UpdateQueue(e.ctx, "eta", keel.QueueUpdate{Paused: ref(false)}); err != nil {
+		t.Fatal(err)
+	}
+	// Two hours later there is no history: the free workers still take
+	// the first four, but the sixth has no rate to wait by.
+	e.clock.Advance(2 * time.Hour)
+	if est, err := c.Estimate(e.ctx, waiting[5]); err != nil || est.Status != keel.ETAUnknown {
+		t.Fatalf("estimate without recent history: %+v %v", est, err)
+	}
+	// No process serves this queue.
 	idle := e.enqueue(c, 30, keel.Queue("unserved"))
-	if _, ok, err := c.ETA(e.ctx, idle); err != nil || ok {
-		t.Fatalf("ETA in a queue nobody works: ok=%v err=%v", ok, err)
+	if est, err := c.Estimate(e.ctx, idle); err != nil || est.Status != keel.ETANoWorker {
+		t.Fatalf("estimate in a queue nobody works: %+v %v", est, err)
 	}
 }
 

@@ -289,9 +289,27 @@ func (e *env) counts() map[driver.State]int64 {
 	}
 	out := map[driver.State]int64{}
 	for _, r := range rows {
-		out[r.State] += r.Count
+		st := driver.State(r.Kind)
+		if r.Kind == driver.KindRetrying {
+			st = driver.StatePending
+		}
+		out[st] += r.N
 	}
 	return out
+}
+
+// checkCounters has the driver compare the live counters with a count of
+// the task table at one snapshot: they must agree, with nothing to
+// correct, whatever was killed when.
+func (e *env) checkCounters(when string) {
+	e.t.Helper()
+	fixed, err := e.drv.Reconcile(e.ctx, driver.ReconcileParams{})
+	if err != nil {
+		e.t.Fatalf("%s: reconcile: %v", when, err)
+	}
+	if len(fixed) != 0 {
+		e.t.Fatalf("%s: the live counters had drifted from the task table: corrections %+v", when, fixed)
+	}
 }
 
 // waitFor polls cond every 20ms and fails the test after timeout.
@@ -400,6 +418,7 @@ func expired(r driver.TaskRow) []driver.AttemptError {
 // by its final (succeeding) attempt; and that no effect belongs to no task.
 func (e *env) checkExactlyOnce(total int64) {
 	e.t.Helper()
+	e.checkCounters("at the end")
 	if c := e.counts(); c[driver.StateSucceeded] != total || len(c) != 1 {
 		e.t.Fatalf("final states %v, want all %d succeeded", c, total)
 	}

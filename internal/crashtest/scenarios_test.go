@@ -74,6 +74,7 @@ func killedWorker(t *testing.T, b *backend) {
 		// died; what is running after that was left behind.
 		time.Sleep(300 * time.Millisecond)
 		held = e.runningOf(victim.Name)
+		e.checkCounters("just after the kill")
 		done := e.counts()[driver.StateSucceeded]
 		t.Logf("kill %d: killed %s (leader %q) running %d tasks just before, holding %d after; %d of %d succeeded",
 			try, victim.Name, e.leader(), before, len(held), done, total)

@@ -111,7 +111,7 @@ type Engine struct {
 
 	settings  settings
 	reconcile *service.Loop // the leader's counter check
-	runaway   atomic.Int64 // handlers running past TimeoutGrace after their context ended
+	runaway   atomic.Int64  // handlers running past TimeoutGrace after their context ended
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
