@@ -167,7 +167,9 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		if !r.Duplicate {
 			c.wrote(r.Task)
 		}
-		spans[i].SetAttributes(tracing.AttrTaskID.Int64(r.Task.ID), tracing.AttrDuplicate.Bool(r.Duplicate))
+		if spans[i].IsRecording() {
+			spans[i].SetAttributes(tracing.AttrTaskID.Int64(r.Task.ID), tracing.AttrDuplicate.Bool(r.Duplicate))
+		}
 		spans[i].End()
 	}
 	return infos, nil
@@ -181,8 +183,10 @@ func (c *Client) startEnqueueSpans(ctx context.Context, params []driver.InsertPa
 	spans := make([]trace.Span, len(params))
 	for i := range params {
 		p := &params[i]
-		sctx, span := c.trace.Start(ctx, "keel.enqueue "+p.Type, trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(tracing.System, tracing.AttrType.String(p.Type), tracing.AttrQueue.String(p.Queue)))
+		sctx, span := c.trace.Start(ctx, "keel.enqueue "+p.Type, trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() { // without tracing, no attributes are built
+			span.SetAttributes(tracing.System, tracing.AttrType.String(p.Type), tracing.AttrQueue.String(p.Queue))
+		}
 		spans[i] = span
 		meta, err := tracing.WithCarrier(p.Meta, tracing.Carrier(sctx))
 		if err != nil { // our own JSON: cannot happen

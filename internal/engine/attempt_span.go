@@ -22,17 +22,20 @@ const (
 // root when there is none. The returned ctx carries the span, so the
 // handler (and the calls it makes) continue the trace.
 func (e *Engine) startAttemptSpan(ctx context.Context, row *driver.TaskRow) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(tracing.System, tracing.AttrTaskID.Int64(row.ID), tracing.AttrType.String(row.Type),
-			tracing.AttrQueue.String(row.Queue), tracing.AttrAttempt.Int(row.Attempt), tracing.AttrNode.String(e.cfg.Node)),
-	}
+	kind := trace.WithSpanKind(trace.SpanKindConsumer)
 	pctx, ok := tracing.Extract(ctx, row.Meta)
-	if !ok {
+	var span trace.Span
+	if ok {
+		ctx, span = e.cfg.Tracer.Start(pctx, "keel.attempt "+row.Type, kind)
+	} else {
 		// Not a child of whatever span the context of Start held.
-		opts = append(opts, trace.WithNewRoot())
+		ctx, span = e.cfg.Tracer.Start(ctx, "keel.attempt "+row.Type, kind, trace.WithNewRoot())
 	}
-	return e.cfg.Tracer.Start(pctx, "keel.attempt "+row.Type, opts...)
+	if span.IsRecording() { // without tracing, no attributes are built
+		span.SetAttributes(tracing.System, tracing.AttrTaskID.Int64(row.ID), tracing.AttrType.String(row.Type),
+			tracing.AttrQueue.String(row.Queue), tracing.AttrAttempt.Int(row.Attempt), tracing.AttrNode.String(e.cfg.Node))
+	}
+	return ctx, span
 }
 
 // endAttemptSpan records the attempt's outcome t (and err, the handler's
