@@ -10,10 +10,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/shorten"
+	"github.com/keelq/keel/internal/tracing"
 )
 
 // Client enqueues and inspects tasks and, when it has handlers, runs
@@ -23,6 +27,7 @@ type Client struct {
 	drv   driver.Driver
 	types map[string]options // known types and their defaults
 	decl  *declarations      // stored type defaults: ours written, others' read
+	trace trace.Tracer       // from Config.TracerProvider
 
 	mu  sync.Mutex
 	eng *engine.Engine // set by Start
@@ -36,7 +41,8 @@ func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{}}
+	c := &Client{cfg: cfg, drv: cfg.Driver, types: map[string]options{},
+		trace: cfg.TracerProvider.Tracer(tracing.TracerName)}
 	for _, t := range cfg.Types {
 		c.types[t] = options{}
 	}
@@ -140,9 +146,19 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		}
 		params[i] = p
 	}
+	spans, err := c.startEnqueueSpans(ctx, params)
+	if err != nil {
+		return nil, err
+	}
 	results, err := insert(params)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", unavailable(ctx, err))
+		err = fmt.Errorf("enqueue: %w", unavailable(ctx, err))
+		for _, s := range spans {
+			s.RecordError(err)
+			s.SetStatus(codes.Error, err.Error())
+			s.End()
+		}
+		return nil, err
 	}
 	infos := make([]*TaskInfo, len(results))
 	for i, r := range results {
@@ -151,8 +167,37 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		if !r.Duplicate {
 			c.wrote(r.Task)
 		}
+		if spans[i].IsRecording() {
+			spans[i].SetAttributes(tracing.AttrTaskID.Int64(r.Task.ID), tracing.AttrDuplicate.Bool(r.Duplicate))
+		}
+		spans[i].End()
 	}
 	return infos, nil
+}
+
+// startEnqueueSpans starts one producer span per task, a child of the
+// span in ctx, and stores each span's W3C trace context in its task's
+// meta, so that the task's attempts join the trace. A task enqueued
+// without any span context stores nothing.
+func (c *Client) startEnqueueSpans(ctx context.Context, params []driver.InsertParams) ([]trace.Span, error) {
+	spans := make([]trace.Span, len(params))
+	for i := range params {
+		p := &params[i]
+		sctx, span := c.trace.Start(ctx, "keel.enqueue "+p.Type, trace.WithSpanKind(trace.SpanKindProducer))
+		if span.IsRecording() { // without tracing, no attributes are built
+			span.SetAttributes(tracing.System, tracing.AttrType.String(p.Type), tracing.AttrQueue.String(p.Queue))
+		}
+		spans[i] = span
+		meta, err := tracing.WithCarrier(p.Meta, tracing.Carrier(sctx))
+		if err != nil { // our own JSON: cannot happen
+			for _, s := range spans[:i+1] {
+				s.End()
+			}
+			return nil, fmt.Errorf("enqueue: store the trace context: %w", err)
+		}
+		p.Meta = meta
+	}
+	return spans, nil
 }
 
 // undeclared returns the valid types of jobs that this client may enqueue

@@ -9,6 +9,9 @@ import (
 	"regexp"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
 )
@@ -53,6 +56,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; tests inject their own. Default time.Now.
 	Now func() time.Time
+	// TracerProvider makes keel's OpenTelemetry spans: one per enqueued
+	// task ("keel.enqueue <type>") and one per attempt ("keel.attempt
+	// <type>"), which joins the enqueue's trace through the W3C trace
+	// context stored in the task's meta. Default otel.GetTracerProvider(),
+	// the global provider: a no-op, recording nothing, unless the program
+	// set one with otel.SetTracerProvider.
+	TracerProvider trace.TracerProvider
 
 	// MaxAttempts is how often a task runs before it is dead-lettered.
 	// Default 4 (one run and three retries).
@@ -161,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
 	}
 	setDefault(&c.MaxAttempts, 4)
 	setDefault(&c.Timeout, 60*time.Second)

@@ -139,6 +139,17 @@
 // pending task will start from the backlog ahead of it and its queue's
 // recent throughput.
 //
+// # Traces
+//
+// keel makes OpenTelemetry spans with Config.TracerProvider (default the
+// global provider, a no-op unless the program set one): "keel.enqueue
+// <type>" for every enqueued task, a child of the span in the enqueue's
+// context, and "keel.attempt <type>" for every attempt. The enqueue
+// span's W3C trace context is stored in the task's meta (traceparent,
+// tracestate), so every attempt, in any process, is a child of it; the
+// attempt's span is in the handler's context, so the handler's own spans
+// continue the trace. Without any span nothing is stored.
+//
 // # Defaults
 //
 // Every Config field's comment ends with its default:
@@ -156,4 +167,5 @@
 //	MaxRunawayHandlers the sum of the queues' MaxWorkers
 //	MaxPayloadBytes    1 MiB
 //	Queues             {"default": 10 workers}
+//	TracerProvider     otel.GetTracerProvider() (a no-op unless set)
 package keel

@@ -94,7 +94,10 @@ func Backoff(base, max time.Duration) Option {
 // Config.MaxSnoozes (100).
 func MaxSnoozes(n int) Option { return func(o *options) { o.maxSnoozes = ptr(n) } }
 
-// Meta attaches string tags (trace ids, tenants) stored with the task.
+// Meta attaches string tags (tenants, request ids) stored with the task.
+// When the enqueue runs inside an OpenTelemetry span, keel adds the keys
+// traceparent and tracestate (the enqueue span's W3C trace context),
+// replacing tags of those names. Default none.
 func Meta(tags map[string]string) Option { return func(o *options) { o.meta = tags } }
 
 // declared reports whether o sets any default that keel_types stores

@@ -36,6 +36,7 @@ func (c *Client) Start(ctx context.Context) error {
 		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval, HistoryRetention: c.cfg.HistoryRetention,
 		SettingsInterval: c.cfg.SettingsInterval,
 		ClaimBatch:       c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
+		Tracer: c.trace,
 	}
 	for name, q := range c.cfg.Queues {
 		cfg.Queues[name] = q.MaxWorkers

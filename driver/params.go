@@ -39,8 +39,8 @@ type InsertResult struct {
 // (priority DESC, run_at ASC, id ASC), marking them running under Owner.
 // Claim returns the fields a worker runs a task from: ID, Queue, Type,
 // Priority, Payload, State, Attempt, MaxAttempts, Snoozes, Fence, RunAt,
-// Timeout, LeaseOwner, LeaseExpiresAt, AttemptedAt and CreatedAt; Get has
-// the rest.
+// Timeout, LeaseOwner, LeaseExpiresAt, AttemptedAt, CreatedAt and Meta
+// (which carries the enqueue's trace context); Get has the rest.
 type ClaimParams struct {
 	Queue string
 	Limit int

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/internal/shorten"
+	"github.com/keelq/keel/internal/tracing"
 )
 
 // enqueue handles POST /v1/tasks: EnqueueRequest → 201 Task (new, with
@@ -29,7 +32,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		req.IdempotencyKey = key
 	}
 	j := job(req)
-	info, err := s.c.Enqueue(r.Context(), j.Type, j.Payload, j.Options...)
+	info, err := s.c.Enqueue(callerTrace(r), j.Type, j.Payload, j.Options...)
 	if err != nil {
 		return enqueueError(err)
 	}
@@ -65,7 +68,7 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	for i, t := range req.Tasks {
 		jobs[i] = job(t)
 	}
-	infos, err := s.c.EnqueueMany(r.Context(), jobs)
+	infos, err := s.c.EnqueueMany(callerTrace(r), jobs)
 	if err != nil {
 		return enqueueError(err)
 	}
@@ -75,6 +78,13 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusCreated, resp)
 	return nil
+}
+
+// callerTrace returns the request's context joined to the caller's trace:
+// the W3C traceparent and tracestate headers, when valid, become the parent
+// of the enqueue spans, so the tasks' attempts join the caller's trace.
+func callerTrace(r *http.Request) context.Context {
+	return tracing.FromHeaders(r.Context(), propagation.HeaderCarrier(r.Header))
 }
 
 // enqueueError shapes a failed enqueue's error for the caller. A held

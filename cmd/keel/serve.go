@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -77,7 +78,25 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	defer drv.Close()
 	log.Info("keel: database ready", "database", where)
 
+	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	tracingDone := false
+	defer func() { // an early return: flush what was traced
+		if !tracingDone {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			shutdownTracing(sctx) //nolint:errcheck // best effort on a failed start
+		}
+	}()
+	if tp != nil {
+		log.Info("keel: exporting traces", "otlp_endpoint", cfg.Tracing.OTLPEndpoint,
+			"service_name", cfg.Tracing.ServiceName, "sample_ratio", cfg.Tracing.SampleRatio)
+	}
+
 	kc := clientConfig(cfg, drv, log)
+	kc.TracerProvider = tp
 	if kc.Handlers, err = handlers(cfg, targets); err != nil {
 		return err
 	}
@@ -147,6 +166,11 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 	if err := client.Stop(sctx); err != nil {
 		log.Warn("keel: stopping workers", "error", err)
+	}
+	// The last attempts' spans end with Stop: send them before exiting.
+	tracingDone = true
+	if err := shutdownTracing(sctx); err != nil {
+		log.Warn("keel: flushing traces", "error", err)
 	}
 	log.Info("keel: stopped")
 	return failed

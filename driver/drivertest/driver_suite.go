@@ -14,6 +14,7 @@ var driverTests = []test{
 	{"ClaimBatchOrder", testClaimBatchOrder},
 	{"ClaimNotBeforeRunAt", testClaimNotBeforeRunAt},
 	{"ClaimMarksRunning", testClaimMarksRunning},
+	{"ClaimReturnsMeta", testClaimMeta},
 	{"Succeed", testSucceed},
 	{"RetryAndDead", testRetryAndDead},
 	{"Refund", testRefund},

@@ -64,6 +64,8 @@ var engineTests = []test{
 	{"RetryWakesOnTime", testEngineRetryWakesOnTime},
 	{"RunawayHandlersStopClaims", testEngineRunawayHandlersStopClaims},
 	{"RunAtRange", testEngineRunAtRange},
+	{"Traces", testEngineTraces},
+	{"TracesEnqueueMany", testEngineTracesMany},
 }
 
 // args is the payload of the suite's tasks.

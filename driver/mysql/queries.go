@@ -116,7 +116,7 @@ SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?
 WHERE id IN ({ids}) AND state = 'pending'`)
 
 	sqlClaimLoad = prepare(`SELECT id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms,
-	created_at, lease_expires_at, attempted_at, snoozes
+	created_at, lease_expires_at, attempted_at, snoozes, meta
 FROM keel_tasks WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
 	sqlSucceedPick = prepare(`SELECT id FROM keel_tasks

@@ -53,7 +53,7 @@ SET state = 'running', attempt = k.attempt + 1, fence = k.fence + 1, lease_owner
 FROM picked, t
 WHERE k.id = picked.id
 RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fence, k.run_at, k.timeout_ms,
-	k.created_at, k.lease_expires_at, k.attempted_at, k.snoozes`
+	k.created_at, k.lease_expires_at, k.attempted_at, k.snoozes, k.meta`
 
 // matchWhere selects the tasks of a bulk operation: state $2 (dead or
 // cancelled; the literal list lets a generic plan use keel_tasks_failed),

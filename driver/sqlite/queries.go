@@ -18,7 +18,7 @@ WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 
 // claimColumns are what a worker needs to run a task; fewer columns than
 // taskColumns keep the claim cheap.
-const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at, snoozes`
+const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at, snoozes, meta`
 
 // The claim, one statement for each of its type filters (one at most, see
 // sqlutil.ClaimTypes): none, the types to take (?6, a JSON array) or the

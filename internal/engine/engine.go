@@ -20,6 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/completer"
@@ -79,6 +82,8 @@ type Config struct {
 	// MaxRunaway is how many handlers may ignore their ended context and
 	// keep running before the engine stops claiming; 0: no bound.
 	MaxRunaway int
+	// Tracer makes one span per attempt; nil: none (a no-op tracer).
+	Tracer trace.Tracer
 }
 
 // Engine is the running worker side of a client.
@@ -117,6 +122,9 @@ type Engine struct {
 // Start builds the engine and starts its workers and services. ctx carries
 // values only: end the work with Stop.
 func Start(ctx context.Context, cfg Config) *Engine {
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	e := &Engine{cfg: cfg, drv: cfg.Driver, running: map[int64]*execution{}}
 	for t, h := range cfg.Handlers {
 		if h != nil {

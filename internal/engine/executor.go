@@ -52,6 +52,7 @@ type result struct {
 func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 	row := ex.row
 	start := e.cfg.Now()
+	ctx, span := e.startAttemptSpan(ctx, row)
 	var reported atomic.Bool
 	report := func(tctx context.Context, res result) {
 		if !reported.CompareAndSwap(false, true) {
@@ -62,6 +63,7 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		}
 		end := e.cfg.Now()
 		t := e.decide(ctx, row, res, start, end)
+		endAttemptSpan(span, t, res.err)
 		e.mu.Lock()
 		p.active--
 		p.finishing++

@@ -17,7 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/tracing"
 )
 
 const (
@@ -114,6 +117,8 @@ func (c *caller) call(ctx context.Context, task *keel.Task[json.RawMessage]) err
 	req.Header.Set("Keel-Task-Type", task.Type)
 	req.Header.Set("Keel-Queue", task.Queue)
 	req.Header.Set("Idempotency-Key", idempotencyKey(task.ID))
+	// The attempt's span: the target continues the task's trace.
+	tracing.ToHeaders(ctx, propagation.HeaderCarrier(req.Header))
 
 	resp, err := c.client.Do(req)
 	if err != nil {

@@ -23,8 +23,13 @@
 //	Keel-Queue:      default
 //	Idempotency-Key: keel-task-42    the same on every attempt of the task
 //	User-Agent:      keel            unless Target.Headers sets another
+//	traceparent:     00-…-…-01       the attempt's span (W3C trace context), when traced
+//	tracestate:      …               with it, when the trace has one
 //
-// plus the target's own Target.Headers. A task runs at least once: an
+// plus the target's own Target.Headers. The traceparent names the
+// attempt's OpenTelemetry span, itself a child of the span that enqueued
+// the task, so the target's own spans join the trace; an attempt without
+// a trace sends neither header. A task runs at least once: an
 // attempt can fail after the target did its work (a timeout, a lost
 // connection, a crash of keel), and the task is then sent again. The
 // Idempotency-Key identifies the task within its keel database, so a

@@ -4,7 +4,7 @@
 //
 // Load reads all three, fills defaults, validates and reports where each
 // value came from (Values). Unknown keys in the file, unknown KEEL_HTTP_*,
-// KEEL_ENGINE_*, KEEL_RETENTION_* and KEEL_LOG_* variables and values that
+// KEEL_ENGINE_*, KEEL_RETENTION_*, KEEL_LOG_* and KEEL_TRACING_* variables and values that
 // do not parse are errors, never ignored; an empty variable counts as unset.
 //
 // Durations are strings: a Go duration ("30s", "1h30m") or whole days
@@ -22,6 +22,7 @@
 //	KEEL_ENGINE_<FIELD>             [engine] fields, e.g. KEEL_ENGINE_MAX_ATTEMPTS
 //	KEEL_RETENTION_<FIELD>          [retention] fields, e.g. KEEL_RETENTION_DEAD
 //	KEEL_LOG_<FIELD>                [log] fields: KEEL_LOG_LEVEL, KEEL_LOG_FORMAT
+//	KEEL_TRACING_<FIELD>            [tracing] fields, e.g. KEEL_TRACING_OTLP_ENDPOINT
 package config
 
 import "time"
@@ -60,6 +61,7 @@ type Config struct {
 	Engine    Engine    `toml:"engine"`
 	Retention Retention `toml:"retention"`
 	Log       Log       `toml:"log"`
+	Tracing   Tracing   `toml:"tracing"`
 	// Queues this server works, by name. Default one queue, "default",
 	// with 10 workers. Only queues of types with a url are worked.
 	Queues map[string]Queue `toml:"queues"`
@@ -189,6 +191,30 @@ type Log struct {
 	Format string `toml:"format"`
 }
 
+// Tracing configures OpenTelemetry traces: a span for every enqueue and
+// every attempt, exported over OTLP/HTTP. Off unless OTLPEndpoint is set.
+type Tracing struct {
+	// OTLPEndpoint is the OTLP/HTTP collector spans are sent to: host:port
+	// such as "127.0.0.1:4318" (HTTPS unless Insecure, path /v1/traces),
+	// or a URL such as "http://collector:4318" (the scheme decides TLS;
+	// without a path /v1/traces is used, a path is used as given). The
+	// OTEL_EXPORTER_OTLP_* variables (headers, certificates) apply too.
+	// Default "": no spans are exported.
+	OTLPEndpoint string `toml:"otlp_endpoint"`
+	// Insecure sends spans to a host:port endpoint over plain HTTP; with a
+	// URL its scheme decides. Default false.
+	Insecure bool `toml:"insecure"`
+	// ServiceName is the service.name of keel's spans. Default "keel".
+	ServiceName string `toml:"service_name"`
+	// SampleRatio is the fraction of new traces recorded, 0..1; an enqueue
+	// that joins a caller's trace follows the caller's sampling decision.
+	// Default 1.0.
+	SampleRatio float64 `toml:"sample_ratio"`
+}
+
+// Enabled reports whether spans are exported.
+func (t Tracing) Enabled() bool { return t.OTLPEndpoint != "" }
+
 // Queue is one queue this server works.
 type Queue struct {
 	// Workers is how many of the queue's tasks run at once, 1..10000.
@@ -267,6 +293,7 @@ func Defaults() *Config {
 		},
 		Retention: Retention{Dead: Duration(30 * 24 * time.Hour), Succeeded: Duration(30 * 24 * time.Hour)},
 		Log:       Log{Level: "info", Format: "text"},
+		Tracing:   Tracing{ServiceName: "keel", SampleRatio: 1},
 		Queues:    map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
 		Types:     map[string]Type{},
 		sources:   map[string]Source{},

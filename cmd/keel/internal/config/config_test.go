@@ -57,6 +57,7 @@ func TestDefaults(t *testing.T) {
 		"engine.max_payload_bytes": "1048576", "engine.node": "",
 		"retention.dead": "30d", "retention.succeeded": "30d",
 		"log.level": "info", "log.format": "text",
+		"tracing.otlp_endpoint": "", "tracing.insecure": "false", "tracing.service_name": "keel", "tracing.sample_ratio": "1",
 		"queues.default.workers": "10",
 	}
 	for key, w := range want {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -60,6 +61,7 @@ func (c *Config) validate() error {
 	c.validateServer(v)
 	c.validateEngine(v)
 	c.validateQueuesAndTypes(v)
+	c.validateTracing(v)
 	return errors.Join(v.errs...)
 }
 
@@ -257,6 +259,43 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 		c.Warnings = append(c.Warnings, fmt.Sprintf(
 			"%s.read_timeout (%s) is not below the task timeout (%s): the attempt times out before the read does", key, t.ReadTimeout, t.Timeout))
 	}
+}
+
+func (c *Config) validateTracing(v *checker) {
+	t := c.Tracing
+	if t.SampleRatio < 0 || t.SampleRatio > 1 || math.IsNaN(t.SampleRatio) {
+		v.bad("tracing.sample_ratio", "must be in 0..1 (the fraction of traces recorded), got %v", t.SampleRatio)
+	}
+	if strings.TrimSpace(t.ServiceName) == "" {
+		v.bad("tracing.service_name", "must not be empty")
+	}
+	if !t.Enabled() {
+		return
+	}
+	ep := t.OTLPEndpoint
+	if strings.Contains(ep, "://") {
+		u, err := url.Parse(ep)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			u.RawQuery != "" || u.Fragment != "":
+			v.bad("tracing.otlp_endpoint", "must be host:port such as 127.0.0.1:4318 or an http(s) URL such as http://127.0.0.1:4318, got %q", ep)
+		case t.Insecure && u.Scheme == "https":
+			v.bad("tracing.insecure", "is true but tracing.otlp_endpoint %q is an https URL: use http:// for plain HTTP, or drop insecure", ep)
+		case u.Port() != "" && !validPort(u.Port()):
+			v.bad("tracing.otlp_endpoint", "invalid port in %q", ep)
+		}
+		return
+	}
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil || host == "" || !validPort(port) {
+		v.bad("tracing.otlp_endpoint", "must be host:port such as 127.0.0.1:4318 or an http(s) URL such as http://127.0.0.1:4318, got %q", ep)
+	}
+}
+
+// validPort reports whether s is a port number, 1..65535.
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // IsLoopback reports whether host (of a listen address) only accepts

@@ -32,6 +32,10 @@ func (c *Config) Values() []Value {
 			if v.Value == "" {
 				v.Note = "hostname-pid-random"
 			}
+		case "tracing.otlp_endpoint":
+			if v.Value == "" {
+				v.Note = "traces off"
+			}
 		}
 		out = append(out, v)
 	}
