@@ -131,7 +131,7 @@ func claim(ctx context.Context, tx querier, query string, args []any, p driver.C
 		var payload []byte
 		var runAt, timeoutMS, createdAt int64
 		if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
-			&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes); err != nil {
+			&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes, &r.Meta); err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
 		r.Payload = payload
