@@ -123,7 +123,7 @@ func TestConcurrentClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range counts {
-		if c.State != driver.StateRunning || c.Count != tasks {
+		if c.Kind != string(driver.StateRunning) || c.N != tasks {
 			t.Errorf("count %+v, want %d running", c, tasks)
 		}
 	}
