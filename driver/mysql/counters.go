@@ -26,15 +26,11 @@ import (
 // that two writers never wait for each other in a cycle), to the writing
 // connection's shard.
 func count(ctx context.Context, q querier, tally *sqlutil.Tally) error {
-	return upsertCounts(ctx, q, tally, countRow)
-}
-
-func upsertCounts(ctx context.Context, q querier, tally *sqlutil.Tally, row string) error {
 	if tally.Empty() {
 		return nil
 	}
 	if rows := tally.Counts(); len(rows) > 0 {
-		text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(row, len(rows)), 1)
+		text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(rows)), 1)
 		if _, err := q.ExecContext(ctx, text, sqlutil.CountArgs(rows)...); err != nil {
 			return fmt.Errorf("update live counters: %w", err)
 		}
