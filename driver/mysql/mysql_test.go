@@ -270,6 +270,7 @@ func TestCountersDatabaseClock(t *testing.T) {
 	ins("k", 0)
 	ins("k", 0) // a hit
 	ins("", 90*time.Minute)
+	ins("", time.Date(2045, 1, 1, 0, 0, 0, 0, time.UTC).Sub(skewed)) // past 2038
 	check("insert")
 	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: "q", Limit: 3, Owner: "w", Now: skewed,
 		LeaseExpiresAt: skewed.Add(time.Minute)})
@@ -320,7 +321,7 @@ func TestCountersDatabaseClock(t *testing.T) {
 			t.Errorf("history row %+v: not timed by the database clock", m)
 		}
 	}
-	want := driver.MinuteRow{Enqueued: 4, Hits: 1, Attempts: 3, Ended: 3, Failed: 2, Succeeded: 1, Dead: 1, Cancelled: 1}
+	want := driver.MinuteRow{Enqueued: 5, Hits: 1, Attempts: 3, Ended: 3, Failed: 2, Succeeded: 1, Dead: 1, Cancelled: 1}
 	if sum != want {
 		t.Fatalf("history of the last 10 minutes (database clock) sums to %+v, want %+v", sum, want)
 	}

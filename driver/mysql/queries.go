@@ -268,11 +268,12 @@ GROUP BY queue, type, kind, priority, due HAVING SUM(n) <> 0
 ORDER BY queue, type, kind, priority, due`
 
 	// sqlTrueCounts counts keel_tasks the way the live counters do; only
-	// Reconcile runs it. UNIX_TIMESTAMP reads run_at in the session's time
-	// zone, '+00:00' on every connection of the driver.
+	// Reconcile runs it. due is computed with TIMESTAMPDIFF, which does not
+	// depend on the session's time zone (unlike UNIX_TIMESTAMP, which also
+	// gives NULL after 2038 on MariaDB before 11.5).
 	sqlTrueCounts = `SELECT queue, type, CASE WHEN state = 'pending' AND attempt > 0 THEN 'retrying' ELSE state END,
 	CASE WHEN state = 'pending' THEN priority ELSE 0 END,
-	CASE WHEN state = 'pending' THEN FLOOR(UNIX_TIMESTAMP(run_at) / 60) ELSE 0 END, COUNT(*)
+	CASE WHEN state = 'pending' THEN FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', run_at) / 60000000) ELSE 0 END, COUNT(*)
 FROM keel_tasks GROUP BY 1, 2, 3, 4, 5`
 
 	// sqlCountUpsert adds to counters; {rows} is a list of countRow or

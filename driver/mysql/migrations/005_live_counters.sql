@@ -8,9 +8,9 @@
 -- kept for pending and retrying rows only, 0 otherwise. shard is the
 -- writing connection's CONNECTION_ID() % 16, so that concurrent writers
 -- seldom wait for each other's counter rows; readers sum the shards and
--- Reconcile folds them into shard 0. The migrator's connection, like every
--- connection of the driver, runs with time_zone '+00:00', so
--- UNIX_TIMESTAMP reads run_at as UTC.
+-- Reconcile folds them into shard 0. due is computed with TIMESTAMPDIFF
+-- from the epoch (run_at is UTC), not UNIX_TIMESTAMP, which depends on the
+-- session's time zone and gives NULL after 2038 on MariaDB before 11.5.
 CREATE TABLE keel_counts (
     queue    VARCHAR(255) NOT NULL,
     type     VARCHAR(255) NOT NULL,
@@ -25,7 +25,7 @@ CREATE TABLE keel_counts (
 INSERT INTO keel_counts (queue, type, kind, priority, due, shard, n)
 SELECT queue, type, CASE WHEN state = 'pending' AND attempt > 0 THEN 'retrying' ELSE state END,
     CASE WHEN state = 'pending' THEN priority ELSE 0 END,
-    CASE WHEN state = 'pending' THEN FLOOR(UNIX_TIMESTAMP(run_at) / 60) ELSE 0 END, 0, COUNT(*)
+    CASE WHEN state = 'pending' THEN FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', run_at) / 60000000) ELSE 0 END, 0, COUNT(*)
 FROM keel_tasks GROUP BY 1, 2, 3, 4, 5;
 
 -- One row per minute (Unix seconds / 60), queue, type and shard.
