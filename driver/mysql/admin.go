@@ -11,24 +11,16 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Operator queries: finished and ahead counts, bulk requeue and purge of
+// Operator queries: ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
-
-// CountFinished implements driver.Driver.
-func (d *Driver) CountFinished(ctx context.Context, since time.Time) ([]driver.QueueCount, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCountFinished, since), sqlutil.ScanFinishedCount)
-	if err != nil {
-		return nil, fmt.Errorf("count finished tasks: %w", err)
-	}
-	return out, nil
-}
 
 // CountAhead implements driver.Driver. Readiness is judged by the database
 // clock unless Options.CallerClock is set, like claims.
 func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
 	var n int64
+	from := sqlutil.NullTime(p.From)
 	err := d.db.QueryRowContext(ctx, sqlCountAhead.text, sqlCountAhead.args(d.now(p.Now),
-		p.Queue, p.Priority, p.Queue, p.Priority, p.RunAt, p.RunAt, p.ID)...).Scan(&n)
+		p.Queue, p.Priority, from, from, p.RunAt, p.RunAt, p.ID, p.Limit)...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
 	}
@@ -52,16 +44,19 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 		err = d.inTx(ctx, func(tx *sql.Tx) error {
 			n = 0
 			rows, err := tx.QueryContext(ctx, sqlRetryMatchingPick.text,
-				sqlRetryMatchingPick.args(nil, matchArgs(p)...)...)
+				sqlRetryMatchingPick.args(d.now(now), matchArgs(p)...)...)
 			if err != nil {
 				return err
 			}
 			var ids []int64
+			var olds []sqlutil.RowState
+			var at time.Time
 			keys := map[string]bool{}
 			for rows.Next() {
 				var id int64
 				var key sql.NullString
-				if err := rows.Scan(&id, &key); err != nil {
+				o := sqlutil.RowState{State: p.State}
+				if err := rows.Scan(&id, &key, &o.Queue, &o.Type, &o.Priority, &at); err != nil {
 					rows.Close()
 					return err
 				}
@@ -71,19 +66,26 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 					}
 					keys[key.String] = true
 				}
-				ids = append(ids, id)
+				ids, olds = append(ids, id), append(olds, o)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil || len(ids) == 0 {
 				return err
 			}
 			mark := sqlRetryMatchingMark.with("{ids}", "?", len(ids), 1)
-			res, err := tx.ExecContext(ctx, mark.text, mark.args(d.now(now), idArgs(ids)...)...)
-			if err != nil {
+			// The rows are locked: every one is requeued, at the pick's now.
+			at = at.UTC()
+			if _, err := tx.ExecContext(ctx, mark.text, mark.args(at, idArgs(ids)...)...); err != nil {
 				return err
 			}
-			n, err = res.RowsAffected()
-			return err
+			n = int64(len(ids))
+			var tally sqlutil.Tally
+			for _, o := range olds {
+				r := o
+				r.State, r.RunAt = driver.StatePending, at
+				tally.Update(o, r, at, false)
+			}
+			return count(ctx, tx, &tally)
 		})
 		if !isDuplicate(err) {
 			break
@@ -104,22 +106,29 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 	var n int64
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, sqlPurgeMatchingPick.text,
-			sqlPurgeMatchingPick.args(nil, matchArgs(p)...)...)
-		if err != nil {
-			return err
-		}
-		ids, err := scanIDs(rows)
+		var ids []int64
+		var tally sqlutil.Tally
+		err := sqlutil.Query(ctx, tx, sqlPurgeMatchingPick.text,
+			sqlPurgeMatchingPick.args(nil, matchArgs(p)...)...)(func(scan sqlutil.Scan) error {
+			var id int64
+			o := sqlutil.RowState{State: p.State}
+			if err := scan(&id, &o.Queue, &o.Type); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+			tally.Delete(o)
+			return nil
+		})
 		if err != nil || len(ids) == 0 {
 			return err
 		}
+		// The rows are locked: every one is deleted.
 		del := sqlPurgeMatchingDelete.with("{ids}", "?", len(ids), 1)
-		res, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...)
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...); err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		n = int64(len(ids))
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -65,8 +66,8 @@ func (d *Driver) insertMany(ctx context.Context, q querier, params []driver.Inse
 
 // insertKeyed inserts one task with an idempotency key. The unique index on
 // the held key decides: a duplicate-key error means the key is held, and the
-// holder is loaded instead.
-func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertParams) (driver.InsertResult, error) {
+// holder is loaded instead. The insert or the hit is counted in tally.
+func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertParams, tally *sqlutil.Tally) (driver.InsertResult, error) {
 	text := sqlInsert.text[:strings.Index(sqlInsert.text, "{rows}")] + insertRow.text
 	res, err := q.ExecContext(ctx, text, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
 		p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), p.IdemKey, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
@@ -79,18 +80,25 @@ func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertPara
 		if err != nil {
 			return driver.InsertResult{}, fmt.Errorf("insert task: read back: %w", err)
 		}
+		tally.Insert(sqlutil.StateOf(row), row.CreatedAt)
 		return driver.InsertResult{Task: row}, nil
 	}
 	if !isDuplicate(err) {
 		return driver.InsertResult{}, fmt.Errorf("insert task: %w", err)
 	}
-	held, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlByKey, p.IdemKey), scanTask)
+	var holder *driver.TaskRow
+	var now time.Time
+	err = sqlutil.Query(ctx, q, sqlByKey.text, sqlByKey.args(d.now(p.Now), p.IdemKey)...)(func(scan sqlutil.Scan) error {
+		var err error
+		holder, err = scanTask(func(dest ...any) error { return scan(append(dest, &now)...) })
+		return err
+	})
 	if err != nil {
 		return driver.InsertResult{}, fmt.Errorf("load task holding idempotency key: %w", err)
 	}
-	var holder *driver.TaskRow
-	if len(held) > 0 {
-		holder = &held[0]
+	out, err := sqlutil.KeyHolder(holder, p)
+	if err == nil {
+		tally.Hit(holder.Queue, holder.Type, now.UTC())
 	}
-	return sqlutil.KeyHolder(holder, p)
+	return out, err
 }

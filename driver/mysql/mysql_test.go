@@ -123,7 +123,7 @@ func TestConcurrentClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range counts {
-		if c.State != driver.StateRunning || c.Count != tasks {
+		if c.Kind != string(driver.StateRunning) || c.N != tasks {
 			t.Errorf("count %+v, want %d running", c, tasks)
 		}
 	}
@@ -236,5 +236,93 @@ func TestDSNForms(t *testing.T) {
 	}
 	if _, err := mysql.ParseDSN("root@tcp(127.0.0.1:3306)/"); err == nil {
 		t.Fatal("a DSN without a database was accepted")
+	}
+}
+
+// TestCountersDatabaseClock: without CallerClock, the live counters and
+// history count the instants the database stored, not the caller's clock
+// (a day off here): every write path leaves nothing for Reconcile to
+// correct, and the history lands in the database's minute.
+func TestCountersDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	d := open(t, mysql.Options{})
+	skewed := time.Now().Add(-24 * time.Hour)
+	check := func(step string) {
+		t.Helper()
+		fixed, err := d.Reconcile(ctx, driver.ReconcileParams{})
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if len(fixed) != 0 {
+			t.Fatalf("%s: reconcile corrected %+v", step, fixed)
+		}
+	}
+	ins := func(key string, delay time.Duration) {
+		t.Helper()
+		if _, err := d.Insert(ctx, []driver.InsertParams{{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 3,
+			RunAt: skewed.Add(delay), Timeout: time.Minute, IdemKey: key, PayloadDigest: "x", Now: skewed}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins("", 0)
+	ins("", 0)
+	ins("k", 0)
+	ins("k", 0) // a hit
+	ins("", 90*time.Minute)
+	ins("", time.Date(2045, 1, 1, 0, 0, 0, 0, time.UTC).Sub(skewed)) // past 2038
+	check("insert")
+	rows, err := d.Claim(ctx, driver.ClaimParams{Queue: "q", Limit: 3, Owner: "w", Now: skewed,
+		LeaseExpiresAt: skewed.Add(time.Minute)})
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("claimed %d, %v; want 3", len(rows), err)
+	}
+	check("claim")
+	// A success, a retry 10 minutes later (caller's clock), and one whose
+	// task the driver reads itself.
+	ok, err := d.Finish(ctx, driver.FinishParams{Owner: "w", Now: skewed, Transitions: []driver.Transition{
+		{ID: rows[0].ID, Fence: rows[0].Fence, State: driver.StateSucceeded, Task: &rows[0]},
+		{ID: rows[1].ID, Fence: rows[1].Fence, State: driver.StatePending, RunAt: skewed.Add(10 * time.Minute),
+			Error: &driver.AttemptError{Attempt: 1, Error: "boom"}, Task: &rows[1]},
+		{ID: rows[2].ID, Fence: rows[2].Fence, State: driver.StateDead,
+			Error: &driver.AttemptError{Attempt: 1, Error: "fatal"}},
+	}})
+	if err != nil || len(ok) != 3 {
+		t.Fatalf("finished %v, %v; want 3", ok, err)
+	}
+	check("finish")
+	if _, err := d.Cancel(ctx, rows[1].ID, skewed); err != nil {
+		t.Fatal(err)
+	}
+	check("cancel")
+	if _, err := d.Retry(ctx, rows[1].ID, skewed); err != nil {
+		t.Fatal(err)
+	}
+	check("retry")
+	if n, err := d.RetryMatching(ctx, driver.Filter{State: driver.StateDead, Limit: 10}, skewed); err != nil || n != 1 {
+		t.Fatalf("retried %d, %v; want 1", n, err)
+	}
+	check("retry matching")
+	hist, err := d.Minutes(ctx, time.Now().Add(-10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum driver.MinuteRow
+	for _, m := range hist {
+		sum.Enqueued += m.Enqueued
+		sum.Hits += m.Hits
+		sum.Attempts += m.Attempts
+		sum.Ended += m.Ended
+		sum.Failed += m.Failed
+		sum.Succeeded += m.Succeeded
+		sum.Dead += m.Dead
+		sum.Cancelled += m.Cancelled
+		if m.LastMS != 0 && (time.Since(time.UnixMilli(m.LastMS)) > 10*time.Minute || m.DurationMS < 0 || m.DurationMS > 60_000) {
+			t.Errorf("history row %+v: not timed by the database clock", m)
+		}
+	}
+	want := driver.MinuteRow{Enqueued: 5, Hits: 1, Attempts: 3, Ended: 3, Failed: 2, Succeeded: 1, Dead: 1, Cancelled: 1}
+	if sum != want {
+		t.Fatalf("history of the last 10 minutes (database clock) sums to %+v, want %+v", sum, want)
 	}
 }

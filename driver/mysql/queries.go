@@ -100,7 +100,8 @@ var (
 
 	// The holder of a key is read with a locking read: it sees the latest
 	// committed row whatever the transaction's snapshot.
-	sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ? LOCK IN SHARE MODE`
+	// It also reads the statement's now: the minute the hit is counted in.
+	sqlByKey = prepare(`SELECT ` + taskColumns + `, {now} FROM keel_tasks WHERE idem_held = ? LOCK IN SHARE MODE`)
 
 	// The claim's pick for each of its type filters (one at most, see
 	// sqlutil.ClaimTypes): none, the types to take or the paused types to
@@ -119,7 +120,9 @@ WHERE id IN ({ids}) AND state = 'pending'`)
 	created_at, lease_expires_at, attempted_at, snoozes, meta
 FROM keel_tasks WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
-	sqlSucceedPick = prepare(`SELECT id FROM keel_tasks
+	// The pick also reads the statement's now, which the rest of the
+	// transaction then uses: the live counters need the instant written.
+	sqlSucceedPick = prepare(`SELECT id, {now} FROM keel_tasks
 WHERE id IN ({ids}) AND (id, fence) IN ({pairs}) AND state = 'running' AND lease_owner = ?
 FOR UPDATE`)
 
@@ -169,6 +172,10 @@ FOR UPDATE SKIP LOCKED`)
 
 	sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
 
+	// sqlGetLocked locks a task before a single-row change and reads the
+	// now the change is then made at.
+	sqlGetLocked = prepare(`SELECT ` + taskColumns + `, {now} FROM keel_tasks WHERE id = ? FOR UPDATE`)
+
 	sqlGetIDs = prepare(`SELECT ` + taskColumns + ` FROM keel_tasks WHERE id IN ({ids})`)
 
 	sqlCancel = prepare(`UPDATE keel_tasks
@@ -179,31 +186,19 @@ WHERE id = ? AND state IN ('pending', 'running')`)
 SET state = 'pending', attempt = 0, snoozes = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
 WHERE id = ? AND state IN ('dead', 'cancelled')`)
 
-	sqlCounts = `SELECT queue, type, state, COUNT(*) FROM keel_tasks
-GROUP BY queue, type, state ORDER BY queue, type, state`
-
-	// finished_state is state for succeeded and dead rows and NULL for the
-	// others, so its index (finished_state, finished_at, queue) covers this
-	// query and is not touched by claims.
-	sqlCountFinished = `SELECT queue, finished_state, COUNT(*) FROM keel_tasks
-WHERE finished_state IN ('succeeded', 'dead') AND finished_at >= ?
-GROUP BY queue, finished_state ORDER BY queue, finished_state`
-
-	// The ready tasks of a queue a claim takes before a priority, run_at
-	// and id: two ranges of the claim index, higher priorities and the
-	// same priority earlier in line.
-	sqlCountAhead = prepare(`SELECT
-	(SELECT COUNT(*) FROM keel_tasks
-	WHERE state = 'pending' AND queue = ? AND priority > ? AND run_at <= {now})
-	+ (SELECT COUNT(*) FROM keel_tasks
+	// CountAhead: at most ? ready tasks of one queue and priority a claim
+	// takes before a run_at and id, of those with run_at from ? on (NULL:
+	// all); one range of the claim index.
+	sqlCountAhead = prepare(`SELECT COUNT(*) FROM (SELECT 1 FROM keel_tasks
 	WHERE state = 'pending' AND queue = ? AND priority = ? AND run_at <= {now}
-		AND (run_at < ? OR (run_at = ? AND id < ?)))`)
+		AND (? IS NULL OR run_at >= ?) AND (run_at < ? OR (run_at = ? AND id < ?))
+	LIMIT ?) a`)
 
 	// Retry (same columns) for matching tasks: lock the first ones whose
 	// idempotency key no other task holds, then update those the caller
 	// keeps (one per key). The picks of bulk operations name their index:
 	// left alone, the optimizer sorts every task of the state.
-	sqlRetryMatchingPick = prepare(`SELECT id, idem_key FROM keel_tasks k FORCE INDEX (keel_tasks_state)
+	sqlRetryMatchingPick = prepare(`SELECT id, idem_key, queue, type, priority, {now} FROM keel_tasks k FORCE INDEX (keel_tasks_state)
 WHERE ` + matchWhere + `
 	AND (idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM keel_tasks h WHERE h.idem_held = k.idem_key))
 ORDER BY id
@@ -214,7 +209,7 @@ FOR UPDATE`)
 SET state = 'pending', attempt = 0, snoozes = 0, run_at = {now}, finished_at = NULL, updated_at = {now}
 WHERE id IN ({ids}) AND state IN ('dead', 'cancelled')`)
 
-	sqlPurgeMatchingPick = prepare(`SELECT id FROM keel_tasks FORCE INDEX (keel_tasks_state)
+	sqlPurgeMatchingPick = prepare(`SELECT id, queue, type FROM keel_tasks FORCE INDEX (keel_tasks_state)
 WHERE ` + matchWhere + `
 ORDER BY id
 LIMIT ?
@@ -262,6 +257,73 @@ ON DUPLICATE KEY UPDATE
 
 	sqlList = `SELECT ` + taskColumns + ` FROM keel_tasks`
 )
+
+// The live counters' SQL (keel_counts and keel_minutes, migration 005).
+// Writers add to their connection's shard (CONNECTION_ID() % 16); readers
+// sum the shards.
+const (
+	// sqlCounts reads the live counters.
+	sqlCounts = `SELECT queue, type, kind, priority, due, SUM(n) FROM keel_counts
+GROUP BY queue, type, kind, priority, due HAVING SUM(n) <> 0
+ORDER BY queue, type, kind, priority, due`
+
+	// sqlTrueCounts counts keel_tasks the way the live counters do; only
+	// Reconcile runs it. due is computed with TIMESTAMPDIFF, which does not
+	// depend on the session's time zone (unlike UNIX_TIMESTAMP, which also
+	// gives NULL after 2038 on MariaDB before 11.5).
+	sqlTrueCounts = `SELECT queue, type, CASE WHEN state = 'pending' AND attempt > 0 THEN 'retrying' ELSE state END,
+	CASE WHEN state = 'pending' THEN priority ELSE 0 END,
+	CASE WHEN state = 'pending' THEN FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', run_at) / 60000000) ELSE 0 END, COUNT(*)
+FROM keel_tasks GROUP BY 1, 2, 3, 4, 5`
+
+	// sqlCountUpsert adds to counters; {rows} is a list of countRow or
+	// countRowFolded.
+	sqlCountUpsert = `INSERT INTO keel_counts (queue, type, kind, priority, due, n, shard) VALUES {rows}
+ON DUPLICATE KEY UPDATE n = n + VALUES(n)`
+
+	countRow       = `(?, ?, ?, ?, ?, ?, CONNECTION_ID() % 16)`
+	countRowFolded = `(?, ?, ?, ?, ?, ?, 0)`
+
+	minuteColumns = `minute, queue, type, enqueued, hits, attempts, ended, failed, succeeded, dead, cancelled,
+	duration_ms, first_ms, last_ms`
+
+	// sqlMinuteUpsert adds to history rows; {rows} is a list of minuteRow.
+	// first_ms and last_ms are 0 when no attempt ended.
+	sqlMinuteUpsert = `INSERT INTO keel_minutes (` + minuteColumns + `, shard) VALUES {rows}
+ON DUPLICATE KEY UPDATE enqueued = enqueued + VALUES(enqueued), hits = hits + VALUES(hits),
+	attempts = attempts + VALUES(attempts), ended = ended + VALUES(ended), failed = failed + VALUES(failed),
+	succeeded = succeeded + VALUES(succeeded), dead = dead + VALUES(dead),
+	cancelled = cancelled + VALUES(cancelled), duration_ms = duration_ms + VALUES(duration_ms),
+	first_ms = CASE WHEN first_ms = 0 OR (VALUES(first_ms) <> 0 AND VALUES(first_ms) < first_ms)
+		THEN VALUES(first_ms) ELSE first_ms END,
+	last_ms = CASE WHEN VALUES(last_ms) > last_ms THEN VALUES(last_ms) ELSE last_ms END`
+
+	minuteRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CONNECTION_ID() % 16)`
+
+	// sqlMinutes reads the history from minute ? on.
+	sqlMinutes = `SELECT minute, queue, type, SUM(enqueued), SUM(hits), SUM(attempts), SUM(ended), SUM(failed),
+	SUM(succeeded), SUM(dead), SUM(cancelled), SUM(duration_ms), COALESCE(MIN(NULLIF(first_ms, 0)), 0), MAX(last_ms)
+FROM keel_minutes WHERE minute >= ?
+GROUP BY minute, queue, type ORDER BY minute, queue, type`
+
+	// sqlShardCounts locks and reads the counter rows of shards other than
+	// 0, which Reconcile folds into shard 0.
+	sqlShardCounts = `SELECT queue, type, kind, priority, due, n FROM keel_counts WHERE shard <> 0
+ORDER BY queue, type, kind, priority, due, shard FOR UPDATE`
+
+	sqlDropShardCounts = `DELETE FROM keel_counts WHERE shard <> 0`
+	sqlDropZeroCounts  = `DELETE FROM keel_counts WHERE n = 0`
+	sqlDropMinutes     = `DELETE FROM keel_minutes WHERE minute < ?`
+)
+
+// sqlCountedRows reads what the counters need of the running tasks with
+// the given ids: transitions whose caller did not describe the task.
+var sqlCountedRows = prepare(`SELECT id, queue, type, priority, attempt, run_at, attempted_at FROM keel_tasks
+WHERE id IN ({ids}) AND state = 'running'`)
+
+// sqlNow reads the database's now (the caller's with Options.CallerClock),
+// for a write whose statements cannot read it themselves.
+var sqlNow = prepare(`SELECT {now}`)
 
 // The node registry's SQL (keel_nodes, migration 002). Like the task
 // queries, every statement starts from one now: the caller's clock or the

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,6 +59,7 @@ func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 // INSERT each. Results keep the order of params.
 func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	out := make([]driver.InsertResult, len(params))
+	var tally sqlutil.Tally
 	var plain []int
 	for i, p := range params {
 		if p.IdemKey == "" {
@@ -73,17 +75,21 @@ func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertPa
 		}
 		for j, i := range plain[:n] {
 			out[i] = driver.InsertResult{Task: rows[j]}
+			tally.Insert(sqlutil.StateOf(rows[j]), rows[j].CreatedAt)
 		}
 		plain = plain[n:]
 	}
 	// The keyed tasks in order of key: batches sharing keys lock them in
 	// the same order.
 	for _, i := range sqlutil.InsertOrder(params)[len(params)-keyed:] {
-		res, err := d.insertKeyed(ctx, q, params[i])
+		res, err := d.insertKeyed(ctx, q, params[i], &tally)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = res
+	}
+	if err := count(ctx, q, &tally); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -132,7 +138,19 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 			r.LeaseExpiresAt, r.AttemptedAt = r.LeaseExpiresAt.UTC(), r.AttemptedAt.UTC()
 			out = append(out, r)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		// attempted_at is the claim's now.
+		var tally sqlutil.Tally
+		for i := range out {
+			n := sqlutil.StateOf(&out[i])
+			o := n
+			o.State, o.Attempt = driver.StatePending, n.Attempt-1
+			tally.Update(o, n, out[i].AttemptedAt, false)
+		}
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
@@ -160,7 +178,8 @@ func claimPick(p driver.ClaimParams, include, exclude []string) (stmt, []any) {
 
 // Finish implements driver.Driver: in one transaction, successes without a
 // result with one fenced UPDATE (after locking the rows that still qualify,
-// to learn which applied), other transitions one statement each.
+// to learn which applied, and reading the now the whole batch is written
+// at), other transitions one statement each.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
 	var ok []int64
 	var ids []int64
@@ -173,26 +192,44 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 			others = append(others, t)
 		}
 	}
-	now := d.now(p.Now)
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		ok = ok[:0]
+		tasks, err := d.countedTasks(ctx, tx, p.Transitions)
+		if err != nil {
+			return err
+		}
+		var tally sqlutil.Tally
+		var now time.Time
 		if len(ids) > 0 {
 			pick := sqlSucceedPick.with("{ids}", "?", len(ids), 1).with("{pairs}", "(?, ?)", len(ids), 2)
 			args := append(idArgs(ids), pairs...)
-			rows, err := tx.QueryContext(ctx, pick.text, pick.args(nil, append(args, p.Owner)...)...)
+			var held []int64
+			err := sqlutil.Query(ctx, tx, pick.text, pick.args(d.now(p.Now), append(args, p.Owner)...)...)(func(scan sqlutil.Scan) error {
+				var id int64
+				if err := scan(&id, &now); err != nil {
+					return err
+				}
+				held = append(held, id)
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			held, err := scanIDs(rows)
-			if err != nil {
-				return err
-			}
+			now = now.UTC()
 			if len(held) > 0 {
 				mark := sqlSucceedMark.with("{ids}", "?", len(held), 1)
 				if _, err := tx.ExecContext(ctx, mark.text, mark.args(now, append(idArgs(held), p.Owner)...)...); err != nil {
 					return err
 				}
 				ok = append(ok, held...)
+				for _, id := range held {
+					tally.Finished(tasks[id], driver.Transition{State: driver.StateSucceeded}, now)
+				}
+			}
+		}
+		if len(others) > 0 && now.IsZero() {
+			if now, err = d.txNow(ctx, tx, p.Now); err != nil {
+				return err
 			}
 		}
 		for _, t := range others {
@@ -202,9 +239,10 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 			}
 			if applied {
 				ok = append(ok, t.ID)
+				tally.Finished(tasks[t.ID], stored(t, now, p.Now), now)
 			}
 		}
-		return nil
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish tasks: %w", err)
@@ -218,21 +256,36 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	if err != nil {
 		return false, err
 	}
-	return d.transition(ctx, tx, owner, d.now(now), now, t)
+	tasks, err := d.countedTasks(ctx, tx, []driver.Transition{t})
+	if err != nil {
+		return false, err
+	}
+	at, err := d.txNow(ctx, tx, now)
+	if err != nil {
+		return false, err
+	}
+	applied, err := d.transition(ctx, tx, owner, at, now, t)
+	if err != nil || !applied {
+		return false, err
+	}
+	var tally sqlutil.Tally
+	tally.Finished(tasks[t.ID], stored(t, at, now), at)
+	return true, count(ctx, tx, &tally)
 }
 
-// transition applies t with one fenced UPDATE. nowArg is the statement's
-// now argument (nil: the database clock); offsets are taken from now.
-func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg any, now time.Time, t driver.Transition) (bool, error) {
+// transition applies t with one fenced UPDATE at now, the transaction's
+// now (see txNow); t.RunAt is taken relative to caller, the clock it was
+// computed on (see stored).
+func (d *Driver) transition(ctx context.Context, q querier, owner string, now, caller time.Time, t driver.Transition) (bool, error) {
 	errJSON, refund, err := sqlutil.TransitionArgs(t)
 	if err != nil {
 		return false, err
 	}
 	var runAt any
 	if !t.RunAt.IsZero() {
-		runAt = offset(t.RunAt, now)
+		runAt = offset(t.RunAt, caller)
 	}
-	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(nowArg, string(t.State), runAt,
+	res, err := q.ExecContext(ctx, sqlTransition.text, sqlTransition.args(now, string(t.State), runAt,
 		sqlutil.NullBytes(t.Result), refund, sqlutil.SnoozeArg(t), errJSON, errJSON, string(t.State), string(t.State),
 		t.ID, t.Fence, owner)...)
 	if err != nil {
@@ -243,6 +296,15 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, nowArg
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}
 	return n == 1, nil
+}
+
+// stored is t as transition stores it at now: its RunAt moved from the
+// caller's clock to now's, to the microsecond.
+func stored(t driver.Transition, now, caller time.Time) driver.Transition {
+	if !t.RunAt.IsZero() {
+		t.RunAt = now.Add(time.Duration(offset(t.RunAt, caller)) * time.Microsecond)
+	}
+	return t
 }
 
 // Heartbeat implements driver.Driver: lock the leases Owner still holds,
@@ -325,6 +387,17 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 		for _, id := range locked {
 			expired[id] = true
 		}
+		trs := make([]driver.Transition, 0, len(p.Tasks))
+		for _, rt := range p.Tasks {
+			if expired[rt.Transition.ID] {
+				trs = append(trs, rt.Transition)
+			}
+		}
+		tasks, err := d.countedTasks(ctx, tx, trs)
+		if err != nil {
+			return err
+		}
+		var tally sqlutil.Tally
 		for _, rt := range p.Tasks {
 			if !expired[rt.Transition.ID] {
 				continue
@@ -337,13 +410,14 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 			if !applied {
 				continue
 			}
+			tally.Finished(tasks[rt.Transition.ID], rt.Transition, p.Now)
 			row, err := d.getWith(ctx, tx, rt.Transition.ID)
 			if err != nil {
 				return err
 			}
 			out = append(out, *row)
 		}
-		return nil
+		return count(ctx, tx, &tally)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue: %w", err)
@@ -382,21 +456,41 @@ func (d *Driver) getMany(ctx context.Context, q querier, ids []int64) ([]driver.
 	return out, err
 }
 
-// update runs one conditional single-row UPDATE and, when it matched, reads
-// the row back in the same transaction. It returns nil when nothing matched.
+// update locks the task id (reading the transaction's now), runs one
+// conditional single-row UPDATE at that now and, when it matched, reads
+// the row back and counts the change, all in one transaction. It returns
+// nil when nothing matched, ErrNotFound when there is no such task.
 func (d *Driver) update(ctx context.Context, s stmt, now time.Time, id int64) (*driver.TaskRow, error) {
 	var row *driver.TaskRow
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		row = nil
-		res, err := tx.ExecContext(ctx, s.text, s.args(d.now(now), id)...)
+		var old *driver.TaskRow
+		var at time.Time
+		err := sqlutil.Query(ctx, tx, sqlGetLocked.text, sqlGetLocked.args(d.now(now), id)...)(func(scan sqlutil.Scan) error {
+			var err error
+			old, err = scanTask(func(dest ...any) error { return scan(append(dest, &at)...) })
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if old == nil {
+			return driver.ErrNotFound
+		}
+		at = at.UTC()
+		res, err := tx.ExecContext(ctx, s.text, s.args(at, id)...)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		row, err = d.getWith(ctx, tx, id)
-		return err
+		if row, err = d.getWith(ctx, tx, id); err != nil {
+			return err
+		}
+		var tally sqlutil.Tally
+		tally.Update(sqlutil.StateOf(old), sqlutil.StateOf(row), at, false)
+		return count(ctx, tx, &tally)
 	})
 	return row, err
 }
@@ -404,6 +498,9 @@ func (d *Driver) update(ctx context.Context, s stmt, now time.Time, id int64) (*
 // Cancel implements driver.Driver.
 func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.update(ctx, sqlCancel, now, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel task %d: %w", id, err)
 	}
@@ -417,6 +514,9 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 // Retry implements driver.Driver.
 func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.update(ctx, sqlRetry, now, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return nil, err
+	}
 	if isDuplicate(err) {
 		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
 	}
@@ -436,15 +536,6 @@ func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, e
 	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, q, args...), scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	return out, nil
-}
-
-// Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.QueueCount, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCounts), sqlutil.ScanCount)
-	if err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
 	}
 	return out, nil
 }

@@ -1,0 +1,168 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
+
+// The live counters and history (migration 005): written by count at the
+// end of every write transaction to keel_tasks, read by Counts and
+// Minutes, checked by Reconcile.
+//
+// The counters are tallied in Go (sqlutil.Tally), so a write must know
+// every instant it stores. Each write transaction reads the statement's
+// now once (with a statement it runs anyway where one fits: the succeed
+// pick, the locking read before a cancel or retry, the bulk picks) and
+// passes it to its later statements; claims and inserts read the stored
+// instants back with the rows.
+
+// count writes what tally changed, in the transaction q, in key order (so
+// that two writers never wait for each other in a cycle), to the writing
+// connection's shard.
+func count(ctx context.Context, q querier, tally *sqlutil.Tally) error {
+	if tally.Empty() {
+		return nil
+	}
+	if rows := tally.Counts(); len(rows) > 0 {
+		text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(rows)), 1)
+		if _, err := q.ExecContext(ctx, text, sqlutil.CountArgs(rows)...); err != nil {
+			return fmt.Errorf("update live counters: %w", err)
+		}
+	}
+	if rows := tally.Minutes(); len(rows) > 0 {
+		text := strings.Replace(sqlMinuteUpsert, "{rows}", sqlutil.Repeat(minuteRow, len(rows)), 1)
+		if _, err := q.ExecContext(ctx, text, sqlutil.MinuteArgs(rows)...); err != nil {
+			return fmt.Errorf("update task history: %w", err)
+		}
+	}
+	return nil
+}
+
+// txNow reads the now of a write transaction that has no statement to
+// read it with: the caller's now with Options.CallerClock, else the
+// database clock.
+func (d *Driver) txNow(ctx context.Context, q querier, now time.Time) (time.Time, error) {
+	if d.opts.CallerClock {
+		return now, nil
+	}
+	var t time.Time
+	err := sqlutil.Query(ctx, q, sqlNow.text, sqlNow.args(nil)...)(func(scan sqlutil.Scan) error { return scan(&t) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// countedTasks returns, by id, the tasks the transitions ts describe
+// (Transition.Task), reading the running ones whose caller did not.
+func (d *Driver) countedTasks(ctx context.Context, q querier, ts []driver.Transition) (map[int64]*driver.TaskRow, error) {
+	out := make(map[int64]*driver.TaskRow, len(ts))
+	var missing []int64
+	for _, t := range ts {
+		if t.Task != nil {
+			out[t.ID] = t.Task
+		} else {
+			missing = append(missing, t.ID)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	s := sqlCountedRows.with("{ids}", "?", len(missing), 1)
+	err := sqlutil.Query(ctx, q, s.text, s.args(nil, idArgs(missing)...)...)(func(scan sqlutil.Scan) error {
+		r := &driver.TaskRow{State: driver.StateRunning}
+		var attempted sql.NullTime
+		if err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.RunAt, &attempted); err != nil {
+			return err
+		}
+		r.RunAt, r.AttemptedAt = r.RunAt.UTC(), optTime(attempted)
+		out[r.ID] = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read finishing tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Counts implements driver.Driver.
+func (d *Driver) Counts(ctx context.Context) ([]driver.CountRow, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCounts), sqlutil.ScanCountRow)
+	if err != nil {
+		return nil, fmt.Errorf("read live counters: %w", err)
+	}
+	return out, nil
+}
+
+// Minutes implements driver.Driver.
+func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlMinutes, driver.DueMinute(since)), sqlutil.ScanMinuteRow)
+	if err != nil {
+		return nil, fmt.Errorf("read task history: %w", err)
+	}
+	return out, nil
+}
+
+// Reconcile implements driver.Driver: both counts are read in one
+// REPEATABLE READ snapshot; then one transaction locks the rows of shards
+// other than 0, deletes them and adds their sums and the corrections to
+// shard 0, drops zero rows and old history.
+func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]driver.CountRow, error) {
+	var diff []driver.CountRow
+	err := d.retry(ctx, func() error {
+		tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // read only
+		truth, err := sqlutil.Collect(sqlutil.Query(ctx, tx, sqlTrueCounts), sqlutil.ScanCountRow)
+		if err != nil {
+			return fmt.Errorf("count tasks: %w", err)
+		}
+		kept, err := sqlutil.Collect(sqlutil.Query(ctx, tx, sqlCounts), sqlutil.ScanCountRow)
+		if err != nil {
+			return err
+		}
+		diff = sqlutil.CountDiff(truth, kept)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile counters: %w", err)
+	}
+	err = d.inTx(ctx, func(tx *sql.Tx) error {
+		shards, err := sqlutil.Collect(sqlutil.Query(ctx, tx, sqlShardCounts), sqlutil.ScanCountRow)
+		if err != nil {
+			return err
+		}
+		// The shards' sums plus the corrections, as one tally.
+		fold := sqlutil.CountDiff(append(shards, diff...), nil)
+		if _, err := tx.ExecContext(ctx, sqlDropShardCounts); err != nil {
+			return err
+		}
+		if len(fold) > 0 {
+			text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRowFolded, len(fold)), 1)
+			if _, err := tx.ExecContext(ctx, text, sqlutil.CountArgs(fold)...); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, sqlDropZeroCounts); err != nil {
+			return err
+		}
+		if !p.MinutesBefore.IsZero() {
+			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile counters: %w", err)
+	}
+	return diff, nil
+}
