@@ -75,7 +75,8 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 			"NULL, 'default', 1000, 'w', 30000000, '{t,u,v}'", "keel_tasks_claim", "run_at <=", false},
 		{"expired", d.ExpiredSQL(), "timestamptz, integer", "NULL, 100",
 			"keel_tasks_lease", "lease_expires_at <", true},
-		{"count ahead", d.CountAheadSQL(), "timestamptz, text, integer, timestamptz, bigint", "NULL, 'default', 0, now(), 1",
+		{"count ahead", d.CountAheadSQL(), "timestamptz, text, integer, timestamptz, bigint, timestamptz, integer",
+			"NULL, 'default', 0, now(), 1, now() - interval '1 minute', 100000",
 			"keel_tasks_claim", "run_at <=", false},
 		// Statements that go by id read the primary key, not every running
 		// task through the lease index.
