@@ -70,6 +70,13 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	if err != nil {
 		return nil, err
 	}
+	if meanDuration(cached.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })) == 0 {
+		// Nothing has run in the queue yet as of the cached read: the first
+		// run time may have come in since, and it makes the estimate.
+		if cached, err = c.snapshot(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
 	// The line ahead changes with every submit of a burst: the counters
 	// (a small table) are read fresh, the history, settings and nodes may
 	// be a second old.
