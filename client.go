@@ -28,6 +28,8 @@ type Client struct {
 	eng *engine.Engine // set by Start
 
 	eta etaCache // for ETA
+
+	obs observers // told about task events (Observe)
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -150,6 +152,10 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		infos[i].Duplicate = r.Duplicate
 		if !r.Duplicate {
 			c.wrote(r.Task)
+		}
+		if c.obs.active() {
+			c.obs.emit(Event{Kind: EventEnqueued, TaskID: r.Task.ID, Queue: r.Task.Queue, Type: r.Task.Type,
+				Duplicate: r.Duplicate, State: r.Task.State})
 		}
 	}
 	return infos, nil
@@ -328,6 +334,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 	if e := c.engine(); e != nil {
 		e.Cancel(id)
 	}
+	c.cancelled(ctx, row)
 	return infoFromRow(row), nil
 }
 

@@ -35,6 +35,7 @@ func (c *Client) Start(ctx context.Context) error {
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
 		RescueInterval: c.cfg.RescueInterval, SettingsInterval: c.cfg.SettingsInterval,
 		ClaimBatch: c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
+		Observer: engineObserver{&c.obs},
 	}
 	for name, q := range c.cfg.Queues {
 		cfg.Queues[name] = q.MaxWorkers

@@ -77,6 +77,8 @@ type Config struct {
 	// MaxRunaway is how many handlers may ignore their ended context and
 	// keep running before the engine stops claiming; 0: no bound.
 	MaxRunaway int
+	// Observer is told about attempts and rescues; nil: no one is.
+	Observer Observer
 }
 
 // Engine is the running worker side of a client.
@@ -137,6 +139,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Rescued: func(rows []driver.TaskRow) {
 			for i := range rows {
 				e.Wrote(&rows[i])
+				e.observeRescue(&rows[i])
 			}
 		},
 	})
