@@ -1,7 +1,7 @@
 // Package metrics exposes a keel client's Prometheus metrics. New returns a
-// Collector that observes the client's events (keel.Client.Observe);
-// register it in your own prometheus.Registry, or serve Handler. keel
-// serve serves it at GET /metrics.
+// Collector; Watch makes it observe a client's events
+// (keel.Client.Observe). Register it in your own prometheus.Registry, or
+// serve Handler; keel serve serves it at GET /metrics.
 //
 // Counters and histograms count what this process did (Prometheus sums
 // them across instances). The gauges keel_tasks and
@@ -70,8 +70,14 @@ var views = []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, k
 // Collector holds a client's metrics. It is a prometheus.Collector; its
 // methods are safe for concurrent use.
 type Collector struct {
-	opts  Options
-	stats func(context.Context) (*keel.Stats, error)
+	opts Options
+
+	mu sync.Mutex // guards stats, the cached Stats and the log throttle
+	// stats reads the cluster-wide gauges: the watched client's Stats.
+	stats     func(context.Context) (*keel.Stats, error)
+	cached    *keel.Stats
+	cachedAt  time.Time
+	failLogAt time.Time
 
 	enqueued        *prometheus.CounterVec
 	finished        *prometheus.CounterVec
@@ -87,32 +93,15 @@ type Collector struct {
 	tasksDesc       *prometheus.Desc
 	oldestDesc      *prometheus.Desc
 
-	mu        sync.Mutex // guards the cached Stats
-	cached    *keel.Stats
-	cachedAt  time.Time
-	failLogAt time.Time
-
 	handlerOnce sync.Once
 	handler     http.Handler
 }
 
-// New returns a Collector of c's metrics and makes it observe c from now
-// on: create it before Start and the first Enqueue to count everything.
-// It registers nothing: register it in a prometheus.Registerer, or serve
-// Handler. It fails on a nil client or a negative option.
-func New(c *keel.Client, o Options) (*Collector, error) {
-	if c == nil {
-		return nil, errors.New("metrics: nil keel.Client")
-	}
-	m, err := newCollector(c.Stats, o)
-	if err != nil {
-		return nil, err
-	}
-	c.Observe(observer{m})
-	return m, nil
-}
-
-func newCollector(stats func(context.Context) (*keel.Stats, error), o Options) (*Collector, error) {
+// New returns a Collector. It counts nothing until Watch gives it a
+// client; package server and server/httptarget count HTTP requests in it
+// too. It registers nothing: register it in a prometheus.Registerer, or
+// serve Handler. It fails on a negative option.
+func New(o Options) (*Collector, error) {
 	switch {
 	case o.StatsInterval < 0:
 		return nil, fmt.Errorf("metrics: Options.StatsInterval must not be negative, got %v", o.StatsInterval)
@@ -135,7 +124,7 @@ func newCollector(stats func(context.Context) (*keel.Stats, error), o Options) (
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	}
 	return &Collector{
-		opts: o, stats: stats,
+		opts: o,
 		enqueued: counter("keel_tasks_enqueued_total",
 			"Tasks this process enqueued (inserted; duplicates are keel_idempotency_hits_total).", "queue", "type"),
 		finished: counter("keel_tasks_finished_total",
@@ -169,6 +158,24 @@ func newCollector(stats func(context.Context) (*keel.Stats, error), o Options) (
 			"How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).",
 			[]string{"queue"}, nil),
 	}, nil
+}
+
+// Watch makes m count c's events from now on (keel.Client.Observe) and
+// read the cluster-wide gauges from c.Stats: call it before Start and the
+// first Enqueue to count everything. A Collector watches one client; Watch
+// fails on a nil client or a second call.
+func (m *Collector) Watch(c *keel.Client) error {
+	if c == nil {
+		return errors.New("metrics: Watch: nil keel.Client")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stats != nil {
+		return errors.New("metrics: Watch: this Collector already watches a client")
+	}
+	m.stats = c.Stats
+	c.Observe(observer{m})
+	return nil
 }
 
 // vecs are the process-local metrics.
@@ -213,6 +220,9 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 func (m *Collector) readStats() *keel.Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.stats == nil {
+		return nil // no client watched
+	}
 	now := time.Now()
 	if m.cached != nil && now.Sub(m.cachedAt) < m.opts.StatsInterval {
 		return m.cached

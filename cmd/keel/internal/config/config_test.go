@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 		"engine.settings_interval": "2s", "engine.claim_batch": "100", "engine.timeout_grace": "5s",
 		"engine.max_payload_bytes": "1048576", "engine.node": "",
 		"retention.dead": "30d", "retention.succeeded": "30d",
-		"log.level": "info", "log.format": "text",
+		"log.level": "info", "log.format": "text", "metrics.listen": "",
 		"queues.default.workers": "10",
 	}
 	for key, w := range want {
@@ -418,6 +418,13 @@ func TestErrors(t *testing.T) {
 		{"succeeded retention", "[retention]\nsucceeded = \"0s\"", nil, nil, `retention.succeeded: must be positive`},
 		{"log level", "[log]\nlevel = \"loud\"", nil, nil, `log.level: must be debug, info, warn or error, got "loud"`},
 		{"log format", "[log]\nformat = \"xml\"", nil, nil, `log.format: must be text or json, got "xml"`},
+		{"metrics listen", "[metrics]\nlisten = \"9090\"", nil, nil, `metrics.listen: must be host:port such as 127.0.0.1:9090, got "9090"`},
+		{"metrics listen port", "[metrics]\nlisten = \"127.0.0.1:70000\"", nil, nil, `metrics.listen: invalid port in "127.0.0.1:70000"`},
+		{"metrics public without tokens", "[metrics]\nlisten = \"0.0.0.0:9090\"", nil, nil, `metrics.listen: "0.0.0.0:9090" is not a loopback address and no tokens are configured`},
+		{"metrics on the API's address", "[metrics]\nlisten = \"127.0.0.1:7400\"", nil, nil, `metrics.listen: "127.0.0.1:7400" is the API's listen address`},
+		{"metrics listen env", "", []string{"KEEL_METRICS_LISTEN=nope"}, nil, `metrics.listen (from KEEL_METRICS_LISTEN): must be host:port`},
+		{"metrics unknown env", "", []string{"KEEL_METRICS_ADDR=127.0.0.1:9090"}, nil, `KEEL_METRICS_ADDR`},
+		{"metrics unknown key", "[metrics]\naddr = \"127.0.0.1:9090\"", nil, nil, `metrics.addr`},
 		{"queue name", "[queues.\"bad name\"]\nworkers = 1", nil, nil, `queues.bad name: invalid queue name "bad name"`},
 		{"workers", "[queues.default]\nworkers = 0", nil, nil, "queues.default.workers: must be in 1..10000, got 0"},
 		{"type name", "[types.\"a/b\"]\nqueue = \"x\"", nil, nil, `types.a/b: invalid type name "a/b"`},

@@ -62,11 +62,13 @@ var fields = []Field{
 
 	{"log.level", "KEEL_LOG_LEVEL", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", "KEEL_LOG_FORMAT", func(c *Config) any { return &c.Log.Format }},
+
+	{"metrics.listen", "KEEL_METRICS_LISTEN", func(c *Config) any { return &c.Metrics.Listen }},
 }
 
 // envPrefixes are the prefixes under which every variable must be a known
 // one, so that a misspelt KEEL_ENGINE_TIMOUT is an error.
-var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_"}
+var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_METRICS_", "KEEL_DATABASE_"}
 
 // Fields returns every scalar setting in file order.
 func Fields() []Field { return append([]Field(nil), fields...) }
