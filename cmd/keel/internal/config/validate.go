@@ -145,7 +145,7 @@ func (c *Config) validateServer(v *checker) {
 			v.bad("metrics.listen", "invalid port in %q", l)
 		} else if len(c.Tokens) == 0 && !IsLoopback(host) {
 			v.bad("metrics.listen", "%q is not a loopback address and no tokens are configured: add [[tokens]] (or set KEEL_TOKEN), or listen on 127.0.0.1", l)
-		} else if l == c.Listen {
+		} else if l == c.Listen && port != "0" { // port 0: each listener gets its own
 			v.bad("metrics.listen", "%q is the API's listen address: leave metrics.listen empty to serve GET /metrics there", l)
 		}
 	}
