@@ -166,10 +166,10 @@ func scriptedRun(t *testing.T, db string) {
 	})
 	g.counters(t, "keel_idempotency_hits_total", map[string]float64{"queue=default,type=t.ok": hDup})
 	g.counters(t, "keel_attempts_total", map[string]float64{
-		"outcome=succeeded,queue=default,type=t.ok":        nOK,
-		"outcome=error,queue=default,type=t.flaky":         mFlaky,
-		"outcome=succeeded,queue=default,type=t.flaky":     mFlaky,
-		"outcome=permanent,queue=default,type=t.dead":      kDead,
+		"outcome=succeeded,queue=default,type=t.ok":       nOK,
+		"outcome=error,queue=default,type=t.flaky":        mFlaky,
+		"outcome=succeeded,queue=default,type=t.flaky":    mFlaky,
+		"outcome=permanent,queue=default,type=t.dead":     kDead,
 		"outcome=lease_expired,queue=default,type=t.lost": 1,
 	})
 	g.counters(t, "keel_tasks_finished_total", map[string]float64{

@@ -9,7 +9,7 @@ func TestTraceIDFromMeta(t *testing.T) {
 	}{
 		{`{"traceparent":"00-` + id + `-00f067aa0ba902b7-01"}`, id},
 		{`{"tenant":"a","traceparent":"01-` + id + `-00f067aa0ba902b7-00-extra"}`, id}, // a later version may add fields
-		{`{"traceparent":"00-` + id + `-00f067aa0ba902b7-01-extra"}`, ""},               // version 00 has exactly four
+		{`{"traceparent":"00-` + id + `-00f067aa0ba902b7-01-extra"}`, ""},              // version 00 has exactly four
 		{`{"traceparent":"ff-` + id + `-00f067aa0ba902b7-01"}`, ""},
 		{`{"traceparent":"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}`, ""},
 		{`{"traceparent":"00-` + id + `-0000000000000000-01"}`, ""},
