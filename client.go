@@ -33,6 +33,8 @@ type Client struct {
 	eng *engine.Engine // set by Start
 
 	snaps snapshotCache // for ETA
+
+	obs observers // told about task events (Observe)
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -171,6 +173,10 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 			spans[i].SetAttributes(tracing.AttrTaskID.Int64(r.Task.ID), tracing.AttrDuplicate.Bool(r.Duplicate))
 		}
 		spans[i].End()
+		if c.obs.active() {
+			c.obs.emit(Event{Kind: EventEnqueued, TaskID: r.Task.ID, Queue: r.Task.Queue, Type: r.Task.Type,
+				Duplicate: r.Duplicate, State: r.Task.State})
+		}
 	}
 	return infos, nil
 }
@@ -373,6 +379,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 	if e := c.engine(); e != nil {
 		e.Cancel(id)
 	}
+	c.cancelled(ctx, row)
 	return infoFromRow(row), nil
 }
 

@@ -149,6 +149,16 @@
 // tracestate), so every attempt, in any process, is a child of it; the
 // attempt's span is in the handler's context, so the handler's own spans
 // continue the trace. Without any span nothing is stored.
+// # Metrics and events
+//
+// Client.Observe registers an Observer told about this client's task
+// events (enqueued, started, attempt, rescued, cancelled). Package
+// github.com/keelq/keel/metrics turns them into a prometheus.Collector
+// (keel_tasks_enqueued_total, keel_attempts_total, ...), with cluster-wide
+// gauges read from Stats; keel serve serves it at GET /metrics. Every
+// task state change is also one log record on Config.Logger, with the
+// keys task_id, type, queue, attempt, node, duration_ms, outcome, state,
+// error and trace_id: success DEBUG, retry WARN, dead ERROR, cancel INFO.
 //
 // # Defaults
 //

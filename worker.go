@@ -36,7 +36,8 @@ func (c *Client) Start(ctx context.Context) error {
 		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval, HistoryRetention: c.cfg.HistoryRetention,
 		SettingsInterval: c.cfg.SettingsInterval,
 		ClaimBatch:       c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
-		Tracer: c.trace,
+		Tracer:   c.trace,
+		Observer: engineObserver{&c.obs},
 	}
 	for name, q := range c.cfg.Queues {
 		cfg.Queues[name] = q.MaxWorkers

@@ -70,6 +70,7 @@ var roleRules = map[string][]Role{
 	"PATCH /v1/types/{name}":        {RoleAdmin},
 	"GET /v1/stats":                 {RoleAdmin, RoleRead},
 	"GET /v1/nodes":                 {RoleAdmin, RoleRead},
+	"GET /metrics":                  {RoleAdmin, RoleRead},
 }
 
 // servedRoutes are the patterns the API serves.

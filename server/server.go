@@ -22,6 +22,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/internal/shorten"
+	"github.com/keelq/keel/metrics"
 )
 
 // Role is what a token may do.
@@ -29,7 +30,7 @@ type Role string
 
 // The roles. Admin may do everything; enqueue may add tasks (POST
 // /v1/tasks, POST /v1/tasks/batch) and read them back (GET
-// /v1/tasks/{id}); read may call every GET route under /v1.
+// /v1/tasks/{id}); read may call every GET route under /v1 and GET /metrics.
 const (
 	RoleAdmin   Role = "admin"
 	RoleEnqueue Role = "enqueue"
@@ -66,6 +67,15 @@ type Options struct {
 	// Logger receives internal errors and failed readiness checks. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, counts every request in keel_api_requests_total
+	// (by route pattern and status) and is served at GET /metrics, which
+	// needs the read or admin role when Tokens are set. Default nil: GET
+	// /metrics answers 404.
+	Metrics *metrics.Collector
+	// MetricsElsewhere leaves GET /metrics to a listener of its own (see
+	// MetricsHandler): this handler answers it with 404 but still counts
+	// its requests in Metrics. Default false.
+	MetricsElsewhere bool
 }
 
 func (o Options) withDefaults() Options {
@@ -154,6 +164,8 @@ func (s *server) routes() []route {
 
 		{"GET /v1/stats", readers, s.stats},
 		{"GET /v1/nodes", readers, s.nodes},
+
+		{metricsRoute, readers, s.metrics},
 	}
 }
 
@@ -173,7 +185,10 @@ func New(c *keel.Client, o Options) (http.Handler, error) {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusForbidden, "cross-origin request rejected: browsers may not change state through this API from another origin")
 	}))
-	return cop.Handler(s), nil
+	if o.Metrics == nil {
+		return cop.Handler(s), nil
+	}
+	return s.counted(cop.Handler(s)), nil
 }
 
 func newServer(c *keel.Client, o Options) (*server, error) {

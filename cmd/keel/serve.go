@@ -20,6 +20,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/metrics"
 	"github.com/keelq/keel/server"
 	"github.com/keelq/keel/server/httptarget"
 )
@@ -67,6 +68,14 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	if err != nil {
 		return err
 	}
+	m, err := metrics.New(metrics.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	for name, tg := range targets {
+		tg.Metrics = m
+		targets[name] = tg
+	}
 	dsn := cfg.Database.DSN
 	if dsn == "" {
 		dsn = cfg.Database.DB
@@ -104,13 +113,18 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	if err != nil {
 		return err
 	}
+	if err := m.Watch(client); err != nil {
+		return err
+	}
 	tokens := make([]server.Token, len(cfg.Tokens))
 	for i, t := range cfg.Tokens {
 		tokens[i] = server.Token{Value: t.Token, Role: server.Role(t.Role)}
 	}
-	api, err := server.New(client, server.Options{
+	opts := server.Options{
 		Tokens: tokens, MaxBodyBytes: cfg.HTTP.MaxBodyBytes, MaxBatch: cfg.HTTP.MaxBatch, Logger: log,
-	})
+		Metrics: m, MetricsElsewhere: cfg.Metrics.Listen != "",
+	}
+	api, err := server.New(client, opts)
 	if err != nil {
 		return err
 	}
@@ -118,21 +132,29 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout.D(),
-		ReadTimeout:       cfg.HTTP.ReadTimeout.D(),
-		WriteTimeout:      cfg.HTTP.WriteTimeout.D(),
-		IdleTimeout:       cfg.HTTP.IdleTimeout.D(),
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	srv := httpServer(ctx, cfg, api, log)
+	var metricsLn net.Listener
+	var metricsSrv *http.Server
+	if cfg.Metrics.Listen != "" {
+		h, err := server.MetricsHandler(m, opts)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		if metricsLn, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		metricsSrv = httpServer(ctx, cfg, h, log)
 	}
 
 	worked := slices.Sorted(maps.Keys(cfg.WorkedQueues()))
 	if len(worked) > 0 {
 		if err := client.Start(ctx); err != nil {
 			ln.Close()
+			if metricsLn != nil {
+				metricsLn.Close()
+			}
 			return err
 		}
 	} else {
@@ -144,10 +166,15 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	if len(cfg.Tokens) == 0 {
 		log.Warn("keel: no tokens configured: listening on loopback only, requests are not checked")
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("keel: serving", "addr", ln.Addr().String(), "queues", worked, "tokens", len(cfg.Tokens))
 	fmt.Fprintf(stderr, "keel: listening on http://%s\n", ln.Addr())
+	if metricsSrv != nil {
+		go func() { serveErr <- metricsSrv.Serve(metricsLn) }()
+		log.Info("keel: serving metrics", "addr", metricsLn.Addr().String())
+		fmt.Fprintf(stderr, "keel: metrics on http://%s/metrics\n", metricsLn.Addr())
+	}
 
 	var failed error
 	select {
@@ -160,9 +187,14 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	unsignal()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("keel: open requests did not finish in time; closing them", "error", err)
-		srv.Close()
+	for _, hs := range []*http.Server{srv, metricsSrv} {
+		if hs == nil {
+			continue
+		}
+		if err := hs.Shutdown(sctx); err != nil {
+			log.Warn("keel: open requests did not finish in time; closing them", "error", err)
+			hs.Close()
+		}
 	}
 	if err := client.Stop(sctx); err != nil {
 		log.Warn("keel: stopping workers", "error", err)
@@ -174,6 +206,21 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 	log.Info("keel: stopped")
 	return failed
+}
+
+// httpServer returns the HTTP server of handler h with the configured
+// timeouts; its requests' contexts outlive ctx (Shutdown ends them).
+func httpServer(ctx context.Context, cfg *config.Config, h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout.D(),
+		ReadTimeout:       cfg.HTTP.ReadTimeout.D(),
+		WriteTimeout:      cfg.HTTP.WriteTimeout.D(),
+		IdleTimeout:       cfg.HTTP.IdleTimeout.D(),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
 }
 
 func newLogger(l config.Log, w io.Writer) *slog.Logger {

@@ -84,6 +84,8 @@ type Config struct {
 	MaxRunaway int
 	// Tracer makes one span per attempt; nil: none (a no-op tracer).
 	Tracer trace.Tracer
+	// Observer is told about attempts and rescues; nil: no one is.
+	Observer Observer
 }
 
 // Engine is the running worker side of a client.
@@ -148,6 +150,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Rescued: func(rows []driver.TaskRow) {
 			for i := range rows {
 				e.Wrote(&rows[i])
+				e.observeRescue(&rows[i])
 			}
 		},
 	})

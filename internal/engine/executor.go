@@ -71,7 +71,7 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		p.signalFreed()
 		e.completer.Add(completer.Request{Transition: t,
 			LeaseExpiresAt: func() time.Time { return e.heartbeat.LeaseExpiresAt(row.ID, row.LeaseExpiresAt) },
-			Done:           func(applied bool, err error) { e.finished(p, ex, t, applied, err) },
+			Done:           func(applied bool, err error) { e.finished(p, ex, t, end.Sub(start), applied, err) },
 		})
 	}
 	h := e.cfg.Handlers[row.Type]
@@ -124,9 +124,8 @@ func runHandler(ctx context.Context, h Handler, row *driver.TaskRow) (res result
 }
 
 // finished runs once an attempt's outcome is stored (or rejected).
-func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, applied bool, err error) {
+func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, dur time.Duration, applied bool, err error) {
 	row := ex.row
-	log := e.cfg.Logger
 	e.mu.Lock()
 	completedTx := ex.completedTx
 	if e.running[row.ID] == ex { // a newer attempt of the task may have replaced this one
@@ -135,19 +134,7 @@ func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, appli
 	p.finishing--
 	e.mu.Unlock()
 	ex.cancel(nil)
-	switch {
-	case err != nil:
-		log.Error("keel: storing task outcome failed; the lease will expire and the task be rescued",
-			"task_id", row.ID, "type", row.Type, "attempt", row.Attempt, "error", err)
-	case completedTx:
-		// The handler's own transaction stored the outcome.
-	case !applied:
-		log.Warn("keel: task outcome rejected: lease lost or task cancelled",
-			"task_id", row.ID, "type", row.Type, "attempt", row.Attempt, "state", t.State)
-	case t.Error != nil:
-		log.Warn("keel: task attempt failed", "task_id", row.ID, "type", row.Type, "queue", row.Queue,
-			"attempt", row.Attempt, "outcome", t.Error.Outcome, "next_state", t.State, "error", t.Error.Error)
-	}
+	e.attemptEnded(ex, t, dur, applied, err, completedTx)
 	if applied && t.State == driver.StatePending {
 		e.Wake(row.Queue, t.RunAt)
 	}

@@ -127,6 +127,7 @@ func (p *producer) claim(n int) (got, asked int, err error) {
 	}
 	for i := range rows {
 		e.applyTypeSettings(&rows[i])
+		e.observeStart(&rows[i])
 		e.startExecution(p, &rows[i])
 	}
 	return len(rows), n, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/logevent"
 	"github.com/keelq/keel/internal/service"
 )
 
@@ -117,9 +118,8 @@ func (r *Rescuer) RunOnce(ctx context.Context) {
 			}
 			return
 		}
-		for _, row := range rows {
-			r.cfg.Logger.Warn("keel: rescued task whose lease expired", "task_id", row.ID, "type", row.Type,
-				"queue", row.Queue, "attempt", row.Attempt, "state", row.State, "lost_by", rowOwner(expired, row.ID))
+		for i := range rows {
+			r.logRescued(ctx, &rows[i], rowOwner(expired, rows[i].ID))
 		}
 		if len(rows) > 0 && r.cfg.Rescued != nil {
 			r.cfg.Rescued(rows)
@@ -130,6 +130,29 @@ func (r *Rescuer) RunOnce(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// logRescued logs one rescued task: at WARN when it will be retried, at
+// ERROR when it was dead-lettered (its last attempt). node is the worker
+// that lost the lease.
+func (r *Rescuer) logRescued(ctx context.Context, row *driver.TaskRow, node string) {
+	level, msg := slog.LevelWarn, "keel: rescued task whose lease expired, will retry"
+	if row.State == driver.StateDead {
+		level, msg = slog.LevelError, "keel: task dead-lettered: its lease expired on its last attempt"
+	}
+	if !r.cfg.Logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.Int64(logevent.TaskID, row.ID), slog.String(logevent.Type, row.Type), slog.String(logevent.Queue, row.Queue),
+		slog.Int(logevent.Attempt, row.Attempt), slog.String(logevent.Node, node),
+		slog.String(logevent.Outcome, string(driver.OutcomeLeaseExpired)), slog.String(logevent.State, string(row.State)),
+		slog.String(logevent.Error, "lease expired: worker lost"),
+	}
+	if id := logevent.TraceIDFromMeta(row.Meta); id != "" {
+		attrs = append(attrs, slog.String(logevent.TraceID, id))
+	}
+	r.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
 func rowOwner(rows []driver.TaskRow, id int64) string {

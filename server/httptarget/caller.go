@@ -120,10 +120,16 @@ func (c *caller) call(ctx context.Context, task *keel.Task[json.RawMessage]) err
 	// The attempt's span: the target continues the task's trace.
 	tracing.ToHeaders(ctx, propagation.HeaderCarrier(req.Header))
 
+	code := 0 // the answer's status; 0: none came
+	if m := c.t.Metrics; m != nil {
+		start := time.Now()
+		defer func() { m.HTTPTargetRequest(task.Type, code, time.Since(start)) }()
+	}
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return a.fail(ctx, err)
 	}
+	code = resp.StatusCode
 	defer resp.Body.Close()
 	a.advance(phaseHeaders)
 

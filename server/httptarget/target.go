@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/metrics"
 )
 
 // Defaults applied by WithDefaults to zero fields.
@@ -47,6 +48,11 @@ type Target struct {
 	// Content-Length, Transfer-Encoding, Connection and the like).
 	// Default none.
 	Headers map[string]string
+	// Metrics, when set, counts every request in
+	// keel_http_target_requests_total and keel_http_target_duration_seconds
+	// (by task type and status code, "error" when no answer came). Default
+	// nil: not counted.
+	Metrics *metrics.Collector
 }
 
 // WithDefaults returns t with its zero fields set to their defaults.

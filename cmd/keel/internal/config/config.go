@@ -4,7 +4,7 @@
 //
 // Load reads all three, fills defaults, validates and reports where each
 // value came from (Values). Unknown keys in the file, unknown KEEL_HTTP_*,
-// KEEL_ENGINE_*, KEEL_RETENTION_*, KEEL_LOG_* and KEEL_TRACING_* variables and values that
+// KEEL_ENGINE_*, KEEL_RETENTION_*, KEEL_LOG_*, KEEL_TRACING_* and KEEL_METRICS_* variables and values that
 // do not parse are errors, never ignored; an empty variable counts as unset.
 //
 // Durations are strings: a Go duration ("30s", "1h30m") or whole days
@@ -23,6 +23,7 @@
 //	KEEL_RETENTION_<FIELD>          [retention] fields, e.g. KEEL_RETENTION_DEAD
 //	KEEL_LOG_<FIELD>                [log] fields: KEEL_LOG_LEVEL, KEEL_LOG_FORMAT
 //	KEEL_TRACING_<FIELD>            [tracing] fields, e.g. KEEL_TRACING_OTLP_ENDPOINT
+//	KEEL_METRICS_LISTEN             metrics.listen
 package config
 
 import "time"
@@ -62,6 +63,7 @@ type Config struct {
 	Retention Retention `toml:"retention"`
 	Log       Log       `toml:"log"`
 	Tracing   Tracing   `toml:"tracing"`
+	Metrics   Metrics   `toml:"metrics"`
 	// Queues this server works, by name. Default one queue, "default",
 	// with 10 workers. Only queues of types with a url are worked.
 	Queues map[string]Queue `toml:"queues"`
@@ -214,6 +216,15 @@ type Tracing struct {
 
 // Enabled reports whether spans are exported.
 func (t Tracing) Enabled() bool { return t.OTLPEndpoint != "" }
+
+// Metrics configures GET /metrics, the Prometheus metrics.
+type Metrics struct {
+	// Listen, when set, serves GET /metrics on this address of its own
+	// instead of the API's: host:port, a loopback address unless tokens
+	// are configured (then it needs a read or admin token, as on the API).
+	// Default "" (on the API's listener).
+	Listen string `toml:"listen"`
+}
 
 // Queue is one queue this server works.
 type Queue struct {

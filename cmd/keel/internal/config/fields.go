@@ -67,11 +67,12 @@ var fields = []Field{
 	{"tracing.insecure", "KEEL_TRACING_INSECURE", func(c *Config) any { return &c.Tracing.Insecure }},
 	{"tracing.service_name", "KEEL_TRACING_SERVICE_NAME", func(c *Config) any { return &c.Tracing.ServiceName }},
 	{"tracing.sample_ratio", "KEEL_TRACING_SAMPLE_RATIO", func(c *Config) any { return &c.Tracing.SampleRatio }},
+	{"metrics.listen", "KEEL_METRICS_LISTEN", func(c *Config) any { return &c.Metrics.Listen }},
 }
 
 // envPrefixes are the prefixes under which every variable must be a known
 // one, so that a misspelt KEEL_ENGINE_TIMOUT is an error.
-var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_", "KEEL_TRACING_"}
+var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_", "KEEL_TRACING_", "KEEL_METRICS_"}
 
 // Fields returns every scalar setting in file order.
 func Fields() []Field { return append([]Field(nil), fields...) }

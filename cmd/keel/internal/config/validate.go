@@ -140,6 +140,17 @@ func (c *Config) validateServer(v *checker) {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		v.bad("log.format", "must be text or json, got %q", c.Log.Format)
 	}
+	if l := c.Metrics.Listen; l != "" {
+		if host, port, err := net.SplitHostPort(l); err != nil {
+			v.bad("metrics.listen", "must be host:port such as 127.0.0.1:9090, got %q", l)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			v.bad("metrics.listen", "invalid port in %q", l)
+		} else if len(c.Tokens) == 0 && !IsLoopback(host) {
+			v.bad("metrics.listen", "%q is not a loopback address and no tokens are configured: add [[tokens]] (or set KEEL_TOKEN), or listen on 127.0.0.1", l)
+		} else if l == c.Listen && port != "0" { // port 0: each listener gets its own
+			v.bad("metrics.listen", "%q is the API's listen address: leave metrics.listen empty to serve GET /metrics there", l)
+		}
+	}
 }
 
 func (c *Config) validateEngine(v *checker) {

@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/keelq/keel"
+)
+
+// TestGauges checks how Stats become the cluster-wide gauges: every view
+// of a queue whose Views are counted, one read per StatsInterval, and a
+// failed read leaving the gauges out (logged once) without failing the
+// scrape. The scripted run checks them against real databases.
+func TestGauges(t *testing.T) {
+	var logs bytes.Buffer
+	m, err := New(Options{StatsInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reads, fail := 0, false
+	m.stats = func(context.Context) (*keel.Stats, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		if fail {
+			return nil, errors.New("database away")
+		}
+		return &keel.Stats{Queues: []keel.QueueStats{
+			{Name: "mail", Views: map[keel.View]int64{keel.ViewReady: 7, keel.ViewDead: 2}, OldestReadyAge: 90 * time.Second},
+			{Name: "uncounted"},
+		}}, nil
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	want := `
+# HELP keel_oldest_ready_age_seconds How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).
+# TYPE keel_oldest_ready_age_seconds gauge
+keel_oldest_ready_age_seconds{queue="mail"} 90
+# HELP keel_tasks Tasks by queue and state, cluster-wide (every process on the database), read from the database at scrape time.
+# TYPE keel_tasks gauge
+keel_tasks{queue="mail",state="dead"} 2
+keel_tasks{queue="mail",state="ready"} 7
+keel_tasks{queue="mail",state="retrying"} 0
+keel_tasks{queue="mail",state="running"} 0
+keel_tasks{queue="mail",state="scheduled"} 0
+`
+	for range 2 {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d Stats reads for two scrapes within StatsInterval, want 1", reads)
+	}
+
+	m.opts.StatsInterval = time.Nanosecond
+	fail = true
+	for range 3 {
+		if n, err := testutil.GatherAndCount(reg, "keel_tasks", "keel_oldest_ready_age_seconds"); err != nil || n != 0 {
+			t.Fatalf("scrape with a failing Stats: %d gauges, %v", n, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "reading the task gauges failed"); n != 1 {
+		t.Fatalf("failed reads logged %d times, want once a minute:\n%s", n, logs.String())
+	}
+	if _, err := New(Options{StatsInterval: -time.Second}); err == nil || !strings.Contains(err.Error(), "StatsInterval") {
+		t.Fatalf("negative StatsInterval: %v", err)
+	}
+	if err := m.Watch(nil); err == nil {
+		t.Fatal("Watch(nil) accepted")
+	}
+}

@@ -1,0 +1,317 @@
+// Package metrics exposes a keel client's Prometheus metrics. New returns a
+// Collector; Watch makes it observe a client's events
+// (keel.Client.Observe). Register it in your own prometheus.Registry, or
+// serve Handler; keel serve serves it at GET /metrics.
+//
+// Counters and histograms count what this process did (Prometheus sums
+// them across instances). The gauges keel_tasks and
+// keel_oldest_ready_age_seconds are cluster-wide: they are read at scrape
+// time from Client.Stats, at most once per Options.StatsInterval.
+//
+// The metrics, with their labels:
+//
+//	keel_tasks_enqueued_total          counter    queue, type
+//	keel_tasks_finished_total          counter    queue, type, state (succeeded, dead, cancelled)
+//	keel_attempts_total                counter    queue, type, outcome (succeeded, error, timeout, panic,
+//	                                              permanent, lease_expired, snoozed)
+//	keel_idempotency_hits_total        counter    queue, type
+//	keel_tasks                         gauge      queue, state (ready, scheduled, retrying, running, dead)
+//	keel_oldest_ready_age_seconds      gauge      queue
+//	keel_attempt_duration_seconds      histogram  queue, type
+//	keel_pickup_latency_seconds        histogram  queue
+//	keel_attempts_per_task             histogram  type
+//	keel_leases_rescued_total          counter    queue
+//	keel_http_target_requests_total    counter    type, code
+//	keel_http_target_duration_seconds  histogram  type, code
+//	keel_api_requests_total            counter    route, code
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keelq/keel"
+)
+
+// Options configures a Collector. The zero value is valid.
+type Options struct {
+	// StatsInterval is how long one read of Client.Stats answers scrapes
+	// for the cluster-wide gauges. Default 1s.
+	StatsInterval time.Duration
+	// StatsTimeout bounds that read; when it fails, a scrape has no
+	// gauges (the counters are still there). Default 5s.
+	StatsTimeout time.Duration
+	// Logger receives failed gauge reads, at most one a minute. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Histogram buckets, in seconds or attempts.
+var (
+	durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+	pickupBuckets   = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	attemptsBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50, 100, 1000}
+	httpBuckets     = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+)
+
+// views are the states of the keel_tasks gauge, in order.
+var views = []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
+
+// Collector holds a client's metrics. It is a prometheus.Collector; its
+// methods are safe for concurrent use.
+type Collector struct {
+	opts Options
+
+	mu sync.Mutex // guards stats, the cached Stats and the log throttle
+	// stats reads the cluster-wide gauges: the watched client's Stats.
+	stats     func(context.Context) (*keel.Stats, error)
+	cached    *keel.Stats
+	cachedAt  time.Time
+	failLogAt time.Time
+
+	enqueued        *prometheus.CounterVec
+	finished        *prometheus.CounterVec
+	attempts        *prometheus.CounterVec
+	idempotencyHits *prometheus.CounterVec
+	attemptDuration *prometheus.HistogramVec
+	pickupLatency   *prometheus.HistogramVec
+	attemptsPerTask *prometheus.HistogramVec
+	leasesRescued   *prometheus.CounterVec
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	apiRequests     *prometheus.CounterVec
+	tasksDesc       *prometheus.Desc
+	oldestDesc      *prometheus.Desc
+
+	handlerOnce sync.Once
+	handler     http.Handler
+}
+
+// New returns a Collector. It counts nothing until Watch gives it a
+// client; package server and server/httptarget count HTTP requests in it
+// too. It registers nothing: register it in a prometheus.Registerer, or
+// serve Handler. It fails on a negative option.
+func New(o Options) (*Collector, error) {
+	switch {
+	case o.StatsInterval < 0:
+		return nil, fmt.Errorf("metrics: Options.StatsInterval must not be negative, got %v", o.StatsInterval)
+	case o.StatsTimeout < 0:
+		return nil, fmt.Errorf("metrics: Options.StatsTimeout must not be negative, got %v", o.StatsTimeout)
+	}
+	if o.StatsInterval == 0 {
+		o.StatsInterval = time.Second
+	}
+	if o.StatsTimeout == 0 {
+		o.StatsTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	}
+	return &Collector{
+		opts: o,
+		enqueued: counter("keel_tasks_enqueued_total",
+			"Tasks this process enqueued (inserted; duplicates are keel_idempotency_hits_total).", "queue", "type"),
+		finished: counter("keel_tasks_finished_total",
+			"Tasks this process finished: succeeded or dead after an attempt it ran or rescued, cancelled by its Cancel.",
+			"queue", "type", "state"),
+		attempts: counter("keel_attempts_total",
+			"Attempts this process ran (or, as the leader, rescued: lease_expired), by outcome.",
+			"queue", "type", "outcome"),
+		idempotencyHits: counter("keel_idempotency_hits_total",
+			"Enqueues in this process that found the task already there (UniqueBy, IdempotencyKey).", "queue", "type"),
+		attemptDuration: histogram("keel_attempt_duration_seconds",
+			"Run time of the attempts this process ran.", durationBuckets, "queue", "type"),
+		pickupLatency: histogram("keel_pickup_latency_seconds",
+			"Time a task waited ready (from the later of its run time and its creation) before this process started an attempt.",
+			pickupBuckets, "queue"),
+		attemptsPerTask: histogram("keel_attempts_per_task",
+			"Attempts a task used, observed when it succeeded or went dead in this process.", attemptsBuckets, "type"),
+		leasesRescued: counter("keel_leases_rescued_total",
+			"Tasks whose worker vanished that this process, as the leader, took back after their lease expired.", "queue"),
+		httpRequests: counter("keel_http_target_requests_total",
+			"Requests this process sent to HTTP targets, by the answer's status code (error: no answer).", "type", "code"),
+		httpDuration: histogram("keel_http_target_duration_seconds",
+			"Duration of the requests this process sent to HTTP targets, until the whole answer was read.",
+			httpBuckets, "type", "code"),
+		apiRequests: counter("keel_api_requests_total",
+			"HTTP API requests this process answered, by route pattern and status code.", "route", "code"),
+		tasksDesc: prometheus.NewDesc("keel_tasks",
+			"Tasks by queue and state, cluster-wide (every process on the database), read from the database at scrape time.",
+			[]string{"queue", "state"}, nil),
+		oldestDesc: prometheus.NewDesc("keel_oldest_ready_age_seconds",
+			"How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).",
+			[]string{"queue"}, nil),
+	}, nil
+}
+
+// Watch makes m count c's events from now on (keel.Client.Observe) and
+// read the cluster-wide gauges from c.Stats: call it before Start and the
+// first Enqueue to count everything. A Collector watches one client; Watch
+// fails on a nil client or a second call.
+func (m *Collector) Watch(c *keel.Client) error {
+	if c == nil {
+		return errors.New("metrics: Watch: nil keel.Client")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stats != nil {
+		return errors.New("metrics: Watch: this Collector already watches a client")
+	}
+	m.stats = c.Stats
+	c.Observe(observer{m})
+	return nil
+}
+
+// vecs are the process-local metrics.
+func (m *Collector) vecs() []prometheus.Collector {
+	return []prometheus.Collector{m.enqueued, m.finished, m.attempts, m.idempotencyHits, m.attemptDuration,
+		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range m.vecs() {
+		v.Describe(ch)
+	}
+	ch <- m.tasksDesc
+	ch <- m.oldestDesc
+}
+
+// Collect implements prometheus.Collector: the counters and histograms,
+// and the gauges read from Client.Stats (cached for StatsInterval; left
+// out when the read fails).
+func (m *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, v := range m.vecs() {
+		v.Collect(ch)
+	}
+	s := m.readStats()
+	if s == nil {
+		return
+	}
+	for _, q := range s.Queues {
+		if q.Views == nil {
+			continue // not counted by this database yet
+		}
+		for _, v := range views {
+			ch <- prometheus.MustNewConstMetric(m.tasksDesc, prometheus.GaugeValue, float64(q.Views[v]), q.Name, string(v))
+		}
+		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, q.OldestReadyAge.Seconds(), q.Name)
+	}
+}
+
+// readStats returns the cached Stats, read again when older than
+// StatsInterval; nil when the read fails (logged at most once a minute).
+func (m *Collector) readStats() *keel.Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stats == nil {
+		return nil // no client watched
+	}
+	now := time.Now()
+	if m.cached != nil && now.Sub(m.cachedAt) < m.opts.StatsInterval {
+		return m.cached
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.StatsTimeout)
+	defer cancel()
+	s, err := m.stats(ctx)
+	if err != nil {
+		m.cached = nil
+		if m.failLogAt.IsZero() || now.Sub(m.failLogAt) >= time.Minute {
+			m.failLogAt = now
+			m.opts.Logger.Warn("keel metrics: reading the task gauges failed; scrapes leave them out (logged at most once a minute)",
+				"error", err)
+		}
+		return nil
+	}
+	m.cached, m.cachedAt = s, now
+	return s
+}
+
+// Handler serves the metrics in the Prometheus text format: this
+// Collector's, with Go runtime and process metrics, from a registry of
+// its own. keel serve answers GET /metrics with it.
+func (m *Collector) Handler() http.Handler {
+	m.handlerOnce.Do(func() {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			ErrorLog: slog.NewLogLogger(m.opts.Logger.Handler(), slog.LevelWarn),
+		})
+	})
+	return m.handler
+}
+
+// APIRequest counts one answered HTTP API request: route is the route's
+// pattern (such as "GET /v1/tasks/{id}"), never the raw path, so that the
+// label's values stay few. package server calls it.
+func (m *Collector) APIRequest(route string, code int) {
+	m.apiRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+// HTTPTargetRequest counts one request to an HTTP target of taskType and
+// its duration: code is the answer's status code, or 0 when no answer
+// came (counted as code "error"). package server/httptarget calls it.
+func (m *Collector) HTTPTargetRequest(taskType string, code int, d time.Duration) {
+	label := "error"
+	if code > 0 {
+		label = strconv.Itoa(code)
+	}
+	m.httpRequests.WithLabelValues(taskType, label).Inc()
+	m.httpDuration.WithLabelValues(taskType, label).Observe(d.Seconds())
+}
+
+// observer turns a client's events into metrics.
+type observer struct{ m *Collector }
+
+// Observe implements keel.Observer.
+func (o observer) Observe(ev keel.Event) {
+	m := o.m
+	switch ev.Kind {
+	case keel.EventEnqueued:
+		if ev.Duplicate {
+			m.idempotencyHits.WithLabelValues(ev.Queue, ev.Type).Inc()
+		} else {
+			m.enqueued.WithLabelValues(ev.Queue, ev.Type).Inc()
+		}
+	case keel.EventStarted:
+		m.pickupLatency.WithLabelValues(ev.Queue).Observe(ev.PickupLatency.Seconds())
+	case keel.EventAttempt:
+		if ev.Outcome == keel.OutcomeReleased {
+			return // refunded: no attempt
+		}
+		m.attempts.WithLabelValues(ev.Queue, ev.Type, string(ev.Outcome)).Inc()
+		m.attemptDuration.WithLabelValues(ev.Queue, ev.Type).Observe(ev.Duration.Seconds())
+		m.taskFinished(ev)
+	case keel.EventRescued:
+		m.leasesRescued.WithLabelValues(ev.Queue).Inc()
+		m.attempts.WithLabelValues(ev.Queue, ev.Type, string(keel.OutcomeLeaseExpired)).Inc()
+		m.taskFinished(ev)
+	case keel.EventCancelled:
+		m.finished.WithLabelValues(ev.Queue, ev.Type, string(keel.StateCancelled)).Inc()
+	}
+}
+
+// taskFinished counts a task that an attempt left succeeded or dead.
+func (m *Collector) taskFinished(ev keel.Event) {
+	if ev.State != keel.StateSucceeded && ev.State != keel.StateDead {
+		return
+	}
+	m.finished.WithLabelValues(ev.Queue, ev.Type, string(ev.State)).Inc()
+	m.attemptsPerTask.WithLabelValues(ev.Type).Observe(float64(ev.Attempt))
+}
