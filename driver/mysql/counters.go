@@ -136,23 +136,37 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		return nil, fmt.Errorf("reconcile counters: %w", err)
 	}
 	err = d.inTx(ctx, func(tx *sql.Tx) error {
-		shards, err := sqlutil.Collect(sqlutil.Query(ctx, tx, sqlShardCounts), sqlutil.ScanCountRow)
+		// The rows of other shards (and zero rows) no writer holds now.
+		type shardRow struct {
+			driver.CountRow
+			shard int64
+		}
+		var locked []shardRow
+		err := sqlutil.Query(ctx, tx, sqlShardCounts)(func(scan sqlutil.Scan) error {
+			var r shardRow
+			if err := scan(&r.Queue, &r.Type, &r.Kind, &r.Priority, &r.Due, &r.N, &r.shard); err != nil {
+				return err
+			}
+			locked = append(locked, r)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		// The shards' sums plus the corrections, as one tally.
-		fold := sqlutil.CountDiff(append(shards, diff...), nil)
-		if _, err := tx.ExecContext(ctx, sqlDropShardCounts); err != nil {
-			return err
+		var shards []driver.CountRow
+		for _, r := range locked {
+			if _, err := tx.ExecContext(ctx, sqlDropCount, r.Queue, r.Type, r.Kind, r.Priority, r.Due, r.shard); err != nil {
+				return err
+			}
+			shards = append(shards, r.CountRow)
 		}
+		// Their sums plus the corrections, into shard 0.
+		fold := sqlutil.CountDiff(append(shards, diff...), nil)
 		if len(fold) > 0 {
 			text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRowFolded, len(fold)), 1)
 			if _, err := tx.ExecContext(ctx, text, sqlutil.CountArgs(fold)...); err != nil {
 				return err
 			}
-		}
-		if _, err := tx.ExecContext(ctx, sqlDropZeroCounts); err != nil {
-			return err
 		}
 		if !p.MinutesBefore.IsZero() {
 			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {

@@ -259,7 +259,7 @@ ON DUPLICATE KEY UPDATE
 )
 
 // The live counters' SQL (keel_counts and keel_minutes, migration 005).
-// Writers add to their connection's shard (CONNECTION_ID() % 16); readers
+// Writers add to their connection's shard (CONNECTION_ID()); readers
 // sum the shards.
 const (
 	// sqlCounts reads the live counters.
@@ -281,7 +281,7 @@ FROM keel_tasks GROUP BY 1, 2, 3, 4, 5`
 	sqlCountUpsert = `INSERT INTO keel_counts (queue, type, kind, priority, due, n, shard) VALUES {rows}
 ON DUPLICATE KEY UPDATE n = n + VALUES(n)`
 
-	countRow       = `(?, ?, ?, ?, ?, ?, CONNECTION_ID() % 16)`
+	countRow       = `(?, ?, ?, ?, ?, ?, CONNECTION_ID())`
 	countRowFolded = `(?, ?, ?, ?, ?, ?, 0)`
 
 	minuteColumns = `minute, queue, type, enqueued, hits, attempts, ended, failed, succeeded, dead, cancelled,
@@ -298,7 +298,7 @@ ON DUPLICATE KEY UPDATE enqueued = enqueued + VALUES(enqueued), hits = hits + VA
 		THEN VALUES(first_ms) ELSE first_ms END,
 	last_ms = CASE WHEN VALUES(last_ms) > last_ms THEN VALUES(last_ms) ELSE last_ms END`
 
-	minuteRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CONNECTION_ID() % 16)`
+	minuteRow = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CONNECTION_ID())`
 
 	// sqlMinutes reads the history from minute ? on.
 	sqlMinutes = `SELECT minute, queue, type, SUM(enqueued), SUM(hits), SUM(attempts), SUM(ended), SUM(failed),
@@ -308,11 +308,11 @@ GROUP BY minute, queue, type ORDER BY minute, queue, type`
 
 	// sqlShardCounts locks and reads the counter rows of shards other than
 	// 0, which Reconcile folds into shard 0.
-	sqlShardCounts = `SELECT queue, type, kind, priority, due, n FROM keel_counts WHERE shard <> 0
-ORDER BY queue, type, kind, priority, due, shard FOR UPDATE`
+	sqlShardCounts = `SELECT queue, type, kind, priority, due, n, shard FROM keel_counts WHERE shard <> 0 OR n = 0
+ORDER BY queue, type, kind, priority, due, shard FOR UPDATE SKIP LOCKED`
 
-	sqlDropShardCounts = `DELETE FROM keel_counts WHERE shard <> 0`
-	sqlDropZeroCounts  = `DELETE FROM keel_counts WHERE n = 0`
+	// sqlDropCount deletes one counter row (locked by sqlShardCounts).
+	sqlDropCount = `DELETE FROM keel_counts WHERE queue = ? AND type = ? AND kind = ? AND priority = ? AND due = ? AND shard = ?`
 	sqlDropMinutes     = `DELETE FROM keel_minutes WHERE minute < ?`
 )
 

@@ -187,15 +187,21 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::bigint[], $6:
 ORDER BY 1, 2, 3, 4, 5
 ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n`),
 
-		// Moves every shard's counts into shard 0.
-		foldShards: q(`WITH gone AS (DELETE FROM {schema}.keel_counts WHERE shard <> 0
+		// Moves every shard's counts into shard 0, skipping the rows a
+		// writer holds (it never waits, so it never deadlocks with one).
+		foldShards: q(`WITH gone AS (DELETE FROM {schema}.keel_counts c
+	WHERE (c.queue, c.type, c.kind, c.priority, c.due, c.shard) IN (
+		SELECT queue, type, kind, priority, due, shard FROM {schema}.keel_counts WHERE shard <> 0
+		FOR UPDATE SKIP LOCKED)
 	RETURNING queue, type, kind, priority, due, n)
 INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, n)
 SELECT queue, type, kind, priority, due, 0, sum(n) FROM gone
 GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
 ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n`),
 
-		dropZeroCounts: q(`DELETE FROM {schema}.keel_counts WHERE n = 0`),
+		dropZeroCounts: q(`DELETE FROM {schema}.keel_counts c
+WHERE (c.queue, c.type, c.kind, c.priority, c.due, c.shard) IN (
+	SELECT queue, type, kind, priority, due, shard FROM {schema}.keel_counts WHERE n = 0 FOR UPDATE SKIP LOCKED)`),
 		dropMinutes:    q(`DELETE FROM {schema}.keel_minutes WHERE minute < $1`),
 
 		minutes: q(`SELECT minute, queue, type, sum(enqueued)::bigint, sum(hits)::bigint, sum(attempts)::bigint,
@@ -207,7 +213,7 @@ GROUP BY minute, queue, type ORDER BY minute, queue, type`),
 		// Idempotency hits ($2 queues, $3 types, one element per hit) in
 		// the minute of now.
 		hits: q(nowCTE + `INSERT INTO {schema}.keel_minutes AS m (minute, queue, type, shard, hits)
-SELECT floor(extract(epoch FROM t.now) / 60)::bigint, u.q, u.t, pg_backend_pid() % 16, count(*)
+SELECT floor(extract(epoch FROM t.now) / 60)::bigint, u.q, u.t, pg_backend_pid(), count(*)
 FROM t, unnest($2::text[], $3::text[]) AS u(q, t)
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
 ON CONFLICT (minute, queue, type, shard) DO UPDATE SET hits = m.hits + excluded.hits`),

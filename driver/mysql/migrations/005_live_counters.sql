@@ -6,7 +6,7 @@
 -- kind is the state, with pending split into pending (never attempted) and
 -- retrying; priority and due (the minute of run_at: Unix seconds / 60) are
 -- kept for pending and retrying rows only, 0 otherwise. shard is the
--- writing connection's CONNECTION_ID() % 16, so that concurrent writers
+-- writing connection's CONNECTION_ID(), so that concurrent writers
 -- seldom wait for each other's counter rows; readers sum the shards and
 -- Reconcile folds them into shard 0. due is computed with TIMESTAMPDIFF
 -- from the epoch (run_at is UTC), not UNIX_TIMESTAMP, which depends on the

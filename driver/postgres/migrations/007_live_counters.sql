@@ -6,9 +6,10 @@
 -- kind is the state, with pending split into pending (never attempted) and
 -- retrying; priority and due (the minute of run_at) are kept for pending
 -- and retrying rows only, 0 otherwise. Each connection adds to its own
--- rows (shard = backend pid % 16), so concurrent writers never wait for
--- one another's counter rows; readers sum the shards and the leader folds
--- them (Driver.Reconcile).
+-- rows (shard = its backend pid; a backend runs one transaction at a
+-- time), so no two transactions ever wait for the same counter row and
+-- none can deadlock over them; readers sum the shards and the leader folds
+-- them into shard 0, skipping rows a writer holds (Driver.Reconcile).
 CREATE TABLE {schema}.keel_counts (
     queue    text COLLATE "C" NOT NULL,
     type     text COLLATE "C" NOT NULL,
@@ -56,11 +57,11 @@ BEGIN
     INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, n)
     SELECT n.queue, n.type, {schema}.keel_count_kind(n.state, n.attempt),
         {schema}.keel_count_priority(n.state, n.priority), {schema}.keel_count_due(n.state, n.run_at),
-        pg_backend_pid() % 16, count(*)
+        pg_backend_pid(), count(*)
     FROM new_rows n GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
     ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n;
     INSERT INTO {schema}.keel_minutes AS m (minute, queue, type, shard, enqueued)
-    SELECT floor(extract(epoch FROM n.created_at) / 60)::bigint, n.queue, n.type, pg_backend_pid() % 16, count(*)
+    SELECT floor(extract(epoch FROM n.created_at) / 60)::bigint, n.queue, n.type, pg_backend_pid(), count(*)
     FROM new_rows n GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     ON CONFLICT (minute, queue, type, shard) DO UPDATE SET enqueued = m.enqueued + excluded.enqueued;
     RETURN NULL;
@@ -71,7 +72,7 @@ BEGIN
     INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, n)
     SELECT o.queue, o.type, {schema}.keel_count_kind(o.state, o.attempt),
         {schema}.keel_count_priority(o.state, o.priority), {schema}.keel_count_due(o.state, o.run_at),
-        pg_backend_pid() % 16, -count(*)
+        pg_backend_pid(), -count(*)
     FROM old_rows o GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
     ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n;
     RETURN NULL;
@@ -86,7 +87,7 @@ END $$;
 CREATE FUNCTION {schema}.keel_counted_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, n)
-    SELECT queue, type, kind, priority, due, pg_backend_pid() % 16, sum(d) FROM (
+    SELECT queue, type, kind, priority, due, pg_backend_pid(), sum(d) FROM (
         SELECT o.queue, o.type, {schema}.keel_count_kind(o.state, o.attempt) AS kind,
             {schema}.keel_count_priority(o.state, o.priority) AS priority,
             {schema}.keel_count_due(o.state, o.run_at) AS due, -1 AS d
@@ -101,7 +102,7 @@ BEGIN
 
     INSERT INTO {schema}.keel_minutes AS m (minute, queue, type, shard, attempts, ended, failed, succeeded, dead,
         cancelled, duration_ms, first_ms, last_ms)
-    SELECT minute, queue, type, pg_backend_pid() % 16, count(*) FILTER (WHERE claimed), count(*) FILTER (WHERE ended),
+    SELECT minute, queue, type, pg_backend_pid(), count(*) FILTER (WHERE claimed), count(*) FILTER (WHERE ended),
         count(*) FILTER (WHERE ended AND errored),
         count(*) FILTER (WHERE n_state = 'succeeded' AND o_state <> 'succeeded'),
         count(*) FILTER (WHERE n_state = 'dead' AND o_state <> 'dead'),
