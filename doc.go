@@ -134,10 +134,15 @@
 // Config.SettingsInterval (2s), so a change made anywhere applies on every
 // node without a restart. RetryMatching and PurgeMatching requeue or
 // delete dead letters in bulk by type, queue and finish time, a page at a
-// time. Stats reports counts, per-queue throughput and the dead letters of
-// the last hour (Alert above AlertDeadPerHour); ETA estimates when a
-// pending task will start from the backlog ahead of it and its queue's
-// recent throughput.
+// time. Stats reports, per queue and type, the tasks by View (ready,
+// scheduled, retrying, running, dead), the finish rates over the last 1, 5
+// and 15 minutes of work, the oldest ready task, the time to drain and the
+// dead letters of the last hour (Alert above AlertDeadPerHour). It reads
+// live counters kept in the transaction of every task write, never the task
+// table, and the leader reconciles them with the table every
+// Config.ReconcileInterval. Estimate (and ETA) tells when a pending task is
+// expected to start and finish, or that its queue is paused, served by no
+// live worker, or has no history to estimate from yet.
 //
 // # Traces
 //
@@ -171,6 +176,8 @@
 //	LeaseTTL           30s, renewed every HeartbeatInterval (10s)
 //	PollInterval       1s
 //	RescueInterval     10s
+//	ReconcileInterval  5m
+//	HistoryRetention   192h (8 days)
 //	SettingsInterval   2s
 //	ClaimBatch         100
 //	TimeoutGrace       5s

@@ -42,9 +42,9 @@ type TypeStats struct {
 	// Counts by state, pending covering every pending view.
 	Counts map[State]int64
 	Rates  Rates
-	// OldestReadyAge is how long the oldest ready task has been ready, to
-	// the minute (the live counters keep run times by minute); 0 when none
-	// is ready.
+	// OldestReadyAge is how long the oldest ready task has at least been
+	// ready: the live counters keep run times by minute, so it is up to a
+	// minute short; 0 when none is ready or it became ready this minute.
 	OldestReadyAge time.Duration
 	// MeanDuration is the mean run time of the attempts that ended in the
 	// last hour; 0 when none did.
@@ -65,8 +65,8 @@ type QueueStats struct {
 	Counts map[State]int64
 	// Views counts the queue's tasks by View, cluster-wide.
 	Views map[View]int64
-	// OldestReadyAge is how long the oldest ready task has been ready (to
-	// the minute); 0 when none is ready.
+	// OldestReadyAge is how long the oldest ready task has at least been
+	// ready (up to a minute short; see TypeStats).
 	OldestReadyAge time.Duration
 	Rates          Rates
 	// PerSecond is Rates.M5.
@@ -242,7 +242,10 @@ func (s *snapshot) views(keep func(r driver.CountRow) bool) (views map[View]int6
 		}
 	}
 	if oldestDue != 0 {
-		oldest = max(0, s.at.Sub(time.Unix(oldestDue*60, 0)))
+		// Run times are counted by minute: the oldest ready task became
+		// ready within minute oldestDue, so it has waited at least since
+		// that minute's end.
+		oldest = max(0, s.at.Sub(time.Unix((oldestDue+1)*60, 0)))
 	}
 	return views, counts, oldest
 }
