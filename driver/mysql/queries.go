@@ -312,8 +312,8 @@ GROUP BY minute, queue, type ORDER BY minute, queue, type`
 ORDER BY queue, type, kind, priority, due, shard FOR UPDATE SKIP LOCKED`
 
 	// sqlDropCount deletes one counter row (locked by sqlShardCounts).
-	sqlDropCount = `DELETE FROM keel_counts WHERE queue = ? AND type = ? AND kind = ? AND priority = ? AND due = ? AND shard = ?`
-	sqlDropMinutes     = `DELETE FROM keel_minutes WHERE minute < ?`
+	sqlDropCount   = `DELETE FROM keel_counts WHERE queue = ? AND type = ? AND kind = ? AND priority = ? AND due = ? AND shard = ?`
+	sqlDropMinutes = `DELETE FROM keel_minutes WHERE minute < ?`
 )
 
 // sqlCountedRows reads what the counters need of the running tasks with

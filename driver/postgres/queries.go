@@ -202,7 +202,7 @@ ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + ex
 		dropZeroCounts: q(`DELETE FROM {schema}.keel_counts c
 WHERE (c.queue, c.type, c.kind, c.priority, c.due, c.shard) IN (
 	SELECT queue, type, kind, priority, due, shard FROM {schema}.keel_counts WHERE n = 0 FOR UPDATE SKIP LOCKED)`),
-		dropMinutes:    q(`DELETE FROM {schema}.keel_minutes WHERE minute < $1`),
+		dropMinutes: q(`DELETE FROM {schema}.keel_minutes WHERE minute < $1`),
 
 		minutes: q(`SELECT minute, queue, type, sum(enqueued)::bigint, sum(hits)::bigint, sum(attempts)::bigint,
 	sum(ended)::bigint, sum(failed)::bigint, sum(succeeded)::bigint, sum(dead)::bigint, sum(cancelled)::bigint,
