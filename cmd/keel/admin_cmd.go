@@ -291,6 +291,9 @@ hour. The figures come from the live counters: cheap on any table size.
 			for {
 				st, raw, err := api.stats(cmd.Context())
 				if err != nil {
+					if watch && cmd.Context().Err() != nil {
+						return nil // interrupted while watching
+					}
 					return err
 				}
 				if f.json {

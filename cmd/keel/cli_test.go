@@ -446,3 +446,26 @@ func TestConcurrencyAboveWorkers(t *testing.T) {
 		t.Fatalf("type set --json: %+v", ty)
 	}
 }
+
+// TestStatsWatch: keel stats --watch prints the figures again every
+// --every until its context ends; a too short --every is refused.
+func TestStatsWatch(t *testing.T) {
+	s := newAPI(t, serverOpts{})
+	s.keel(t, "enqueue", "email", `{"to":"a@example.com"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs([]string{"stats", "--watch", "--every", "200ms", "--server", s.url})
+	root.SetOut(&out)
+	root.SetErr(&out)
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("stats --watch: %v\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), "worker nodes:"); n < 3 {
+		t.Fatalf("stats --watch printed %d times in 1.2s at 200ms:\n%s", n, out.String())
+	}
+	if err := s.keelErr(t, "stats", "--watch", "--every", "1ms"); !strings.Contains(err.Error(), "--every must be at least 100ms") {
+		t.Fatalf("stats --every 1ms: %v", err)
+	}
+}
