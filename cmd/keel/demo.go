@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +134,10 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) (*demoRe
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	// The workers' log and the progress lines may share one writer (a
+	// terminal, a test's buffer): one lock orders their writes.
+	var mu sync.Mutex
+	out, errOut = &lockedWriter{mu: &mu, w: out}, &lockedWriter{mu: &mu, w: errOut}
 	seed := o.seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -155,7 +160,10 @@ func runDemo(ctx context.Context, out, errOut io.Writer, o demoOptions) (*demoRe
 
 	d := &demoRun{o: o, out: out, plan: demoPlan(o.n, seed),
 		runs: demoCounters(), snoozes: demoCounters(), retryAfters: demoCounters()}
-	level := slog.LevelError
+	// The report shows the planned failures and dead letters; the workers'
+	// own records of them (a dead letter is logged at ERROR) only with
+	// --verbose.
+	level := slog.LevelError + 4
 	if o.verbose {
 		level = slog.LevelInfo
 	}
@@ -355,4 +363,16 @@ func (d *demoRun) printCounts(ctx context.Context) (map[keel.State]int64, error)
 	fmt.Fprintf(d.out, "%6.2fs  pending %4d  running %3d  succeeded %4d  dead %3d\n",
 		time.Since(d.start).Seconds(), c[keel.StatePending], c[keel.StateRunning], c[keel.StateSucceeded], c[keel.StateDead])
 	return c, nil
+}
+
+// lockedWriter serialises writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
