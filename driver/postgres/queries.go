@@ -176,8 +176,10 @@ GROUP BY queue, type, kind, priority, due HAVING sum(n) <> 0
 ORDER BY queue, type, kind, priority, due`),
 
 		// keel_tasks counted the way the counters count; only Reconcile.
-		trueCounts: q(`SELECT queue, type, {schema}.keel_count_kind(state, attempt),
-	{schema}.keel_count_priority(state, priority), {schema}.keel_count_due(state, run_at), count(*)
+		// (The key expressions are the triggers', migration 007.)
+		trueCounts: q(`SELECT queue, type, CASE WHEN state = 'pending' AND attempt > 0 THEN 'retrying' ELSE state END,
+	CASE WHEN state = 'pending' THEN priority ELSE 0 END,
+	CASE WHEN state = 'pending' THEN round(date_part('epoch', run_at) * 1000000)::bigint / 60000000 ELSE 0 END, count(*)
 FROM {schema}.keel_tasks GROUP BY 1, 2, 3, 4, 5`),
 
 		// Adds corrections ($1..$6 arrays) to shard 0.
@@ -213,7 +215,7 @@ GROUP BY minute, queue, type ORDER BY minute, queue, type`),
 		// Idempotency hits ($2 queues, $3 types, one element per hit) in
 		// the minute of now.
 		hits: q(nowCTE + `INSERT INTO {schema}.keel_minutes AS m (minute, queue, type, shard, hits)
-SELECT floor(extract(epoch FROM t.now) / 60)::bigint, u.q, u.t, pg_backend_pid(), count(*)
+SELECT round(date_part('epoch', t.now) * 1000000)::bigint / 60000000, u.q, u.t, pg_backend_pid(), count(*)
 FROM t, unnest($2::text[], $3::text[]) AS u(q, t)
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
 ON CONFLICT (minute, queue, type, shard) DO UPDATE SET hits = m.hits + excluded.hits`),
