@@ -181,6 +181,9 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	return infos, nil
 }
 
+// enqueueSpan are the options of every enqueue span, made once.
+var enqueueSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+
 // startEnqueueSpans starts one producer span per task, a child of the
 // span in ctx, and stores each span's W3C trace context in its task's
 // meta, so that the task's attempts join the trace. A task enqueued
@@ -189,8 +192,9 @@ func (c *Client) startEnqueueSpans(ctx context.Context, params []driver.InsertPa
 	spans := make([]trace.Span, len(params))
 	for i := range params {
 		p := &params[i]
-		sctx, span := c.trace.Start(ctx, "keel.enqueue "+p.Type, trace.WithSpanKind(trace.SpanKindProducer))
-		if span.IsRecording() { // without tracing, no attributes are built
+		sctx, span := c.trace.Start(ctx, "keel.enqueue", enqueueSpan...)
+		if span.IsRecording() { // without tracing, no name or attributes are built
+			span.SetName("keel.enqueue " + p.Type)
 			span.SetAttributes(tracing.System, tracing.AttrType.String(p.Type), tracing.AttrQueue.String(p.Queue))
 		}
 		spans[i] = span
