@@ -84,7 +84,11 @@ func TestStateChangeEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := c.Enqueue(ctx, "t.dead", nil, keel.Queue("default"))
+	// The claim returns meta: an attempt's records carry the trace id of
+	// the task's traceparent.
+	const deadTrace = "0af7651916cd43dd8448eb211c80319c"
+	dead, err := c.Enqueue(ctx, "t.dead", nil, keel.Queue("default"),
+		keel.Meta(map[string]string{"traceparent": "00-" + deadTrace + "-b7ad6b7169203331-01"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +148,14 @@ func TestStateChangeEvents(t *testing.T) {
 	})
 	check("keel: task dead-lettered", "ERROR", map[string]any{
 		"task_id": float64(dead.ID), "type": "t.dead", "queue": "default", "attempt": float64(1), "node": node,
-		"outcome": "permanent", "error": "permanent: no such recipient", "state": "dead",
+		"outcome": "permanent", "error": "permanent: no such recipient", "state": "dead", "trace_id": deadTrace,
 	})
 	check("keel: task cancelled", "INFO", map[string]any{
 		"task_id": float64(later.ID), "type": "t.flaky", "queue": "default", "attempt": float64(0), "node": node,
 		"state": "cancelled", "trace_id": traceID,
 	})
 	for _, r := range logs.records(t, "keel: task") {
-		if _, ok := r["trace_id"]; ok && r["msg"] != "keel: task cancelled" {
+		if _, ok := r["trace_id"]; ok && r["msg"] != "keel: task cancelled" && r["msg"] != "keel: task dead-lettered" {
 			t.Errorf("trace_id on a task without a traceparent: %v", r)
 		}
 	}
