@@ -103,7 +103,8 @@ type Config struct {
 	// difference, and drops history older than HistoryRetention. Default 5m.
 	ReconcileInterval time.Duration
 	// HistoryRetention is how long the per-minute history (rates, the
-	// dashboard's charts) is kept. Default 8 days (192h).
+	// ETA, the dashboard's charts) is kept; at least 1h, which Stats
+	// reads. Default 8 days (192h).
 	HistoryRetention time.Duration
 	// SettingsInterval is how often workers read the runtime settings of
 	// queues and types (pause, concurrency, timeout, retry policy) that any
@@ -230,6 +231,10 @@ func (c Config) validate() error {
 		if p.d < 0 {
 			return invalid("Config.%s must be positive, got %v", p.name, p.d)
 		}
+	}
+	if c.HistoryRetention < time.Hour {
+		// Stats and the ETA read the last hour.
+		return invalid("Config.HistoryRetention must be at least 1h, got %v", c.HistoryRetention)
 	}
 	switch {
 	case c.MaxAttempts < 1:
