@@ -82,7 +82,7 @@ func BenchmarkStatsBigTable(b *testing.B) {
 // fillSQL inserts $1 tasks generated in SQL into table.
 func fillSQL(db, table string) string {
 	const cols = `(queue, type, priority, payload, state, attempt, max_attempts, run_at, timeout_ms, payload_digest,
-	created_at, updated_at, finished_at)`
+	created_at, updated_at, finished_at, errors)`
 	switch db {
 	case "sqlite":
 		return `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?1)
@@ -90,21 +90,21 @@ INSERT INTO ` + table + ` ` + cols + `
 SELECT 'q' || (i % 4), 't' || (i % 10), i % 4, '{}',
 	CASE i % 8 WHEN 0 THEN 'pending' WHEN 1 THEN 'pending' WHEN 2 THEN 'dead' WHEN 3 THEN 'cancelled' ELSE 'succeeded' END,
 	1, 4, (unixepoch() - i % 7200) * 1000000, 60000, 'd', unixepoch() * 1000000, unixepoch() * 1000000,
-	CASE WHEN i % 8 > 1 THEN unixepoch() * 1000000 END
+	CASE WHEN i % 8 > 1 THEN unixepoch() * 1000000 END, '[]'
 FROM s`
 	case "postgres":
 		return `INSERT INTO ` + table + ` ` + cols + `
 SELECT 'q' || (i % 4), 't' || (i % 10), i % 4, '{}',
 	CASE i % 8 WHEN 0 THEN 'pending' WHEN 1 THEN 'pending' WHEN 2 THEN 'dead' WHEN 3 THEN 'cancelled' ELSE 'succeeded' END,
 	1, 4, now() - (i % 7200) * interval '1 second', 60000, 'd', now(), now(),
-	CASE WHEN i % 8 > 1 THEN now() END
+	CASE WHEN i % 8 > 1 THEN now() END, '[]'
 FROM generate_series(1, $1) AS i`
 	default:
 		return `INSERT INTO ` + table + ` ` + cols + `
 SELECT CONCAT('q', i % 4), CONCAT('t', i % 10), i % 4, '{}',
 	CASE i % 8 WHEN 0 THEN 'pending' WHEN 1 THEN 'pending' WHEN 2 THEN 'dead' WHEN 3 THEN 'cancelled' ELSE 'succeeded' END,
 	1, 4, UTC_TIMESTAMP(6) - INTERVAL (i % 7200) SECOND, 60000, 'd', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
-	CASE WHEN i % 8 > 1 THEN UTC_TIMESTAMP(6) END
+	CASE WHEN i % 8 > 1 THEN UTC_TIMESTAMP(6) END, '[]'
 FROM (SELECT a.d + 10 * b.d + 100 * c.d + 1000 * d.d + 10000 * e.d + 100000 * f.d + 1000000 * g.d + 1 AS i
 	FROM (SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5
 		UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) a,
