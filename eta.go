@@ -35,8 +35,9 @@ type Estimate struct {
 	Ahead int64
 	// PerSecond is the rate at which the queue's tasks start that the
 	// estimate used: measured over the last five minutes of work when
-	// there was enough, else this client's workers for the queue divided
-	// by the mean run time.
+	// there was enough, else the live nodes' workers for the queue (from
+	// the node registry, capped by the queue's concurrency setting)
+	// divided by the mean run time.
 	PerSecond float64
 }
 
@@ -110,7 +111,7 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	}
 	e.Ahead = ahead
 	measured := busyRate(hist, now, 5*time.Minute, claimedIn)
-	slots := float64(s.workers[t.Queue])
+	slots := float64(s.slots(t.Queue, c.liveWindow()))
 	switch {
 	case measured.busy >= 5*time.Second && measured.n >= 10:
 		e.PerSecond = measured.perSecond

@@ -16,6 +16,9 @@ type NodeInfo struct {
 	Queues      []string  // queues it works, sorted
 	StartedAt   time.Time // when its Start ran
 	HeartbeatAt time.Time // its last refresh
+	// Workers is how many tasks of each queue it runs at once (empty for
+	// a node running an older keel).
+	Workers map[string]int
 }
 
 // Nodes lists the worker processes registered in the database, by name.
@@ -27,7 +30,7 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	}
 	out := make([]NodeInfo, len(rows))
 	for i, r := range rows {
-		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt}
+		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers}
 	}
 	return out, nil
 }

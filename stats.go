@@ -213,6 +213,36 @@ func (s *snapshot) served(queue string, window time.Duration) bool {
 	return false
 }
 
+// slots is how many of queue's tasks the live nodes run at once: each
+// node's workers for it, capped by the queue's concurrency setting. A
+// client that works the queue but is not registered yet counts its own.
+func (s *snapshot) slots(queue string, window time.Duration) int {
+	limit := 0
+	for _, st := range s.settings {
+		if st.Kind == driver.SettingQueue && st.Name == queue {
+			limit = st.Concurrency
+		}
+	}
+	n := 0
+	for _, node := range s.nodes {
+		if s.at.Sub(node.HeartbeatAt) > window {
+			continue
+		}
+		w := node.Workers[queue]
+		if limit > 0 {
+			w = min(w, limit)
+		}
+		n += w
+	}
+	if n == 0 {
+		n = s.workers[queue]
+		if limit > 0 {
+			n = min(n, limit)
+		}
+	}
+	return n
+}
+
 // views fills the views and oldest ready age of the counter rows that
 // match keep.
 func (s *snapshot) views(keep func(r driver.CountRow) bool) (views map[View]int64, counts map[State]int64, oldest time.Duration) {

@@ -214,6 +214,8 @@ type NodeParams struct {
 	Queues    []string
 	StartedAt time.Time
 	Now       time.Time
+	// Workers is how many tasks of each queue it runs at once.
+	Workers map[string]int
 }
 
 // PruneNodesParams removes nodes whose last heartbeat is more than

@@ -180,4 +180,7 @@ type NodeRow struct {
 	Queues      []string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// Workers is how many tasks of each queue it runs at once (empty for
+	// a row an older keel wrote).
+	Workers map[string]int
 }

@@ -93,7 +93,12 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
 		if queues == nil {
 			queues = []string{}
 		}
-		list.Nodes[i] = Node{Name: n.Name, Host: n.Host, PID: n.PID, Queues: queues, StartedAt: n.StartedAt.UTC(), HeartbeatAt: n.HeartbeatAt.UTC()}
+		workers := n.Workers
+		if workers == nil {
+			workers = map[string]int{}
+		}
+		list.Nodes[i] = Node{Name: n.Name, Host: n.Host, PID: n.PID, Queues: queues, StartedAt: n.StartedAt.UTC(),
+			HeartbeatAt: n.HeartbeatAt.UTC(), Workers: workers}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

@@ -256,6 +256,8 @@ type Node struct {
 	Queues      []string  `json:"queues"`
 	StartedAt   time.Time `json:"started_at"`
 	HeartbeatAt time.Time `json:"heartbeat_at"`
+	// Workers is how many tasks of each queue the node runs at once.
+	Workers map[string]int `json:"workers"`
 }
 
 // NodeList answers GET /v1/nodes, ordered by name.

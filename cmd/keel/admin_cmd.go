@@ -350,9 +350,16 @@ func printNodes(out io.Writer, nodes []server.Node) error {
 		return nil
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "NODE	HOST	PID	QUEUES	STARTED	HEARTBEAT")
+	fmt.Fprintln(tw, "NODE	HOST	PID	QUEUES (WORKERS)	STARTED	HEARTBEAT")
 	for _, n := range nodes {
-		fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s\n", n.Name, n.Host, n.PID, orDash(strings.Join(n.Queues, ",")), stamp(n.StartedAt), ago(n.HeartbeatAt))
+		queues := make([]string, len(n.Queues))
+		for i, q := range n.Queues {
+			queues[i] = q
+			if w, ok := n.Workers[q]; ok {
+				queues[i] = fmt.Sprintf("%s(%d)", q, w)
+			}
+		}
+		fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s\n", n.Name, n.Host, n.PID, orDash(strings.Join(queues, ",")), stamp(n.StartedAt), ago(n.HeartbeatAt))
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -45,7 +46,8 @@ func checkNode(t *testing.T, got driver.NodeRow, want driver.NodeParams) {
 		queues = []string{}
 	}
 	if got.Name != want.Name || got.Host != want.Host || got.PID != want.PID || !slices.Equal(got.Queues, queues) ||
-		!got.StartedAt.Equal(want.StartedAt) || !got.HeartbeatAt.Equal(want.Now) {
+		!got.StartedAt.Equal(want.StartedAt) || !got.HeartbeatAt.Equal(want.Now) || len(got.Workers) != len(want.Workers) ||
+		!maps.Equal(got.Workers, want.Workers) && len(want.Workers) > 0 {
 		t.Fatalf("node\n got %+v\nwant %+v (heartbeat at Now)", got, want)
 	}
 }
@@ -55,7 +57,8 @@ func testNodeRegistry(t *testing.T, e *env) {
 		t.Fatalf("fresh database lists nodes %v", nodeNames(got))
 	}
 	t0 := e.clock.Now()
-	b := driver.NodeParams{Name: "node-b", Host: "host-2", PID: 22, Queues: []string{"default", "mail"}, StartedAt: t0, Now: t0}
+	b := driver.NodeParams{Name: "node-b", Host: "host-2", PID: 22, Queues: []string{"default", "mail"}, StartedAt: t0, Now: t0,
+		Workers: map[string]int{"default": 10, "mail": 2}}
 	a := driver.NodeParams{Name: "node-a", Host: "host-1", PID: 11, StartedAt: t0.Add(-time.Minute), Now: t0}
 	e.registerNode(b)
 	e.registerNode(a)
@@ -68,7 +71,7 @@ func testNodeRegistry(t *testing.T, e *env) {
 
 	// A refresh updates the row in place: one row per name.
 	t1 := e.clock.Advance(5 * time.Second)
-	b.Now, b.Queues, b.PID = t1, []string{"mail"}, 23
+	b.Now, b.Queues, b.PID, b.Workers = t1, []string{"mail"}, 23, map[string]int{"mail": 4}
 	e.registerNode(b)
 	got = e.nodes()
 	if len(got) != 2 {

@@ -311,6 +311,12 @@ func testEngineETAAndStats(t *testing.T, e *env) {
 			t.Fatalf("estimate of the task with %d ahead: %+v, want a start at +%v", i, est, want.Sub(now))
 		}
 	}
+	// A client that runs no workers knows the worker's four slots from
+	// the node registry, and estimates the same.
+	if est, err := en.Estimate(e.ctx, waiting[5]); err != nil || est == nil || est.Status != keel.ETAEstimated ||
+		est.Start.Sub(now.Add(2*time.Second)).Abs() > time.Millisecond {
+		t.Fatalf("estimate of an enqueue-only client: %+v %v, want a start at +2s", est, err)
+	}
 	later := e.enqueue(c, 20, keel.Queue("eta"), keel.Delay(time.Hour))
 	if eta, ok, err := c.ETA(e.ctx, later); err != nil || !ok || !eta.Equal(later.RunAt) {
 		t.Fatalf("ETA of a scheduled task: %v %v %v, want its run_at", eta, ok, err)

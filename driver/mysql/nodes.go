@@ -25,9 +25,13 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	if !p.StartedAt.IsZero() {
 		started = p.StartedAt
 	}
+	workers, err := sqlutil.WorkersJSON(p.Workers)
+	if err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
 	err = d.retry(ctx, func() error {
 		_, err := d.db.ExecContext(ctx, sqlRegisterNode.text,
-			sqlRegisterNode.args(d.now(p.Now), p.Name, p.Host, p.PID, string(qs), started)...)
+			sqlRegisterNode.args(d.now(p.Now), p.Name, p.Host, p.PID, string(qs), started, workers)...)
 		return err
 	})
 	if err != nil {

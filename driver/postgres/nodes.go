@@ -20,7 +20,11 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	if !p.StartedAt.IsZero() {
 		started = p.StartedAt
 	}
-	if _, err := d.pool.Exec(ctx, d.q(sqlRegisterNode), d.now(p.Now), p.Name, p.Host, p.PID, queues, started); err != nil {
+	workers, err := sqlutil.WorkersJSON(p.Workers)
+	if err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
+	if _, err := d.pool.Exec(ctx, d.q(sqlRegisterNode), d.now(p.Now), p.Name, p.Host, p.PID, queues, started, workers); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
 	return nil

@@ -19,9 +19,13 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
+	workers, err := sqlutil.WorkersJSON(p.Workers)
+	if err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
 	return d.write(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, sqlRegisterNode, p.Name, p.Host, p.PID, string(qs),
-			micros(p.StartedAt), micros(p.Now)); err != nil {
+			micros(p.StartedAt), micros(p.Now), workers); err != nil {
 			return fmt.Errorf("register node: %w", err)
 		}
 		return nil

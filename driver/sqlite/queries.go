@@ -236,12 +236,12 @@ const sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
 
 // The node registry (keel_nodes, migration 002).
 
-const sqlRegisterNode = `INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at)
-VALUES (?, ?, ?, ?, ?, ?)
+const sqlRegisterNode = `INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at, workers)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`
+	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, workers = excluded.workers`
 
-const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at FROM keel_nodes ORDER BY name`
+const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, workers FROM keel_nodes ORDER BY name`
 
 const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 

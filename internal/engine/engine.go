@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sort"
 	"sync"
@@ -161,8 +162,9 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	sort.Strings(names)
 	host, _ := os.Hostname()
 	e.registrar = nodes.New(nodes.Config{
-		Driver:   e.drv,
-		Node:     driver.NodeParams{Name: cfg.Node, Host: host, PID: os.Getpid(), Queues: names, StartedAt: cfg.Now()},
+		Driver: e.drv,
+		Node: driver.NodeParams{Name: cfg.Node, Host: host, PID: os.Getpid(), Queues: names, StartedAt: cfg.Now(),
+			Workers: maps.Clone(cfg.Queues)},
 		Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
 		Now: cfg.Now, Logger: log, Leading: e.elector.Leading,
 	})

@@ -115,20 +115,24 @@ func ScanSetting[T any](scan Scan, at func(T) time.Time) (*driver.Setting, error
 }
 
 // ScanNode reads one row of name, host, pid, queues, started_at,
-// heartbeat_at. Q is how the database hands over the queue list and queues
-// decodes it.
+// heartbeat_at, workers (a JSON object). Q is how the database hands over
+// the queue list and queues decodes it.
 func ScanNode[T, Q any](scan Scan, at func(T) time.Time, queues func(Q) ([]string, error)) (*driver.NodeRow, error) {
 	var (
 		n              driver.NodeRow
 		qs             Q
 		started, heart T
+		workers        string
 	)
-	if err := scan(&n.Name, &n.Host, &n.PID, &qs, &started, &heart); err != nil {
+	if err := scan(&n.Name, &n.Host, &n.PID, &qs, &started, &heart, &workers); err != nil {
 		return nil, err
 	}
 	var err error
 	if n.Queues, err = queues(qs); err != nil {
 		return nil, fmt.Errorf("node %s: decode queues: %w", n.Name, err)
+	}
+	if err := json.Unmarshal([]byte(workers), &n.Workers); err != nil {
+		return nil, fmt.Errorf("node %s: decode workers: %w", n.Name, err)
 	}
 	n.StartedAt, n.HeartbeatAt = at(started), at(heart)
 	return &n, nil

@@ -1,6 +1,7 @@
 package sqlutil
 
 import (
+	"encoding/json"
 	"cmp"
 	"slices"
 	"strings"
@@ -238,4 +239,13 @@ func ScanMinuteRow(scan Scan) (*driver.MinuteRow, error) {
 func Repeat(group string, n int) string {
 	s := strings.Repeat(group+", ", n)
 	return s[:len(s)-2]
+}
+
+// WorkersJSON encodes a node's workers per queue for keel_nodes.workers.
+func WorkersJSON(w map[string]int) (string, error) {
+	if w == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(w)
+	return string(b), err
 }

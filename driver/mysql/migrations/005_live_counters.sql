@@ -47,3 +47,7 @@ CREATE TABLE keel_minutes (
     last_ms     BIGINT       NOT NULL DEFAULT 0,
     PRIMARY KEY (minute, queue, type, shard)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- The workers each node runs per queue (a JSON object), for the ETA of a
+-- client that runs none itself. NULL (a row of an older keel): none known.
+ALTER TABLE keel_nodes ADD COLUMN workers TEXT NULL;

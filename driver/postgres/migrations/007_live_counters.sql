@@ -160,3 +160,7 @@ SELECT queue, type, CASE WHEN state = 'pending' AND attempt > 0 THEN 'retrying' 
     CASE WHEN state = 'pending' THEN priority ELSE 0 END,
     CASE WHEN state = 'pending' THEN round(date_part('epoch', run_at) * 1000000)::bigint / 60000000 ELSE 0 END, 0, count(*)
 FROM {schema}.keel_tasks GROUP BY 1, 2, 3, 4, 5;
+
+-- The workers each node runs per queue (a JSON object), for the ETA of a
+-- client that runs none itself.
+ALTER TABLE {schema}.keel_nodes ADD COLUMN workers text NOT NULL DEFAULT '{}';

@@ -44,3 +44,7 @@ CREATE TABLE keel_minutes (
     last_ms     INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (minute, queue, type, shard)
 ) WITHOUT ROWID;
+
+-- The workers each node runs per queue (a JSON object), for the ETA of a
+-- client that runs none itself.
+ALTER TABLE keel_nodes ADD COLUMN workers TEXT NOT NULL DEFAULT '{}';
