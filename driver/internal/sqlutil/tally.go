@@ -1,8 +1,8 @@
 package sqlutil
 
 import (
-	"encoding/json"
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
