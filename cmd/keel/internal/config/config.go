@@ -160,6 +160,12 @@ type Engine struct {
 	// RescueInterval is how often expired leases are looked for. Default
 	// "10s".
 	RescueInterval Duration `toml:"rescue_interval"`
+	// ReconcileInterval is how often the leader checks the live counters
+	// against the task table. Default "5m".
+	ReconcileInterval Duration `toml:"reconcile_interval"`
+	// HistoryRetention is how long the per-minute history is kept, at
+	// least "1h". Default "8d".
+	HistoryRetention Duration `toml:"history_retention"`
 	// SettingsInterval is how often runtime settings (pause, concurrency,
 	// per-type overrides) changed on any node are read. Default "2s".
 	SettingsInterval Duration `toml:"settings_interval"`
@@ -297,6 +303,8 @@ func Defaults() *Config {
 			HeartbeatInterval: Duration(10 * time.Second),
 			PollInterval:      Duration(time.Second),
 			RescueInterval:    Duration(10 * time.Second),
+			ReconcileInterval: Duration(5 * time.Minute),
+			HistoryRetention:  Duration(8 * 24 * time.Hour),
 			SettingsInterval:  Duration(2 * time.Second),
 			ClaimBatch:        100,
 			TimeoutGrace:      Duration(5 * time.Second),

@@ -53,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		"engine.max_attempts": "4", "engine.timeout": "1m", "engine.backoff_base": "30s",
 		"engine.backoff_max": "1h", "engine.backoff_jitter": "0.2", "engine.lease_ttl": "30s",
 		"engine.heartbeat_interval": "10s", "engine.poll_interval": "1s", "engine.rescue_interval": "10s",
+		"engine.reconcile_interval": "5m", "engine.history_retention": "8d",
 		"engine.settings_interval": "2s", "engine.claim_batch": "100", "engine.timeout_grace": "5s",
 		"engine.max_payload_bytes": "1048576", "engine.node": "",
 		"retention.dead": "30d", "retention.succeeded": "30d",
@@ -229,7 +230,8 @@ func TestFile(t *testing.T) {
 		MaxAttempts: 3, Timeout: Duration(2 * time.Minute), BackoffBase: Duration(500 * time.Millisecond),
 		BackoffMax: Duration(10 * time.Minute), BackoffJitter: 0, LeaseTTL: Duration(20 * time.Second),
 		HeartbeatInterval: Duration(5 * time.Second), PollInterval: Duration(250 * time.Millisecond),
-		RescueInterval: Duration(5 * time.Second), SettingsInterval: Duration(time.Second), ClaimBatch: 50,
+		RescueInterval: Duration(5 * time.Second), ReconcileInterval: Duration(5 * time.Minute),
+		HistoryRetention: Duration(8 * 24 * time.Hour), SettingsInterval: Duration(time.Second), ClaimBatch: 50,
 		TimeoutGrace: Duration(2 * time.Second), MaxPayloadBytes: 65536, Node: "worker-1",
 	}
 	if c.Engine != wantEngine {
@@ -410,6 +412,8 @@ func TestErrors(t *testing.T) {
 		{"heartbeat", "[engine]\nheartbeat_interval = \"30s\"", nil, nil, `engine.heartbeat_interval: "30s" must be shorter than engine.lease_ttl "30s"`},
 		{"poll", "[engine]\npoll_interval = \"0s\"", nil, nil, "engine.poll_interval: must be positive"},
 		{"rescue", "[engine]\nrescue_interval = \"0s\"", nil, nil, "engine.rescue_interval: must be positive"},
+		{"reconcile", "[engine]\nreconcile_interval = \"0s\"", nil, nil, "engine.reconcile_interval: must be positive"},
+		{"history", "[engine]\nhistory_retention = \"30m\"", nil, nil, "engine.history_retention: must be at least 1h"},
 		{"settings", "[engine]\nsettings_interval = \"0s\"", nil, nil, "engine.settings_interval: must be positive"},
 		{"grace", "[engine]\ntimeout_grace = \"0s\"", nil, nil, "engine.timeout_grace: must be positive"},
 		{"claim batch", "[engine]\nclaim_batch = 0", nil, nil, "engine.claim_batch: must be in 1..1000, got 0"},

@@ -168,9 +168,13 @@ func (c *Config) validateEngine(v *checker) {
 		{"engine.backoff_base", e.BackoffBase}, {"engine.backoff_max", e.BackoffMax},
 		{"engine.lease_ttl", e.LeaseTTL}, {"engine.heartbeat_interval", e.HeartbeatInterval},
 		{"engine.poll_interval", e.PollInterval}, {"engine.rescue_interval", e.RescueInterval},
+		{"engine.reconcile_interval", e.ReconcileInterval}, {"engine.history_retention", e.HistoryRetention},
 		{"engine.settings_interval", e.SettingsInterval}, {"engine.timeout_grace", e.TimeoutGrace},
 	} {
 		v.positive(p.key, p.d)
+	}
+	if e.HistoryRetention > 0 && e.HistoryRetention < Duration(time.Hour) {
+		v.bad("engine.history_retention", "must be at least 1h (stats read the last hour), got %q", e.HistoryRetention)
 	}
 	if e.BackoffMax < e.BackoffBase {
 		v.bad("engine.backoff_max", "%q must not be below engine.backoff_base %q", e.BackoffMax, e.BackoffBase)
