@@ -90,7 +90,8 @@ type Driver interface {
 	// Reconcile compares the live counters with keel_tasks as of one
 	// snapshot and corrects every difference (returned as the corrections
 	// applied: N is what was added), folds each counter's per-connection
-	// rows into one and drops zero rows, and deletes history rows of
+	// rows into one and drops zero rows, folds the history rows of minutes
+	// before params.Now's the same way, and deletes history rows of
 	// minutes before params.MinutesBefore. It reads the whole task table:
 	// the leader runs it now and then, nothing else should.
 	Reconcile(ctx context.Context, params ReconcileParams) ([]CountRow, error)

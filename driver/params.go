@@ -195,6 +195,9 @@ type ReconcileParams struct {
 	// MinutesBefore: history rows of earlier minutes are deleted. Zero
 	// keeps them all.
 	MinutesBefore time.Time
+	// Now: the history rows a driver keeps per connection are folded for
+	// the minutes before Now's. Zero: the wall clock.
+	Now time.Time
 }
 
 // LeadParams tries to take or keep the leadership Name for TTL.

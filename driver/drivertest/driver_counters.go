@@ -204,6 +204,13 @@ func testHistory(t *testing.T, e *env) {
 	if !slices.Equal(rows, want) {
 		t.Fatalf("history\n got %+v\nwant %+v", rows, want)
 	}
+	// Folding the rows a driver keeps per connection changes no sum.
+	if _, err := e.drv.Reconcile(e.ctx, driver.ReconcileParams{Now: at(m0+5, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err = e.drv.Minutes(e.ctx, at(m0, 30)); err != nil || !slices.Equal(rows, want) {
+		t.Fatalf("history after folding\n got %+v (%v)\nwant %+v", rows, err, want)
+	}
 	// Minutes before since are not returned; Reconcile drops them.
 	if _, err := e.drv.Reconcile(e.ctx, driver.ReconcileParams{MinutesBefore: at(m0+1, 0)}); err != nil {
 		t.Fatal(err)

@@ -168,6 +168,13 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 				return err
 			}
 		}
+		now := p.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if err := foldMinutes(ctx, tx, driver.DueMinute(now)); err != nil {
+			return err
+		}
 		if !p.MinutesBefore.IsZero() {
 			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
 				return err
@@ -179,4 +186,33 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		return nil, fmt.Errorf("reconcile counters: %w", err)
 	}
 	return diff, nil
+}
+
+// foldMinutes moves the history rows of other shards, of minutes before
+// the minute before, that no writer holds now into shard 0.
+func foldMinutes(ctx context.Context, tx *sql.Tx, before int64) error {
+	var rows []driver.MinuteRow
+	var shards []int64
+	err := sqlutil.Query(ctx, tx, sqlShardMinutes, before)(func(scan sqlutil.Scan) error {
+		var m driver.MinuteRow
+		var shard int64
+		if err := scan(&m.Minute, &m.Queue, &m.Type, &m.Enqueued, &m.Hits, &m.Attempts, &m.Ended, &m.Failed,
+			&m.Succeeded, &m.Dead, &m.Cancelled, &m.DurationMS, &m.FirstMS, &m.LastMS, &shard); err != nil {
+			return err
+		}
+		rows, shards = append(rows, m), append(shards, shard)
+		return nil
+	})
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	for i, m := range rows {
+		if _, err := tx.ExecContext(ctx, sqlDropMinute, m.Minute, m.Queue, m.Type, shards[i]); err != nil {
+			return err
+		}
+	}
+	fold := sqlutil.MergeMinutes(rows)
+	text := strings.Replace(sqlMinuteUpsert, "{rows}", sqlutil.Repeat(minuteRowFolded, len(fold)), 1)
+	_, err = tx.ExecContext(ctx, text, sqlutil.MinuteArgs(fold)...)
+	return err
 }

@@ -311,6 +311,16 @@ GROUP BY minute, queue, type ORDER BY minute, queue, type`
 	sqlShardCounts = `SELECT queue, type, kind, priority, due, n, shard FROM keel_counts WHERE shard <> 0 OR n = 0
 ORDER BY queue, type, kind, priority, due, shard FOR UPDATE SKIP LOCKED`
 
+	// sqlShardMinutes locks and reads the history rows of shards other
+	// than 0 of minutes before ?, which Reconcile folds into shard 0.
+	sqlShardMinutes = `SELECT ` + minuteColumns + `, shard FROM keel_minutes WHERE shard <> 0 AND minute < ?
+ORDER BY minute, queue, type, shard FOR UPDATE SKIP LOCKED`
+
+	// sqlDropMinute deletes one history row (locked by sqlShardMinutes).
+	sqlDropMinute = `DELETE FROM keel_minutes WHERE minute = ? AND queue = ? AND type = ? AND shard = ?`
+
+	minuteRowFolded = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)`
+
 	// sqlDropCount deletes one counter row (locked by sqlShardCounts).
 	sqlDropCount   = `DELETE FROM keel_counts WHERE queue = ? AND type = ? AND kind = ? AND priority = ? AND due = ? AND shard = ?`
 	sqlDropMinutes = `DELETE FROM keel_minutes WHERE minute < ?`

@@ -32,7 +32,7 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 type queries struct {
 	reserveIDs,
 	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
-	cancel, retry, counts, trueCounts, foldShards, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
+	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
 	lead, resign, list, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
 	declareType, listTypes, listTypesNamed string
 }
@@ -200,6 +200,26 @@ INSERT INTO {schema}.keel_counts AS c (queue, type, kind, priority, due, shard, 
 SELECT queue, type, kind, priority, due, 0, sum(n) FROM gone
 GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
 ON CONFLICT (queue, type, kind, priority, due, shard) DO UPDATE SET n = c.n + excluded.n`),
+
+		// Moves the history rows of every shard, of minutes before $1,
+		// into shard 0, skipping rows a writer holds.
+		foldMinutes: q(`WITH gone AS (DELETE FROM {schema}.keel_minutes m
+	WHERE (m.minute, m.queue, m.type, m.shard) IN (
+		SELECT minute, queue, type, shard FROM {schema}.keel_minutes WHERE shard <> 0 AND minute < $1
+		FOR UPDATE SKIP LOCKED)
+	RETURNING m.*)
+INSERT INTO {schema}.keel_minutes AS m (minute, queue, type, shard, enqueued, hits, attempts, ended, failed, succeeded,
+	dead, cancelled, duration_ms, first_ms, last_ms)
+SELECT minute, queue, type, 0, sum(enqueued), sum(hits), sum(attempts), sum(ended), sum(failed), sum(succeeded),
+	sum(dead), sum(cancelled), sum(duration_ms), coalesce(min(nullif(first_ms, 0)), 0), max(last_ms)
+FROM gone GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+ON CONFLICT (minute, queue, type, shard) DO UPDATE SET enqueued = m.enqueued + excluded.enqueued,
+	hits = m.hits + excluded.hits, attempts = m.attempts + excluded.attempts, ended = m.ended + excluded.ended,
+	failed = m.failed + excluded.failed, succeeded = m.succeeded + excluded.succeeded, dead = m.dead + excluded.dead,
+	cancelled = m.cancelled + excluded.cancelled, duration_ms = m.duration_ms + excluded.duration_ms,
+	first_ms = CASE WHEN m.first_ms = 0 OR (excluded.first_ms <> 0 AND excluded.first_ms < m.first_ms)
+		THEN excluded.first_ms ELSE m.first_ms END,
+	last_ms = greatest(m.last_ms, excluded.last_ms)`),
 
 		dropZeroCounts: q(`DELETE FROM {schema}.keel_counts c
 WHERE (c.queue, c.type, c.kind, c.priority, c.due, c.shard) IN (

@@ -16,7 +16,8 @@ func (e *Engine) reconcileCounters(ctx context.Context) {
 	if !e.elector.Leading() {
 		return
 	}
-	fixed, err := e.drv.Reconcile(ctx, driver.ReconcileParams{MinutesBefore: e.cfg.Now().Add(-e.cfg.HistoryRetention)})
+	now := e.cfg.Now()
+	fixed, err := e.drv.Reconcile(ctx, driver.ReconcileParams{Now: now, MinutesBefore: now.Add(-e.cfg.HistoryRetention)})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Logger.Warn("keel: reconciling the live counters failed; next try in one interval",

@@ -68,10 +68,14 @@ func (t *Tally) add(k countKey, n int64) {
 }
 
 func (t *Tally) minute(queue, typ string, now time.Time) *driver.MinuteRow {
+	return t.minuteAt(driver.DueMinute(now), queue, typ)
+}
+
+func (t *Tally) minuteAt(minute int64, queue, typ string) *driver.MinuteRow {
 	if t.minutes == nil {
 		t.minutes = map[minuteKey]*driver.MinuteRow{}
 	}
-	k := minuteKey{driver.DueMinute(now), queue, typ}
+	k := minuteKey{minute, queue, typ}
 	m := t.minutes[k]
 	if m == nil {
 		m = &driver.MinuteRow{Minute: k.minute, Queue: queue, Type: typ}
@@ -248,4 +252,27 @@ func WorkersJSON(w map[string]int) (string, error) {
 	}
 	b, err := json.Marshal(w)
 	return string(b), err
+}
+
+// MergeMinutes sums history rows by minute, queue and type, in key order:
+// counts add up, FirstMS is the least that is not 0, LastMS the greatest.
+func MergeMinutes(rows []driver.MinuteRow) []driver.MinuteRow {
+	var t Tally
+	for _, r := range rows {
+		m := t.minuteAt(r.Minute, r.Queue, r.Type)
+		m.Enqueued += r.Enqueued
+		m.Hits += r.Hits
+		m.Attempts += r.Attempts
+		m.Ended += r.Ended
+		m.Failed += r.Failed
+		m.Succeeded += r.Succeeded
+		m.Dead += r.Dead
+		m.Cancelled += r.Cancelled
+		m.DurationMS += r.DurationMS
+		if r.FirstMS != 0 && (m.FirstMS == 0 || r.FirstMS < m.FirstMS) {
+			m.FirstMS = r.FirstMS
+		}
+		m.LastMS = max(m.LastMS, r.LastMS)
+	}
+	return t.Minutes()
 }
