@@ -288,20 +288,7 @@ func (s *snapshot) history(keep func(m driver.MinuteRow) bool) []driver.MinuteRo
 			continue
 		}
 		if n := len(out); n > 0 && out[n-1].Minute == m.Minute {
-			o := &out[n-1]
-			o.Enqueued += m.Enqueued
-			o.Hits += m.Hits
-			o.Attempts += m.Attempts
-			o.Ended += m.Ended
-			o.Failed += m.Failed
-			o.Succeeded += m.Succeeded
-			o.Dead += m.Dead
-			o.Cancelled += m.Cancelled
-			o.DurationMS += m.DurationMS
-			if m.FirstMS != 0 && (o.FirstMS == 0 || m.FirstMS < o.FirstMS) {
-				o.FirstMS = m.FirstMS
-			}
-			o.LastMS = max(o.LastMS, m.LastMS)
+			out[n-1].Add(m)
 			continue
 		}
 		out = append(out, m)

@@ -172,6 +172,24 @@ type MinuteRow struct {
 	LastMS     int64
 }
 
+// Add adds o's counts to m (its key is not compared): FirstMS becomes the
+// least of the two that is not 0, LastMS the greatest.
+func (m *MinuteRow) Add(o MinuteRow) {
+	m.Enqueued += o.Enqueued
+	m.Hits += o.Hits
+	m.Attempts += o.Attempts
+	m.Ended += o.Ended
+	m.Failed += o.Failed
+	m.Succeeded += o.Succeeded
+	m.Dead += o.Dead
+	m.Cancelled += o.Cancelled
+	m.DurationMS += o.DurationMS
+	if o.FirstMS != 0 && (m.FirstMS == 0 || o.FirstMS < m.FirstMS) {
+		m.FirstMS = o.FirstMS
+	}
+	m.LastMS = max(m.LastMS, o.LastMS)
+}
+
 // NodeRow is one row of keel_nodes: a worker process and its last heartbeat.
 type NodeRow struct {
 	Name        string

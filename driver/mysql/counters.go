@@ -26,19 +26,9 @@ import (
 // that two writers never wait for each other in a cycle), to the writing
 // connection's shard.
 func count(ctx context.Context, q querier, tally *sqlutil.Tally) error {
-	if tally.Empty() {
-		return nil
-	}
-	if rows := tally.Counts(); len(rows) > 0 {
-		text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(rows)), 1)
-		if _, err := q.ExecContext(ctx, text, sqlutil.CountArgs(rows)...); err != nil {
+	for _, st := range tally.Statements(sqlCountUpsert, countRow, sqlMinuteUpsert, minuteRow) {
+		if _, err := q.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("update live counters: %w", err)
-		}
-	}
-	if rows := tally.Minutes(); len(rows) > 0 {
-		text := strings.Replace(sqlMinuteUpsert, "{rows}", sqlutil.Repeat(minuteRow, len(rows)), 1)
-		if _, err := q.ExecContext(ctx, text, sqlutil.MinuteArgs(rows)...); err != nil {
-			return fmt.Errorf("update task history: %w", err)
 		}
 	}
 	return nil

@@ -17,19 +17,9 @@ import (
 
 // count writes what tally changed, in the transaction tx.
 func count(ctx context.Context, tx querier, tally *sqlutil.Tally) error {
-	if tally.Empty() {
-		return nil
-	}
-	if rows := tally.Counts(); len(rows) > 0 {
-		q := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(rows)), 1)
-		if _, err := tx.ExecContext(ctx, q, sqlutil.CountArgs(rows)...); err != nil {
+	for _, st := range tally.Statements(sqlCountUpsert, countRow, sqlMinuteUpsert, minuteRow) {
+		if _, err := tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("update live counters: %w", err)
-		}
-	}
-	if rows := tally.Minutes(); len(rows) > 0 {
-		q := strings.Replace(sqlMinuteUpsert, "{rows}", sqlutil.Repeat(minuteRow, len(rows)), 1)
-		if _, err := tx.ExecContext(ctx, q, sqlutil.MinuteArgs(rows)...); err != nil {
-			return fmt.Errorf("update task history: %w", err)
 		}
 	}
 	return nil

@@ -57,9 +57,6 @@ func (r RowState) key() countKey {
 	return k
 }
 
-// Empty reports whether the tally changes nothing.
-func (t *Tally) Empty() bool { return len(t.counts) == 0 && len(t.minutes) == 0 }
-
 func (t *Tally) add(k countKey, n int64) {
 	if t.counts == nil {
 		t.counts = map[countKey]int64{}
@@ -185,6 +182,27 @@ func (t *Tally) Minutes() []driver.MinuteRow {
 	return out
 }
 
+// Statement is one SQL statement and its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// Statements are the upserts that write t: countSQL and minuteSQL with
+// {rows} replaced by as many countRow and minuteRow groups as there are
+// counter and history rows (arguments as CountArgs and MinuteArgs), each
+// left out when it has no rows.
+func (t *Tally) Statements(countSQL, countRow, minuteSQL, minuteRow string) []Statement {
+	var out []Statement
+	if rows := t.Counts(); len(rows) > 0 {
+		out = append(out, Statement{strings.Replace(countSQL, "{rows}", Repeat(countRow, len(rows)), 1), CountArgs(rows)})
+	}
+	if rows := t.Minutes(); len(rows) > 0 {
+		out = append(out, Statement{strings.Replace(minuteSQL, "{rows}", Repeat(minuteRow, len(rows)), 1), MinuteArgs(rows)})
+	}
+	return out
+}
+
 // CountDiff is what must be added to the counters kept to make them equal
 // the counts of the task table (truth), both as of one snapshot.
 func CountDiff(truth, kept []driver.CountRow) []driver.CountRow {
@@ -259,20 +277,7 @@ func WorkersJSON(w map[string]int) (string, error) {
 func MergeMinutes(rows []driver.MinuteRow) []driver.MinuteRow {
 	var t Tally
 	for _, r := range rows {
-		m := t.minuteAt(r.Minute, r.Queue, r.Type)
-		m.Enqueued += r.Enqueued
-		m.Hits += r.Hits
-		m.Attempts += r.Attempts
-		m.Ended += r.Ended
-		m.Failed += r.Failed
-		m.Succeeded += r.Succeeded
-		m.Dead += r.Dead
-		m.Cancelled += r.Cancelled
-		m.DurationMS += r.DurationMS
-		if r.FirstMS != 0 && (m.FirstMS == 0 || r.FirstMS < m.FirstMS) {
-			m.FirstMS = r.FirstMS
-		}
-		m.LastMS = max(m.LastMS, r.LastMS)
+		t.minuteAt(r.Minute, r.Queue, r.Type).Add(r)
 	}
 	return t.Minutes()
 }
