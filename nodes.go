@@ -19,6 +19,10 @@ type NodeInfo struct {
 	// Workers is how many tasks of each queue it runs at once (empty for
 	// a node running an older keel).
 	Workers map[string]int
+	// Lost: its last heartbeat is older than three heartbeat intervals
+	// (at least 30s) by this client's clock: crashed, stuck or cut off.
+	// Stats and the ETA count lost nodes as serving nothing.
+	Lost bool
 }
 
 // Nodes lists the worker processes registered in the database, by name.
@@ -29,8 +33,10 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 		return nil, unavailable(ctx, err)
 	}
 	out := make([]NodeInfo, len(rows))
+	now := c.cfg.Now()
 	for i, r := range rows {
-		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers}
+		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers,
+			Lost: now.Sub(r.HeartbeatAt) > c.liveWindow()}
 	}
 	return out, nil
 }

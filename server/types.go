@@ -258,6 +258,8 @@ type Node struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// Workers is how many tasks of each queue the node runs at once.
 	Workers map[string]int `json:"workers"`
+	// Lost: no heartbeat for three heartbeat intervals (at least 30s).
+	Lost bool `json:"lost"`
 }
 
 // NodeList answers GET /v1/nodes, ordered by name.

@@ -350,7 +350,7 @@ func printNodes(out io.Writer, nodes []server.Node) error {
 		return nil
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "NODE	HOST	PID	QUEUES (WORKERS)	STARTED	HEARTBEAT")
+	fmt.Fprintln(tw, "NODE	STATUS	HOST	PID	QUEUES (WORKERS)	STARTED	HEARTBEAT")
 	for _, n := range nodes {
 		queues := make([]string, len(n.Queues))
 		for i, q := range n.Queues {
@@ -359,7 +359,11 @@ func printNodes(out io.Writer, nodes []server.Node) error {
 				queues[i] = fmt.Sprintf("%s(%d)", q, w)
 			}
 		}
-		fmt.Fprintf(tw, "%s	%s	%d	%s	%s	%s\n", n.Name, n.Host, n.PID, orDash(strings.Join(queues, ",")), stamp(n.StartedAt), ago(n.HeartbeatAt))
+		status := "alive"
+		if n.Lost {
+			status = "LOST"
+		}
+		fmt.Fprintf(tw, "%s	%s	%s	%d	%s	%s	%s\n", n.Name, status, n.Host, n.PID, orDash(strings.Join(queues, ",")), stamp(n.StartedAt), ago(n.HeartbeatAt))
 	}
 	return tw.Flush()
 }

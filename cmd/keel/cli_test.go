@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/sqlite"
 	"github.com/keelq/keel/server"
 )
@@ -27,6 +28,7 @@ import (
 type apiSetup struct {
 	url    string
 	client *keel.Client
+	drv    driver.Driver
 }
 
 // serverOpts configure newAPI.
@@ -70,7 +72,7 @@ func newAPI(t *testing.T, o serverOpts) *apiSetup {
 		drv.Close()
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	})
-	return &apiSetup{url: srv.URL, client: c}
+	return &apiSetup{url: srv.URL, client: c, drv: drv}
 }
 
 // tWriter routes logs to t.Log.
@@ -407,8 +409,21 @@ func TestNodes(t *testing.T) {
 		t.Fatalf("nodes with a worker %s:\n%s", node, out)
 	}
 	list := decode[server.NodeList](t, s.keel(t, "nodes", "--json"))
-	if len(list.Nodes) != 1 || list.Nodes[0].Name != node || list.Nodes[0].PID != os.Getpid() {
+	if len(list.Nodes) != 1 || list.Nodes[0].Name != node || list.Nodes[0].PID != os.Getpid() || list.Nodes[0].Lost ||
+		list.Nodes[0].Workers["default"] != 10 {
 		t.Fatalf("nodes --json: %+v", list)
+	}
+	// A node killed a minute ago (its row stays until the leader prunes it)
+	// is listed as lost, the live one as alive with its workers.
+	then := time.Now().Add(-time.Minute)
+	if err := s.drv.RegisterNode(context.Background(), driver.NodeParams{Name: "gone", Host: "h", PID: 7,
+		Queues: []string{"default"}, StartedAt: then, Now: then, Workers: map[string]int{"default": 3}}); err != nil {
+		t.Fatal(err)
+	}
+	out = s.keel(t, "nodes")
+	if !regexp.MustCompile(`(?m)^gone\s+LOST\s+h\s+7\s+default\(3\)`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(node)+`\s+alive\s+.*default\(10\)`).MatchString(out) {
+		t.Fatalf("nodes with a lost one:\n%s", out)
 	}
 }
 

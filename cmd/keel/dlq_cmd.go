@@ -86,7 +86,10 @@ func newDLQCmd() *cobra.Command {
 		Use:   "dlq",
 		Short: "List, requeue or purge dead letters",
 		Long: `dlq works on dead letters: tasks whose retries ran out or that failed
-permanently. They are kept (30 days by default) until requeued or purged.
+permanently. They stay until requeued or purged: nothing removes them by
+itself yet ([retention] dead is not enforced in this version). purge keeps
+dead letters younger than 7 days (seed 000 §3.2: keep them at least a week)
+unless --force is given.
 
   keel dlq list --type email.send
   keel dlq requeue --queue mail --after 2h
@@ -181,12 +184,12 @@ func printDead(out io.Writer, asJSON bool, tasks []server.Task, more bool) error
 // newDLQBulkCmd makes dlq requeue and dlq purge.
 func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 	var (
-		d   dlqFilter
-		yes bool
+		d          dlqFilter
+		yes, force bool
 	)
 	short := "Requeue matching dead letters: pending again, runnable now, attempts reset"
 	if action == "purge" {
-		short = "Delete matching dead letters for good (needs --yes; without it, says how many match)"
+		short = "Delete matching dead letters older than 7 days for good (--force: younger too; needs --yes, without it says how many match)"
 	}
 	cmd := &cobra.Command{
 		Use:   action,
@@ -211,6 +214,18 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 			if !before.IsZero() && before.Before(cutoff) {
 				cutoff = before
 			}
+			if action == "purge" && !force {
+				// Dead letters are kept at least a week (seed 000 §3.2).
+				if week := st.At.Add(-minDeadAge); week.Before(cutoff) {
+					cutoff = week
+					if !f.json {
+						fmt.Fprintf(cmd.ErrOrStderr(), "keeping dead letters younger than 7 days: purging only those that died before %s (--force to include younger ones)\n", stamp(cutoff))
+					}
+				}
+				if !after.IsZero() && !after.Before(cutoff) {
+					return fmt.Errorf("every dead letter after %s is younger than 7 days: nothing to purge without --force", stamp(after))
+				}
+			}
 			req := server.BulkRequest{Type: d.typ, Queue: d.queue, FinishedBefore: &cutoff, Limit: bulkPage}
 			if !after.IsZero() {
 				req.FinishedAfter = &after
@@ -233,9 +248,13 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 	d.register(cmd)
 	if action == "purge" {
 		cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
+		cmd.Flags().BoolVar(&force, "force", false, "also delete dead letters younger than 7 days")
 	}
 	return cmd
 }
+
+// minDeadAge is how long dlq purge keeps a dead letter without --force.
+const minDeadAge = 7 * 24 * time.Hour
 
 // maxConfirmCount bounds how many dead letters confirmPurge lists to count
 // them, when no count the API keeps answers exactly.

@@ -94,9 +94,18 @@ func TestDLQ(t *testing.T) {
 	if out := s.keel(t, "dlq", "requeue", "--type", "email"); out != "requeued 3 dead tasks\n" {
 		t.Fatalf("requeue: %q", out)
 	}
-	// They fail again and are dead again; purge them.
+	// They fail again and are dead again. Dead letters are kept a week:
+	// without --force purge takes none of them, and says why.
 	waitState(t, s.client, keel.StateDead, 3)
-	if out := s.keel(t, "dlq", "purge", "--yes", "--json"); decode[server.BulkResponse](t, out).Count != 3 {
+	out, errOut, err := keelCmd(t, "", "dlq", "purge", "--yes", "--server", s.url)
+	if err != nil || out != "purged 0 dead tasks\n" || !strings.Contains(errOut, "keeping dead letters younger than 7 days") {
+		t.Fatalf("purge without --force: %q %q %v", out, errOut, err)
+	}
+	if err := s.keelErr(t, "dlq", "purge", "--yes", "--after", "1h"); !strings.Contains(err.Error(), "younger than 7 days: nothing to purge without --force") {
+		t.Fatalf("purge --after 1h without --force: %v", err)
+	}
+	waitState(t, s.client, keel.StateDead, 3)
+	if out := s.keel(t, "dlq", "purge", "--yes", "--force", "--json"); decode[server.BulkResponse](t, out).Count != 3 {
 		t.Fatalf("purge --json: %s", out)
 	}
 	if out := s.keel(t, "dlq", "list"); out != "no dead tasks\n" {
@@ -134,7 +143,7 @@ func testPurgeConfirmation(t *testing.T, s *apiSetup) {
 			"purge would delete 3 dead tasks of type email, dead-lettered between " + stamp(now().Add(-time.Hour)) + " (1h ago) and " +
 				stamp(soon) + " (in 1h) for good: run it again with --yes"},
 	} {
-		out, _, err := keelCmd(t, "", append([]string{"dlq", "purge", "--server", s.url}, c.args...)...)
+		out, _, err := keelCmd(t, "", append([]string{"dlq", "purge", "--force", "--server", s.url}, c.args...)...)
 		got := out
 		if err != nil {
 			got = err.Error()
@@ -235,7 +244,7 @@ func TestBulkPages(t *testing.T) {
 		}
 	}
 	calls, remaining = nil, 1200
-	if out, _, err := keelCmd(t, "", "dlq", "purge", "--yes", "--server", srv.URL); err != nil || out != "purged 1200 dead tasks\n" {
+	if out, _, err := keelCmd(t, "", "dlq", "purge", "--yes", "--force", "--server", srv.URL); err != nil || out != "purged 1200 dead tasks\n" {
 		t.Fatalf("purge: %q %v", out, err)
 	}
 	if len(calls) != 3 || !calls[0].FinishedBefore.Equal(at) {
@@ -285,7 +294,7 @@ func TestPurgeConfirmationCountsPages(t *testing.T) {
 		{15000, 10000, "purge would delete more than 10000 dead tasks of type email, dead-lettered since "},
 	} {
 		total, listed = c.total, 0
-		_, _, err := keelCmd(t, "", "dlq", "purge", "--server", srv.URL, "--type", "email", "--after", "30d")
+		_, _, err := keelCmd(t, "", "dlq", "purge", "--force", "--server", srv.URL, "--type", "email", "--after", "30d")
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) || listed != c.listed {
 			t.Errorf("%d dead: listed %d (want %d): %v", c.total, listed, c.listed, err)
 		}
