@@ -221,7 +221,7 @@ func doctorDirect(ctx context.Context, dsn, schema string) []checkResult {
 	} else {
 		var qs []readyFact
 		for _, q := range s.Queues {
-			qs = append(qs, readyFact{q.Name, q.OldestReadyAge, q.Served})
+			qs = append(qs, readyFact{q.Name, q.OldestReadyAge, q.Served, q.Views[keel.ViewReady]})
 		}
 		rs = append(rs, readyCheck(qs))
 	}
@@ -493,18 +493,24 @@ type readyFact struct {
 	queue  string
 	age    time.Duration
 	served bool
+	ready  int64
 }
 
 func readyCheck(qs []readyFact) checkResult {
-	r := checkResult{Check: "oldest ready", Status: statusOK, Detail: "no task waiting"}
-	if len(qs) == 0 {
+	r := checkResult{Check: "oldest ready", Status: statusOK, Detail: "no task ready"}
+	var ready int64
+	for _, q := range qs {
+		ready += q.ready
+	}
+	if ready == 0 {
 		return r
 	}
 	oldest := slices.MaxFunc(qs, func(a, b readyFact) int { return cmp.Compare(a.age, b.age) })
 	if oldest.age == 0 {
+		r.Detail = fmt.Sprintf("%d ready, all for under a minute", ready)
 		return r
 	}
-	r.Detail = fmt.Sprintf("%s in queue %s", short(oldest.age), oldest.queue)
+	r.Detail = fmt.Sprintf("%d ready, the oldest for %s in queue %s", ready, short(oldest.age), oldest.queue)
 	if oldest.age > doctorOldReady {
 		r.Status = statusWarn
 		r.Hint = "workers are too few or too slow: keel stats; add workers or raise the queue's concurrency"
@@ -750,7 +756,7 @@ func doctorServer(ctx context.Context, api *apiClient) []checkResult {
 	} else {
 		var qs []readyFact
 		for _, q := range s.Queues {
-			qs = append(qs, readyFact{q.Name, time.Duration(q.OldestReadyAge), q.Served})
+			qs = append(qs, readyFact{q.Name, time.Duration(q.OldestReadyAge), q.Served, q.Views[string(keel.ViewReady)]})
 		}
 		rs = append(rs, readyCheck(qs))
 	}
