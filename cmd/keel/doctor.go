@@ -55,6 +55,14 @@ const (
 	statusSkip = "n/a"
 )
 
+// doctorOrder is the order of the lines, seed 000 §4.2's: the database
+// first (nothing else can be read without it), then the symptom (stuck,
+// waiting, paused), the input (what the dead letters say), the
+// environment (schema version, clocks, processes), the resources
+// (storage), and last the dependencies (the HTTP targets).
+var doctorOrder = []string{"database", "stuck tasks", "oldest ready", "paused", "dead letters",
+	"migrations", "clock skew", "nodes", "storage"}
+
 // checkResult is one line of keel doctor.
 type checkResult struct {
 	Check  string `json:"check"`
@@ -76,18 +84,19 @@ func newDoctorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the system step by step and say what to do about each problem",
-		Long: `doctor walks the troubleshooting order (environment, resources, then the
-tasks) and prints one line per check: ok, warn or fail, the figure, and what to
-do next. It exits non-zero when a check fails; warnings alone exit 0.
+		Long: `doctor walks the troubleshooting order (the symptom, the input, the
+environment, the resources, the dependencies) and prints one line per check:
+ok, warn or fail, the figure, and what to do next. It exits non-zero when a
+check fails; warnings alone exit 0.
 
-Checks: the database reachable and its round-trip time; migrations current;
-clock skew between this machine and the database (warn above 1s, fail above
-10s); nodes alive or lost (no heartbeat for 30s, three heartbeat intervals);
-running tasks past their lease; the oldest ready task (warn above 10m); dead
-letters of the last hour by type and error; paused queues and types; each
-HTTP target of --config reachable (TCP connect, 2s); on SQLite the free disk
-space and the WAL size, on PostgreSQL and MySQL the task table's size and
-dead space.
+Checks, in order: the database reachable and its round-trip time (without it
+nothing else is checked); running tasks past their lease; the oldest ready
+task (warn above 10m); paused queues and types; dead letters of the last hour
+by type and error (warn above 3); migrations current; clock skew between this
+machine and the database (warn above 1s, fail above 10s); nodes alive or lost
+(no heartbeat for 30s, three heartbeat intervals); on SQLite the free disk
+space and the WAL size, on PostgreSQL and MySQL the task table's size and dead
+rows; each HTTP target of --config reachable (TCP connect, 2s).
 
 It asks keel serve (--server, as the other commands) or, with --dsn or --db,
 reads the database directly. Only the direct mode sees migrations, clock skew,
@@ -135,6 +144,9 @@ func runDoctor(ctx context.Context, out io.Writer, o doctorOptions) error {
 		}
 		results = doctorServer(ctx, api)
 	}
+	slices.SortStableFunc(results, func(a, b checkResult) int {
+		return cmp.Compare(slices.Index(doctorOrder, a.Check), slices.Index(doctorOrder, b.Check))
+	})
 	if !failed(results) || len(results) > 1 { // the database is reachable
 		results = append(results, targetChecks(ctx, cfg)...)
 	}

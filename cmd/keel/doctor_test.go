@@ -295,3 +295,22 @@ func TestDoctorAgainstServer(t *testing.T) {
 		t.Fatalf("no server: %v\n%s", err, out)
 	}
 }
+
+// TestDoctorDeadLetterGroups: dead letters group by type and the first
+// line of the last error, the largest group first; above three they warn.
+func TestDoctorDeadLetterGroups(t *testing.T) {
+	t.Parallel()
+	ds := []deadFact{{"email", "smtp: timeout"}, {"email", "smtp: timeout"}, {"email", "smtp: timeout"}, {"report", "bad input"}}
+	r := deadCheck(ds)
+	want := `4 in the last hour: 3× email "smtp: timeout"; 1× report "bad input"`
+	if r.Status != statusWarn || r.Detail != want || !strings.Contains(r.Hint, "keel dlq list --type email --after 1h") {
+		t.Fatalf("got %+v, want warn %q", r, want)
+	}
+	if r := deadCheck(ds[:3]); r.Status != statusOK {
+		t.Fatalf("three dead letters: %+v", r)
+	}
+	msg, _, _ := strings.Cut("line one\nstack", "\n")
+	if got := lastError([]keel.AttemptError{{Error: "old"}, {Error: "line one\nstack"}}); got != msg {
+		t.Fatalf("lastError = %q", got)
+	}
+}
