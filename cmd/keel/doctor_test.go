@@ -16,6 +16,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	mysqldrv "github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
 	"github.com/keelq/keel/internal/testdb"
@@ -313,4 +314,34 @@ func TestDoctorDeadLetterGroups(t *testing.T) {
 	if got := lastError([]keel.AttemptError{{Error: "old"}, {Error: "line one\nstack"}}); got != msg {
 		t.Fatalf("lastError = %q", got)
 	}
+}
+
+// TestDoctorMySQL: an empty database is refused without creating tables;
+// a migrated one with a live node is all ok, clock skew and table size
+// included.
+func TestDoctorMySQL(t *testing.T) {
+	t.Parallel()
+	_, _, dbURL := testMySQL(t)
+	rs, out, err := doctorLines(t, "--dsn", dbURL)
+	if err == nil {
+		t.Fatalf("empty database: no failure\n%s", out)
+	}
+	wantStatus(t, rs, "database", statusFail, "no keel tables")
+	cfg, err := mysqldrv.ParseDSN(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := mysqldrv.Open(context.Background(), cfg.FormatDSN(), mysqldrv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	registerNode(t, drv, "alive-1", time.Now())
+	rs, out, err = doctorLines(t, "--dsn", dbURL)
+	if err != nil {
+		t.Fatalf("healthy system: %v\n%s", err, out)
+	}
+	allOK(t, rs, out)
+	wantStatus(t, rs, "clock skew", statusOK, "the database clock is")
+	wantStatus(t, rs, "storage", statusOK, "keel_tasks", "free inside")
 }
