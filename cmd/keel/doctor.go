@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/keelq/keel"
@@ -281,7 +282,11 @@ func countMigrations(ctx context.Context, dsn, schema string) (int, error) {
 	var n int
 	switch {
 	case isPostgresDSN(dsn):
-		conn, err := pgx.Connect(ctx, dsn)
+		cfg, err := pgxpool.ParseConfig(dsn) // accepts the pool's own DSN parameters
+		if err != nil {
+			return 0, fmt.Errorf("--dsn: %w", err)
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 		if err != nil {
 			return 0, fmt.Errorf("connect to PostgreSQL: %w", err)
 		}
@@ -369,7 +374,13 @@ func migrationCheck(ctx context.Context, drv driver.Driver, applied int) checkRe
 		return r
 	}
 	last := all[len(all)-1]
-	if applied >= len(all) {
+	if applied > len(all) {
+		r.Status = statusWarn
+		r.Detail = fmt.Sprintf("the database has %d versions, this keel knows %d (latest %s)", applied, len(all), last.Name)
+		r.Hint = "a newer keel migrated it: run doctor from that version"
+		return r
+	}
+	if applied == len(all) {
 		r.Status, r.Detail = statusOK, fmt.Sprintf("%d versions, latest %s", len(all), last.Name)
 		return r
 	}
