@@ -1,7 +1,7 @@
 // Command keel is keel's command-line tool: keel serve (the HTTP API and
 // the workers of HTTP-target task types), the operator commands that talk
 // to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
-// stats), config check, migrate, demo and bench.
+// stats, nodes), doctor, config check, migrate, demo and bench.
 package main
 
 import (
@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
-	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd())
+	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd())
 	return root
 }
 
