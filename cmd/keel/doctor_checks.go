@@ -1,0 +1,411 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/cmd/keel/internal/config"
+	"github.com/keelq/keel/driver"
+)
+
+// The checks of keel doctor, one function each, in seed 000 §4.2's order.
+
+func roundTrip(r checkResult, where string, rtt time.Duration, err error) checkResult {
+	switch {
+	case err != nil:
+		r.Status, r.Detail, r.Hint = statusFail, where+": "+oneLine(err.Error(), 300), "check that the database server runs and answers"
+	case rtt > doctorSlowRoundTrip:
+		r.Status, r.Detail = statusWarn, fmt.Sprintf("%s: round trip %s", where, short(rtt))
+		r.Hint = "slow: check the network path and the database server's load"
+	default:
+		r.Status, r.Detail = statusOK, fmt.Sprintf("%s: round trip %s", where, short(rtt))
+	}
+	return r
+}
+
+func errCheck(name string, err error) checkResult {
+	return checkResult{Check: name, Status: statusFail, Detail: oneLine(err.Error(), 300), Hint: "the database answered other calls: see its log"}
+}
+
+// migrationCheck compares the versions applied before doctor opened the
+// database (applied) with every version this keel knows; opening applied
+// the rest.
+func migrationCheck(ctx context.Context, drv driver.Driver, applied int) checkResult {
+	r := checkResult{Check: "migrations"}
+	m, ok := drv.(driver.Migrator)
+	if !ok {
+		r.Status, r.Detail = statusSkip, "this driver does not report migrations"
+		return r
+	}
+	all, err := m.Migrations(ctx)
+	if err != nil {
+		return errCheck("migrations", err)
+	}
+	if len(all) == 0 {
+		r.Status, r.Detail = statusSkip, "no migrations"
+		return r
+	}
+	last := all[len(all)-1]
+	if applied > len(all) {
+		r.Status = statusWarn
+		r.Detail = fmt.Sprintf("the database has %d versions, this keel knows %d (latest %s)", applied, len(all), last.Name)
+		r.Hint = "a newer keel migrated it: run doctor from that version"
+		return r
+	}
+	if applied == len(all) {
+		r.Status, r.Detail = statusOK, fmt.Sprintf("%d versions, latest %s", len(all), last.Name)
+		return r
+	}
+	var names []string
+	for _, mg := range all[min(applied, len(all)):] {
+		names = append(names, mg.Name)
+	}
+	r.Status = statusWarn
+	r.Detail = fmt.Sprintf("%d of %d versions were pending (%s); opening the database applied them", len(names), len(all), strings.Join(names, ", "))
+	r.Hint = "processes started before may run an older keel: upgrade and restart them; run keel migrate when deploying"
+	return r
+}
+
+// clockCheck compares this machine's clock with the database's.
+func clockCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult {
+	r := checkResult{Check: "clock skew"}
+	var q string
+	switch {
+	case isPostgresDSN(dsn):
+		q = `SELECT extract(epoch FROM clock_timestamp())::float8`
+	case isMySQLDSN(dsn):
+		q = `SELECT UNIX_TIMESTAMP(NOW(6))`
+	default:
+		r.Status, r.Detail = statusSkip, "SQLite uses this machine's clock"
+		return r
+	}
+	dber, ok := drv.(driver.DBer)
+	if !ok {
+		r.Status, r.Detail = statusSkip, "the driver has no SQL handle"
+		return r
+	}
+	var secs float64
+	start := time.Now()
+	if err := dber.DB().QueryRowContext(ctx, q).Scan(&secs); err != nil {
+		return errCheck("clock skew", err)
+	}
+	rtt := time.Since(start)
+	local := start.Add(rtt / 2)
+	skew := time.Duration(secs*1e6)*time.Microsecond - time.Duration(local.UnixMicro())*time.Microsecond
+	side := "ahead of"
+	if skew < 0 {
+		side = "behind"
+	}
+	r.Detail = fmt.Sprintf("the database clock is %s %s this machine's (±%s)", short(skew.Abs()), side, short(rtt/2))
+	switch {
+	case skew.Abs() > doctorSkewFail:
+		r.Status = statusFail
+	case skew.Abs() > doctorSkewWarn:
+		r.Status = statusWarn
+	default:
+		r.Status = statusOK
+	}
+	if r.Status != statusOK {
+		r.Hint = "sync the clocks (NTP/chrony) on every node and the database host: leases and node liveness compare them"
+	}
+	return r
+}
+
+type nodeFact struct {
+	name      string
+	heartbeat time.Time
+}
+
+func nodeCheck(nodes []nodeFact) checkResult {
+	r := checkResult{Check: "nodes"}
+	var alive int
+	var lost []string
+	for _, n := range nodes {
+		if d := now().Sub(n.heartbeat); d > doctorLostAfter {
+			lost = append(lost, fmt.Sprintf("%s (silent %s)", n.name, short(d)))
+		} else {
+			alive++
+		}
+	}
+	r.Detail = fmt.Sprintf("%d alive, %d lost", alive, len(lost))
+	if len(lost) > 0 {
+		r.Detail += ": " + strings.Join(lost, ", ")
+	}
+	switch {
+	case len(nodes) == 0:
+		r.Status, r.Detail = statusWarn, "no worker process registered"
+		r.Hint = "nothing works the tasks: start keel serve or your workers"
+	case alive == 0:
+		r.Status, r.Hint = statusFail, "no live worker process: start keel serve or your workers, and check the lost ones' hosts"
+	case len(lost) > 0:
+		r.Status = statusWarn
+		r.Hint = "a process stopped without leaving (kill -9, OOM, host gone): check its host; its tasks return when their lease expires"
+	default:
+		r.Status = statusOK
+	}
+	return r
+}
+
+// expiredCheck asks the driver for running tasks whose lease expired.
+func expiredCheck(ctx context.Context, drv driver.Driver) checkResult {
+	rows, at, err := drv.ListExpired(ctx, driver.ExpiredParams{Now: time.Now(), Limit: 100})
+	if err != nil {
+		return errCheck("stuck tasks", err)
+	}
+	var ts []stuckFact
+	for _, t := range rows {
+		ts = append(ts, stuckFact{t.ID, t.Type, t.LeaseOwner, at.Sub(t.LeaseExpiresAt)})
+	}
+	return stuckCheck(ts, "lease expired")
+}
+
+type stuckFact struct {
+	id        int64
+	typ, node string
+	past      time.Duration // how long past its lease
+}
+
+func stuckCheck(ts []stuckFact, what string) checkResult {
+	r := checkResult{Check: "stuck tasks", Status: statusOK, Detail: "no running task past its lease"}
+	if len(ts) == 0 {
+		return r
+	}
+	slices.SortFunc(ts, func(a, b stuckFact) int { return cmp.Compare(b.past, a.past) })
+	var names []string
+	for _, t := range ts[:min(len(ts), 5)] {
+		names = append(names, fmt.Sprintf("#%d %s on %s (%s %s ago)", t.id, t.typ, cmp.Or(t.node, "?"), what, short(t.past)))
+	}
+	r.Status = statusWarn
+	if ts[0].past > doctorRescueSlack {
+		r.Status = statusFail
+	}
+	r.Detail = fmt.Sprintf("%d running past their lease: %s", len(ts), strings.Join(names, ", "))
+	r.Hint = "the leader's rescuer returns them to pending within seconds; if they stay, no keel process is running (keel nodes) or it cannot write: see its log"
+	return r
+}
+
+type readyFact struct {
+	queue  string
+	age    time.Duration
+	served bool
+	ready  int64
+}
+
+func readyCheck(qs []readyFact) checkResult {
+	r := checkResult{Check: "oldest ready", Status: statusOK, Detail: "no task ready"}
+	var ready int64
+	for _, q := range qs {
+		ready += q.ready
+	}
+	if ready == 0 {
+		return r
+	}
+	oldest := slices.MaxFunc(qs, func(a, b readyFact) int { return cmp.Compare(a.age, b.age) })
+	if oldest.age == 0 {
+		r.Detail = fmt.Sprintf("%d ready, all for under a minute", ready)
+		return r
+	}
+	r.Detail = fmt.Sprintf("%d ready, the oldest for %s in queue %s", ready, short(oldest.age), oldest.queue)
+	if oldest.age > doctorOldReady {
+		r.Status = statusWarn
+		r.Hint = "workers are too few or too slow: keel stats; add workers or raise the queue's concurrency"
+		if !oldest.served {
+			r.Hint = "no live worker works queue " + oldest.queue + ": start one that lists it"
+		}
+	}
+	return r
+}
+
+type deadFact struct{ typ, err string }
+
+func lastError(errs []keel.AttemptError) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	msg, _, _ := strings.Cut(errs[len(errs)-1].Error, "\n")
+	return oneLine(msg, 80)
+}
+
+func deadCheck(ds []deadFact) checkResult {
+	r := checkResult{Check: "dead letters", Status: statusOK, Detail: "none in the last hour"}
+	if len(ds) == 0 {
+		return r
+	}
+	groups := map[deadFact]int{}
+	for _, d := range ds {
+		groups[d]++
+	}
+	keys := slices.Collect(func(yield func(deadFact) bool) {
+		for k := range groups {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(keys, func(a, b deadFact) int {
+		return cmp.Or(cmp.Compare(groups[b], groups[a]), strings.Compare(a.typ, b.typ), strings.Compare(a.err, b.err))
+	})
+	var parts []string
+	for _, k := range keys[:min(len(keys), 5)] {
+		parts = append(parts, fmt.Sprintf("%d× %s %q", groups[k], k.typ, k.err))
+	}
+	if len(keys) > 5 {
+		parts = append(parts, fmt.Sprintf("%d more groups", len(keys)-5))
+	}
+	more := ""
+	if len(ds) >= 1000 {
+		more = "at least "
+	}
+	r.Detail = fmt.Sprintf("%s%d in the last hour: %s", more, len(ds), strings.Join(parts, "; "))
+	if len(ds) > keel.AlertDeadPerHour {
+		r.Status = statusWarn
+	}
+	r.Hint = fmt.Sprintf("keel dlq list --type %s --after 1h; fix the cause, then keel dlq requeue --type %s --after 1h", keys[0].typ, keys[0].typ)
+	return r
+}
+
+func pausedCheck(queues, types []string) checkResult {
+	r := checkResult{Check: "paused", Status: statusOK, Detail: "no queue or type paused"}
+	var parts []string
+	if len(queues) > 0 {
+		parts = append(parts, "queues "+strings.Join(queues, ", "))
+	}
+	if len(types) > 0 {
+		parts = append(parts, "types "+strings.Join(types, ", "))
+	}
+	if len(parts) > 0 {
+		r.Status, r.Detail = statusWarn, strings.Join(parts, "; ")
+		r.Hint = "their tasks wait: keel queue resume <name> / keel type resume <name> if that is not intended"
+	}
+	return r
+}
+
+// targetChecks dials each HTTP target of cfg (a TCP connect, no request).
+func targetChecks(ctx context.Context, cfg *config.Config) []checkResult {
+	if cfg == nil {
+		return []checkResult{{Check: "http targets", Status: statusSkip, Detail: "no --config given"}}
+	}
+	var names []string
+	for name, t := range cfg.Types {
+		if t.IsTarget() {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return []checkResult{{Check: "http targets", Status: statusSkip, Detail: "no type with a url in " + cmp.Or(cfg.File, "the configuration")}}
+	}
+	slices.Sort(names)
+	var rs []checkResult
+	for _, name := range names {
+		rs = append(rs, dialTarget(ctx, name, cfg.Types[name].URL))
+	}
+	return rs
+}
+
+func dialTarget(ctx context.Context, name, target string) checkResult {
+	r := checkResult{Check: "target " + name}
+	u, err := url.Parse(target)
+	if err != nil || u.Hostname() == "" {
+		r.Status, r.Detail = statusFail, fmt.Sprintf("bad url %q", target)
+		return r
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[u.Scheme]
+		port = cmp.Or(port, "80")
+	}
+	addr := net.JoinHostPort(u.Hostname(), port)
+	ctx, cancel := context.WithTimeout(ctx, doctorDialTimeout)
+	defer cancel()
+	start := time.Now()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		r.Status, r.Detail = statusFail, fmt.Sprintf("%s: %s", addr, oneLine(err.Error(), 200))
+		r.Hint = "its tasks fail and retry: start the service, or fix types." + name + ".url"
+		return r
+	}
+	conn.Close()
+	r.Status, r.Detail = statusOK, fmt.Sprintf("%s: connected in %s", addr, short(time.Since(start)))
+	return r
+}
+
+// storageCheck reports the room left: free disk and WAL size on SQLite,
+// the task table's size and dead space on PostgreSQL and MySQL.
+func storageCheck(ctx context.Context, drv driver.Driver, dsn, schema string) checkResult {
+	r := checkResult{Check: "storage", Status: statusOK}
+	dber, _ := drv.(driver.DBer)
+	switch {
+	case isPostgresDSN(dsn) && dber != nil:
+		var size, live, dead int64
+		err := dber.DB().QueryRowContext(ctx, `SELECT pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+			WHERE n.nspname = $1 AND c.relname = 'keel_tasks'`, schema).Scan(&size, &live, &dead)
+		if err != nil {
+			return errCheck("storage", err)
+		}
+		ratio := float64(dead) / float64(max(live, 1))
+		r.Detail = fmt.Sprintf("keel_tasks %s, %d live rows, %d dead (%.0f%%)", bytesSize(size), live, dead, 100*ratio)
+		if ratio > doctorDeadRatioWarn && dead > 1000 {
+			r.Status = statusWarn
+			r.Hint = fmt.Sprintf("autovacuum is behind: VACUUM (ANALYZE) %s.keel_tasks; look for long transactions", schema)
+		}
+	case isMySQLDSN(dsn) && dber != nil:
+		var data, free int64
+		err := dber.DB().QueryRowContext(ctx, `SELECT data_length + index_length, data_free FROM information_schema.TABLES
+			WHERE table_schema = DATABASE() AND table_name = 'keel_tasks'`).Scan(&data, &free)
+		if err != nil {
+			return errCheck("storage", err)
+		}
+		r.Detail = fmt.Sprintf("keel_tasks %s, %s free inside", bytesSize(data), bytesSize(free))
+		if free > data && free > 64<<20 {
+			r.Status, r.Hint = statusWarn, "much unused space: OPTIMIZE TABLE keel_tasks at a quiet time"
+		}
+	case !isPostgresDSN(dsn) && !isMySQLDSN(dsn):
+		dir := filepath.Dir(dsn)
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(dir, &fs); err != nil {
+			return errCheck("storage", err)
+		}
+		free := int64(fs.Bavail) * int64(fs.Bsize)
+		var wal int64
+		if fi, err := os.Stat(dsn + "-wal"); err == nil {
+			wal = fi.Size()
+		}
+		r.Detail = fmt.Sprintf("%s free in %s, WAL %s", bytesSize(free), dir, bytesSize(wal))
+		switch {
+		case free < doctorFreeFail:
+			r.Status, r.Hint = statusFail, "the disk is nearly full: writes will fail; free space or move the database"
+		case free < doctorFreeWarn:
+			r.Status, r.Hint = statusWarn, "less than 1 GiB free: free space or move the database"
+		case wal > doctorWALWarn:
+			r.Status, r.Hint = statusWarn, "the WAL cannot be checkpointed: look for a long-lived reader of the file"
+		}
+	default:
+		r.Status, r.Detail = statusSkip, "the driver has no SQL handle"
+	}
+	return r
+}
+
+func bytesSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
