@@ -54,9 +54,10 @@ const (
 // first (nothing else can be read without it), then the symptom (stuck,
 // waiting, paused), the input (what the dead letters say), the
 // environment (schema version, clocks, processes), the resources
-// (storage), and last the dependencies (the HTTP targets).
+// (database connections, storage), and last the dependencies (the HTTP
+// targets).
 var doctorOrder = []string{"database", "stuck tasks", "oldest ready", "paused", "dead letters",
-	"migrations", "clock skew", "nodes", "storage"}
+	"migrations", "clock skew", "nodes", "database connections", "storage"}
 
 // checkResult is one line of keel doctor.
 type checkResult struct {
@@ -211,7 +212,7 @@ func doctorDirect(ctx context.Context, dsn, schema string) []checkResult {
 	if err != nil {
 		return rs
 	}
-	rs = append(rs, migrationCheck(ctx, drv, applied), clockCheck(ctx, drv, dsn))
+	rs = append(rs, migrationCheck(ctx, drv, applied), clockCheck(ctx, drv, dsn), connectionsCheck(ctx, drv, dsn))
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		rs = append(rs, errCheck("nodes", err))

@@ -121,6 +121,44 @@ func clockCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult 
 	return r
 }
 
+// connectionsCheck compares the database server's open connections with
+// its limit (PostgreSQL max_connections, MySQL max_connections): the
+// resource every keel process's pool draws from. 80 % warns, 95 % fails.
+func connectionsCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult {
+	r := checkResult{Check: "database connections"}
+	var q string
+	switch {
+	case isPostgresDSN(dsn):
+		q = `SELECT (SELECT count(*) FROM pg_stat_activity), current_setting('max_connections')::bigint`
+	case isMySQLDSN(dsn):
+		q = `SELECT (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'THREADS_CONNECTED'),
+	@@max_connections`
+	default:
+		r.Status, r.Detail = statusSkip, "SQLite: one file, no server connections"
+		return r
+	}
+	dber, ok := drv.(driver.DBer)
+	if !ok {
+		r.Status, r.Detail = statusSkip, "the driver has no SQL handle"
+		return r
+	}
+	var used, limit int64
+	if err := dber.DB().QueryRowContext(ctx, q).Scan(&used, &limit); err != nil {
+		return errCheck("database connections", err)
+	}
+	r.Status, r.Detail = statusOK, fmt.Sprintf("%d of %d in use", used, limit)
+	switch {
+	case limit > 0 && used*100 >= limit*95:
+		r.Status = statusFail
+	case limit > 0 && used*100 >= limit*80:
+		r.Status = statusWarn
+	}
+	if r.Status != statusOK {
+		r.Hint = "lower the pools' sizes (postgres pool_max_conns, mysql MaxConns), add a pooler, or raise max_connections"
+	}
+	return r
+}
+
 type nodeFact struct {
 	name      string
 	heartbeat time.Time
