@@ -71,13 +71,6 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	if err != nil {
 		return nil, err
 	}
-	if meanDuration(cached.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })) == 0 {
-		// Nothing has run in the queue yet as of the cached read: the first
-		// run time may have come in since, and it makes the estimate.
-		if cached, err = c.snapshot(ctx, 0); err != nil {
-			return nil, err
-		}
-	}
 	// The line ahead changes with every submit of a burst: the counters
 	// (a small table) are read fresh, the history, settings and nodes may
 	// be a second old.
@@ -95,10 +88,15 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 		e.Status = ETANoWorker
 		return e, nil
 	}
-	hist := s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })
-	mean := meanDuration(s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue && m.Type == t.Type }))
+	hist, mean := s.runTimes(t)
 	if mean == 0 {
-		mean = meanDuration(hist)
+		// Nothing had run in the queue as of the cached read: the first
+		// run time may have come in since, and it makes the estimate. Only
+		// the history is read again, and only for a queue that is served.
+		if s.minutes, err = c.drv.Minutes(ctx, now.Add(-time.Hour)); err != nil {
+			return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
+		}
+		hist, mean = s.runTimes(t)
 	}
 	if t.RunAt.After(now) {
 		// Scheduled: the backlog at that time cannot be known yet.
@@ -163,6 +161,16 @@ func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.T
 		return 0, 0, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
 	}
 	return ahead + same, running, nil
+}
+
+// runTimes returns the history of t's queue and the mean run time of t's
+// type in it, else of the whole queue (0 when nothing ran).
+func (s *snapshot) runTimes(t *TaskInfo) (hist []driver.MinuteRow, mean time.Duration) {
+	hist = s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })
+	if mean = meanDuration(s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue && m.Type == t.Type })); mean == 0 {
+		mean = meanDuration(hist)
+	}
+	return hist, mean
 }
 
 // meanDuration is the mean run time of the attempts that ended in hist.

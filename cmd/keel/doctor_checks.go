@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"net/url"
@@ -76,27 +77,38 @@ func migrationCheck(ctx context.Context, drv driver.Driver, applied int) checkRe
 	return r
 }
 
-// clockCheck compares this machine's clock with the database's.
-func clockCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult {
-	r := checkResult{Check: "clock skew"}
-	var q string
+// serverRow runs the PostgreSQL (pg) or MySQL (my) form of a one-row
+// query, as dsn names the database, on drv's SQL handle. On SQLite, or a
+// driver without a handle, it marks r n/a (sqliteWhy says why on SQLite)
+// and returns false.
+func serverRow(ctx context.Context, drv driver.Driver, dsn string, r *checkResult, sqliteWhy, pg, my string) (*sql.Row, bool) {
+	q := my
 	switch {
 	case isPostgresDSN(dsn):
-		q = `SELECT extract(epoch FROM clock_timestamp())::float8`
-	case isMySQLDSN(dsn):
-		q = `SELECT UNIX_TIMESTAMP(NOW(6))`
-	default:
-		r.Status, r.Detail = statusSkip, "SQLite uses this machine's clock"
-		return r
+		q = pg
+	case !isMySQLDSN(dsn):
+		r.Status, r.Detail = statusSkip, sqliteWhy
+		return nil, false
 	}
 	dber, ok := drv.(driver.DBer)
 	if !ok {
 		r.Status, r.Detail = statusSkip, "the driver has no SQL handle"
+		return nil, false
+	}
+	return dber.DB().QueryRowContext(ctx, q), true
+}
+
+// clockCheck compares this machine's clock with the database's.
+func clockCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult {
+	r := checkResult{Check: "clock skew"}
+	start := time.Now()
+	row, ok := serverRow(ctx, drv, dsn, &r, "SQLite uses this machine's clock",
+		`SELECT extract(epoch FROM clock_timestamp())::float8`, `SELECT UNIX_TIMESTAMP(NOW(6))`)
+	if !ok {
 		return r
 	}
 	var secs float64
-	start := time.Now()
-	if err := dber.DB().QueryRowContext(ctx, q).Scan(&secs); err != nil {
+	if err := row.Scan(&secs); err != nil {
 		return errCheck("clock skew", err)
 	}
 	rtt := time.Since(start)
@@ -126,24 +138,15 @@ func clockCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult 
 // resource every keel process's pool draws from. 80 % warns, 95 % fails.
 func connectionsCheck(ctx context.Context, drv driver.Driver, dsn string) checkResult {
 	r := checkResult{Check: "database connections"}
-	var q string
-	switch {
-	case isPostgresDSN(dsn):
-		q = `SELECT (SELECT count(*) FROM pg_stat_activity), current_setting('max_connections')::bigint`
-	case isMySQLDSN(dsn):
-		q = `SELECT (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'THREADS_CONNECTED'),
-	@@max_connections`
-	default:
-		r.Status, r.Detail = statusSkip, "SQLite: one file, no server connections"
-		return r
-	}
-	dber, ok := drv.(driver.DBer)
+	row, ok := serverRow(ctx, drv, dsn, &r, "SQLite: one file, no server connections",
+		`SELECT (SELECT count(*) FROM pg_stat_activity), current_setting('max_connections')::bigint`,
+		`SELECT (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'THREADS_CONNECTED'),
+	@@max_connections`)
 	if !ok {
-		r.Status, r.Detail = statusSkip, "the driver has no SQL handle"
 		return r
 	}
 	var used, limit int64
-	if err := dber.DB().QueryRowContext(ctx, q).Scan(&used, &limit); err != nil {
+	if err := row.Scan(&used, &limit); err != nil {
 		return errCheck("database connections", err)
 	}
 	r.Status, r.Detail = statusOK, fmt.Sprintf("%d of %d in use", used, limit)

@@ -52,15 +52,7 @@ func (d *Driver) txNow(ctx context.Context, q querier, now time.Time) (time.Time
 // countedTasks returns, by id, the tasks the transitions ts describe
 // (Transition.Task), reading the running ones whose caller did not.
 func (d *Driver) countedTasks(ctx context.Context, q querier, ts []driver.Transition) (map[int64]*driver.TaskRow, error) {
-	out := make(map[int64]*driver.TaskRow, len(ts))
-	var missing []int64
-	for _, t := range ts {
-		if t.Task != nil {
-			out[t.ID] = t.Task
-		} else {
-			missing = append(missing, t.ID)
-		}
-	}
+	out, missing := sqlutil.DescribedTasks(ts)
 	if len(missing) == 0 {
 		return out, nil
 	}

@@ -28,15 +28,7 @@ func count(ctx context.Context, tx querier, tally *sqlutil.Tally) error {
 // countedTasks returns, by id, the tasks the transitions ts describe
 // (Transition.Task), reading the running ones whose caller did not.
 func countedTasks(ctx context.Context, tx querier, ts []driver.Transition) (map[int64]*driver.TaskRow, error) {
-	out := make(map[int64]*driver.TaskRow, len(ts))
-	var missing []int64
-	for _, t := range ts {
-		if t.Task != nil {
-			out[t.ID] = t.Task
-		} else {
-			missing = append(missing, t.ID)
-		}
-	}
+	out, missing := sqlutil.DescribedTasks(ts)
 	if len(missing) == 0 {
 		return out, nil
 	}

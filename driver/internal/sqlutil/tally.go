@@ -281,3 +281,18 @@ func MergeMinutes(rows []driver.MinuteRow) []driver.MinuteRow {
 	}
 	return t.Minutes()
 }
+
+// DescribedTasks returns, by id, the tasks the transitions ts describe
+// (Transition.Task), and the ids of those that describe none: the driver
+// reads those before counting them.
+func DescribedTasks(ts []driver.Transition) (known map[int64]*driver.TaskRow, missing []int64) {
+	known = make(map[int64]*driver.TaskRow, len(ts))
+	for _, t := range ts {
+		if t.Task != nil {
+			known[t.ID] = t.Task
+		} else {
+			missing = append(missing, t.ID)
+		}
+	}
+	return known, missing
+}
