@@ -156,6 +156,32 @@ type DBer interface {
 	DB() *sql.DB
 }
 
+// PoolStats is a snapshot of a driver's connection pool in this process.
+type PoolStats struct {
+	// InUse is how many connections are lent out now.
+	InUse int
+	// Idle is how many open connections wait in the pool.
+	Idle int
+	// Max is the pool's limit on open connections.
+	Max int
+	// WaitCount is how many times a caller had to wait for a connection
+	// since the pool opened.
+	WaitCount int64
+	// WaitDuration is the total time callers waited for a connection
+	// since the pool opened.
+	WaitDuration time.Duration
+	// MaxSetting says where Max is set, for messages that tell an
+	// operator to raise it, such as "the DSN parameter pool_max_conns".
+	MaxSetting string
+}
+
+// PoolStater is implemented by drivers that report their connection pool
+// (keel doctor, the keel_db_connections metrics). PoolStats must be cheap
+// and do no I/O.
+type PoolStater interface {
+	PoolStats() PoolStats
+}
+
 // ListenParams configures Notifier.Listen.
 type ListenParams struct {
 	// Wake is called with the queue a task became ready in, as soon as

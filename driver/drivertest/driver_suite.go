@@ -60,6 +60,7 @@ var driverTests = []test{
 	{"FinishTx", testFinishTx},
 	{"InsertTxConflictWritesNothing", testInsertTxConflict},
 	{"RunAtRange", testRunAtRange},
+	{"PoolStats", testPoolStats},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -142,6 +142,14 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 // keel's EnqueueTx and CompleteTx on it.
 func (d *Driver) DB() *sql.DB { return d.db }
 
+// PoolStats reports the database/sql pool (driver.PoolStater).
+func (d *Driver) PoolStats() driver.PoolStats {
+	s := d.db.Stats()
+	return driver.PoolStats{InUse: s.InUse, Idle: s.Idle, Max: s.MaxOpenConnections,
+		WaitCount: s.WaitCount, WaitDuration: s.WaitDuration,
+		MaxSetting: "mysql.Options.MaxConns (default 10; keel serve uses the default)"}
+}
+
 // LockRetries returns how many statements or transactions the driver has
 // retried after a deadlock (1213) or lock-wait timeout (1205).
 func (d *Driver) LockRetries() int64 { return d.lockRetries.Load() }
@@ -233,8 +241,9 @@ func (d *Driver) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 var (
-	_ driver.Driver = (*Driver)(nil)
-	_ driver.DBer   = (*Driver)(nil)
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.DBer       = (*Driver)(nil)
+	_ driver.PoolStater = (*Driver)(nil)
 )
 
 // querier is what the driver's SQL runs on: the pool, its own transaction

@@ -148,9 +148,21 @@ func (d *Driver) now(t time.Time) any {
 // ±292 years, whereas these differences fit an int64 for ±292,000.
 func offset(t, now time.Time) int64 { return t.UnixMicro() - now.UnixMicro() }
 
+// PoolStats reports the pgx pool (driver.PoolStater). While a client on
+// the driver is started, one connection is in use by the listener. Waits
+// count acquisitions that found no idle connection, including those that
+// waited for a new connection to open.
+func (d *Driver) PoolStats() driver.PoolStats {
+	s := d.pool.Stat()
+	return driver.PoolStats{InUse: int(s.AcquiredConns()), Idle: int(s.IdleConns()), Max: int(s.MaxConns()),
+		WaitCount: s.EmptyAcquireCount(), WaitDuration: s.EmptyAcquireWaitTime(),
+		MaxSetting: "the DSN parameter pool_max_conns (default: 4 or the CPU count, whichever is larger)"}
+}
+
 var (
-	_ driver.Driver = (*Driver)(nil)
-	_ driver.DBer   = (*Driver)(nil)
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.DBer       = (*Driver)(nil)
+	_ driver.PoolStater = (*Driver)(nil)
 )
 
 // Vacuum runs VACUUM (ANALYZE) on keel's task table. keel relies on

@@ -181,4 +181,16 @@ func (d *Driver) Close() error {
 	return errors.Join(d.wdb.Close(), d.rdb.Close())
 }
 
-var _ driver.Driver = (*Driver)(nil)
+// PoolStats reports the writer connection and the read-only pool
+// together (driver.PoolStater): Max is 1 + Options.Readers.
+func (d *Driver) PoolStats() driver.PoolStats {
+	w, r := d.wdb.Stats(), d.rdb.Stats()
+	return driver.PoolStats{InUse: w.InUse + r.InUse, Idle: w.Idle + r.Idle, Max: w.MaxOpenConnections + r.MaxOpenConnections,
+		WaitCount: w.WaitCount + r.WaitCount, WaitDuration: w.WaitDuration + r.WaitDuration,
+		MaxSetting: "sqlite.Options.Readers (the read pool, default 4; writes share one connection)"}
+}
+
+var (
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.PoolStater = (*Driver)(nil)
+)
