@@ -70,6 +70,7 @@ var roleRules = map[string][]Role{
 	"PATCH /v1/types/{name}":        {RoleAdmin},
 	"GET /v1/stats":                 {RoleAdmin, RoleRead},
 	"GET /v1/nodes":                 {RoleAdmin, RoleRead},
+	"GET /v1/system":                {RoleAdmin, RoleRead},
 	"GET /metrics":                  {RoleAdmin, RoleRead},
 }
 

@@ -207,6 +207,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"TaskType": reflect.TypeFor[TaskType](), "TypeList": reflect.TypeFor[TypeList](), "TypePatch": reflect.TypeFor[TypePatch](),
 		"QueueStats": reflect.TypeFor[QueueStats](), "Stats": reflect.TypeFor[Stats](),
 		"Node": reflect.TypeFor[Node](), "NodeList": reflect.TypeFor[NodeList](),
+		"Pool": reflect.TypeFor[Pool](), "System": reflect.TypeFor[System](),
 		"Health": reflect.TypeFor[Health](), "Problem": reflect.TypeFor[Problem](),
 	} {
 		schema, ok := schemas[name].(map[string]any)

@@ -164,6 +164,7 @@ func (s *server) routes() []route {
 
 		{"GET /v1/stats", readers, s.stats},
 		{"GET /v1/nodes", readers, s.nodes},
+		{"GET /v1/system", readers, s.system},
 
 		{metricsRoute, readers, s.metrics},
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // readyTimeout bounds the database query of GET /readyz.
@@ -101,6 +102,22 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
 			HeartbeatAt: n.HeartbeatAt.UTC(), Workers: workers, Lost: n.Lost}
 	}
 	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// system handles GET /v1/system: this process's connection pool, read
+// without touching the database.
+func (s *server) system(w http.ResponseWriter, r *http.Request) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	var out System
+	if ps, ok := s.c.Driver().(driver.PoolStater); ok {
+		p := ps.PoolStats()
+		out.Pool = &Pool{InUse: p.InUse, Idle: p.Idle, Max: p.Max, WaitCount: p.WaitCount,
+			WaitDuration: Duration(p.WaitDuration), MaxSetting: p.MaxSetting}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -267,6 +267,30 @@ type NodeList struct {
 	Nodes []Node `json:"nodes"`
 }
 
+// Pool is the server process's connection pool to the database: its
+// driver's driver.PoolStats.
+type Pool struct {
+	// InUse is how many connections are lent out now.
+	InUse int `json:"in_use"`
+	// Idle is how many open connections wait in the pool.
+	Idle int `json:"idle"`
+	// Max is the pool's limit.
+	Max int `json:"max"`
+	// WaitCount is how many times a caller waited for a connection since
+	// the server started.
+	WaitCount int64 `json:"wait_count"`
+	// WaitDuration is the total time callers waited for a connection.
+	WaitDuration Duration `json:"wait_duration"`
+	// MaxSetting says where Max is set.
+	MaxSetting string `json:"max_setting"`
+}
+
+// System answers GET /v1/system: facts about this server process.
+type System struct {
+	// Pool is absent when the driver does not report its pool.
+	Pool *Pool `json:"pool,omitempty"`
+}
+
 // Health answers GET /healthz and a ready GET /readyz: {"status":"ok"}.
 type Health struct {
 	Status string `json:"status"`

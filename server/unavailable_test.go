@@ -143,6 +143,12 @@ func TestDatabaseUnavailable(t *testing.T) {
 					t.Fatalf("%s %s: Retry-After %q, want 2", c.method, c.path, ra)
 				}
 			}
+			// The process's own facts need no database.
+			var sys System
+			b.call(t, "GET", "/v1/system", "").ok(t, http.StatusOK, &sys)
+			if sys.Pool == nil {
+				t.Fatal("GET /v1/system with the database unreachable: no pool")
+			}
 			if _, err := b.client.Enqueue(t.Context(), typeEmail, map[string]int{"n": 4}); !errors.Is(err, keel.ErrUnavailable) {
 				t.Fatalf("library enqueue with the database unreachable: %v, want ErrUnavailable", err)
 			}
