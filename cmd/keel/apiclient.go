@@ -192,6 +192,12 @@ func (a *apiClient) nodes(ctx context.Context) (server.NodeList, []byte, error) 
 	return l, b, err
 }
 
+func (a *apiClient) system(ctx context.Context) (server.System, error) {
+	var sys server.System
+	_, err := a.call(ctx, http.MethodGet, "/v1/system", nil, nil, &sys)
+	return sys, err
+}
+
 func (a *apiClient) queues(ctx context.Context) (server.QueueList, []byte, error) {
 	var l server.QueueList
 	b, err := a.call(ctx, http.MethodGet, "/v1/queues", nil, nil, &l)

@@ -40,6 +40,11 @@ const (
 	doctorFreeFail      = 100 << 20
 	doctorWALWarn       = 1 << 30
 	doctorDeadRatioWarn = 0.2 // autovacuum's default scale factor
+	// doctorPoolSample is how long apart the server mode reads keel
+	// serve's connection pool twice, to see whether callers wait now.
+	doctorPoolSample  = time.Second
+	doctorPoolWarnPct = 80 // connections in use, of the pool's max
+	doctorPoolWaitPct = 5  // time spent waiting, of the sample
 )
 
 // Statuses of a doctor check.
@@ -57,7 +62,7 @@ const (
 // (database connections, storage), and last the dependencies (the HTTP
 // targets).
 var doctorOrder = []string{"database", "stuck tasks", "oldest ready", "paused", "dead letters",
-	"migrations", "clock skew", "nodes", "database connections", "storage"}
+	"migrations", "clock skew", "nodes", "database connections", "connection pool", "storage"}
 
 // checkResult is one line of keel doctor.
 type checkResult struct {
@@ -90,13 +95,17 @@ nothing else is checked); running tasks past their lease; the oldest ready
 task (warn above 10m); paused queues and types; dead letters of the last hour
 by type and error (warn above 3); migrations current; clock skew between this
 machine and the database (warn above 1s, fail above 10s); nodes alive or lost
-(no heartbeat for 30s, three heartbeat intervals); on SQLite the free disk
+(no heartbeat for 30s, three heartbeat intervals); the database server's
+connections against its max_connections; keel serve's own connection pool,
+read twice 1s apart (warn at 80% in use or when callers wait for a
+connection, fail when it is full and callers wait); on SQLite the free disk
 space and the WAL size, on PostgreSQL and MySQL the task table's size and dead
 rows; each HTTP target of --config reachable (TCP connect, 2s).
 
 It asks keel serve (--server, as the other commands) or, with --dsn or --db,
 reads the database directly. Only the direct mode sees migrations, clock skew,
-expired leases exactly and table sizes. Opening a database applies pending
+the database's connections, expired leases exactly and table sizes; only the
+server mode sees a pool (a running process's). Opening a database applies pending
 migrations, as every keel command does: doctor reports those it found pending.
 
   keel doctor                                  ask the server at KEEL_SERVER
@@ -212,7 +221,8 @@ func doctorDirect(ctx context.Context, dsn, schema string) []checkResult {
 	if err != nil {
 		return rs
 	}
-	rs = append(rs, migrationCheck(ctx, drv, applied), clockCheck(ctx, drv, dsn), connectionsCheck(ctx, drv, dsn))
+	rs = append(rs, migrationCheck(ctx, drv, applied), clockCheck(ctx, drv, dsn), connectionsCheck(ctx, drv, dsn),
+		checkResult{Check: "connection pool", Status: statusSkip, Detail: "a pool belongs to a running process: keel doctor --server asks keel serve for its own"})
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		rs = append(rs, errCheck("nodes", err))

@@ -450,3 +450,31 @@ func bytesSize(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// poolCheck judges a process's connection pool from two readings taken
+// sample apart: full with callers waiting fails; 80 % in use, or callers
+// waiting a notable share of the sample, warns.
+func poolCheck(before, after driver.PoolStats, sample time.Duration) checkResult {
+	r := checkResult{Check: "connection pool", Status: statusOK}
+	waits := after.WaitCount - before.WaitCount
+	waited := after.WaitDuration - before.WaitDuration
+	recent := fmt.Sprintf("%d in the last %s", waits, short(sample))
+	if waited > 0 { // PostgreSQL does not time the waits given up
+		recent += " (" + short(waited) + ")"
+	}
+	r.Detail = fmt.Sprintf("%d of %d in use, %d idle; waits for a connection: %s, %d since start (%s in all)",
+		after.InUse, after.Max, after.Idle, recent, after.WaitCount, short(after.WaitDuration))
+	full := after.Max > 0 && after.InUse >= after.Max
+	switch {
+	case full && waits > 0:
+		r.Status = statusFail
+	case after.Max > 0 && after.InUse*100 >= after.Max*doctorPoolWarnPct,
+		waits > 0 && waited*100 >= sample*doctorPoolWaitPct:
+		r.Status = statusWarn
+	}
+	if r.Status != statusOK {
+		r.Hint = "tasks and API calls wait for a connection: raise the pool's size, set by " + cmp.Or(after.MaxSetting, "the driver's options") +
+			", within the database's max_connections; or lower the workers' concurrency; look for long transactions holding connections"
+	}
+	return r
+}

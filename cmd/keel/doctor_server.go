@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/server"
 )
 
@@ -25,6 +26,15 @@ func doctorServer(ctx context.Context, api *apiClient) []checkResult {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
 			dbCheck.Hint = "the server cannot reach its database: check the database server, then keel doctor --dsn"
+			// A full pool is one cause; the server reports it without a
+			// database query.
+			at := time.Now()
+			sys, err := api.system(ctx)
+			pool := serverPool(ctx, api, at, sys, err)
+			if pool.Status == statusFail {
+				dbCheck.Hint = "the server's connection pool is full (next line): its database calls wait for a connection and time out"
+			}
+			return []checkResult{dbCheck, pool}
 		}
 		return []checkResult{dbCheck}
 	}
@@ -33,6 +43,8 @@ func doctorServer(ctx context.Context, api *apiClient) []checkResult {
 		{Check: "clock skew", Status: statusSkip, Detail: "needs the database: keel doctor --dsn"},
 		{Check: "database connections", Status: statusSkip, Detail: "needs the database: keel doctor --dsn"},
 	}
+	poolAt := time.Now()
+	poolBefore, poolErr := api.system(ctx)
 	if l, _, err := api.nodes(ctx); err != nil {
 		rs = append(rs, errCheck("nodes", err))
 	} else {
@@ -103,5 +115,43 @@ func doctorServer(ctx context.Context, api *apiClient) []checkResult {
 	} else {
 		rs = append(rs, pausedCheck(pq, pt))
 	}
+	rs = append(rs, serverPool(ctx, api, poolAt, poolBefore, poolErr))
 	return append(rs, checkResult{Check: "storage", Status: statusSkip, Detail: "needs the database: keel doctor --dsn or --db"})
+}
+
+// serverPool reads keel serve's connection pool again, doctorPoolSample
+// after the reading taken at 'at' (before, err), and judges the two.
+func serverPool(ctx context.Context, api *apiClient, at time.Time, before server.System, err error) checkResult {
+	r := checkResult{Check: "connection pool", Status: statusSkip}
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		r.Detail = "the server does not report its pool (a keel serve older than this keel)"
+		return r
+	case err != nil:
+		return errCheck("connection pool", err)
+	case before.Pool == nil:
+		r.Detail = "the server's storage driver does not report its pool"
+		return r
+	}
+	select {
+	case <-time.After(time.Until(at.Add(doctorPoolSample))):
+	case <-ctx.Done():
+		return errCheck("connection pool", ctx.Err())
+	}
+	sample := time.Since(at)
+	after, err := api.system(ctx)
+	if err != nil {
+		return errCheck("connection pool", err)
+	}
+	if after.Pool == nil {
+		r.Detail = "the server's storage driver does not report its pool"
+		return r
+	}
+	return poolCheck(poolStats(*before.Pool), poolStats(*after.Pool), sample)
+}
+
+func poolStats(p server.Pool) driver.PoolStats {
+	return driver.PoolStats{InUse: p.InUse, Idle: p.Idle, Max: p.Max, WaitCount: p.WaitCount,
+		WaitDuration: time.Duration(p.WaitDuration), MaxSetting: p.MaxSetting}
 }

@@ -126,12 +126,13 @@ func TestDoctorHealthySQLite(t *testing.T) {
 	wantStatus(t, rs, "target hook", statusOK, "connected")
 	wantStatus(t, rs, "storage", statusOK, "free in", "WAL")
 	wantStatus(t, rs, "database connections", statusSkip, "SQLite")
-	if len(rs) != 11 {
-		t.Errorf("%d checks, want 11:\n%s", len(rs), out)
+	wantStatus(t, rs, "connection pool", statusSkip, "keel doctor --server")
+	if len(rs) != 12 {
+		t.Errorf("%d checks, want 12:\n%s", len(rs), out)
 	}
 	// The table form: one line per check, status first.
 	text, err := runKeel(t, "doctor", "--db", path)
-	if err != nil || !strings.HasPrefix(text, "OK   database  ") || strings.Count(text, "\n") != 11 {
+	if err != nil || !strings.HasPrefix(text, "OK   database  ") || strings.Count(text, "\n") != 12 {
 		t.Errorf("table output (%v):\n%s", err, text)
 	}
 }
@@ -300,6 +301,8 @@ func TestDoctorAgainstServer(t *testing.T) {
 	wantStatus(t, rs, "nodes", statusOK, "1 alive")
 	wantStatus(t, rs, "target hook", statusOK)
 	wantStatus(t, rs, "migrations", statusSkip)
+	// SQLite's pool: the writer and 4 readers.
+	wantStatus(t, rs, "connection pool", statusOK, " of 5 in use", "in the last 1s")
 	_, out, err = doctorLines(t, "--server", "http://127.0.0.1:1")
 	if err == nil || !strings.Contains(out, "cannot reach the keel server") {
 		t.Fatalf("no server: %v\n%s", err, out)

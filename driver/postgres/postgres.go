@@ -149,13 +149,15 @@ func (d *Driver) now(t time.Time) any {
 func offset(t, now time.Time) int64 { return t.UnixMicro() - now.UnixMicro() }
 
 // PoolStats reports the pgx pool (driver.PoolStater). While a client on
-// the driver is started, one connection is in use by the listener. Waits
-// count acquisitions that found no idle connection, including those that
-// waited for a new connection to open.
+// the driver is started, one connection is in use by the listener.
+// WaitCount counts acquisitions that found no idle connection (including
+// those that waited for a new connection to open) once they end, and
+// those cancelled, which gave up waiting; WaitDuration sums the waits of
+// the first kind.
 func (d *Driver) PoolStats() driver.PoolStats {
 	s := d.pool.Stat()
 	return driver.PoolStats{InUse: int(s.AcquiredConns()), Idle: int(s.IdleConns()), Max: int(s.MaxConns()),
-		WaitCount: s.EmptyAcquireCount(), WaitDuration: s.EmptyAcquireWaitTime(),
+		WaitCount: s.EmptyAcquireCount() + s.CanceledAcquireCount(), WaitDuration: s.EmptyAcquireWaitTime(),
 		MaxSetting: "the DSN parameter pool_max_conns (default: 4 or the CPU count, whichever is larger)"}
 }
 
