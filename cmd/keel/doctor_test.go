@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	mysqldrv "github.com/keelq/keel/driver/mysql"
@@ -157,6 +159,9 @@ func TestDoctorHealthyPostgres(t *testing.T) {
 	if c := rs["database connections"]; !strings.Contains(c.Detail, " of ") || !strings.Contains(c.Detail, "in use") {
 		t.Errorf("database connections: %+v", c)
 	}
+	wantStatus(t, rs, "nodes", statusOK, "1 alive, 0 lost")
+	wantStatus(t, rs, "stuck tasks", statusOK)
+	wantStatus(t, rs, "connection pool", statusSkip, "keel doctor --server")
 	wantStatus(t, rs, "storage", statusOK, "keel_tasks", "live rows")
 }
 
@@ -179,47 +184,96 @@ func TestDoctorDatabaseUnreachable(t *testing.T) {
 	}
 }
 
+// doctorSystems runs fn on a migrated SQLite file and a migrated
+// PostgreSQL schema, each with one live node "alive-1"; args point keel
+// doctor at it. The PostgreSQL driver takes the times the test passes
+// (CallerClock), so that a test can write a heartbeat or a lease in the
+// past.
+func doctorSystems(t *testing.T, fn func(t *testing.T, drv driver.Driver, args []string)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		path, drv := sqliteSystem(t)
+		fn(t, drv, []string{"--db", path})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		schema := testSchema(t)
+		drv, err := postgres.Open(context.Background(), testPostgresDSN(), postgres.Options{Schema: schema, CallerClock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { drv.Close() })
+		registerNode(t, drv, "alive-1", time.Now())
+		fn(t, drv, []string{"--dsn", testPostgresDSN(), "--schema", schema})
+	})
+}
+
 func TestDoctorLostNode(t *testing.T) {
 	t.Parallel()
-	path, drv := sqliteSystem(t)
-	registerNode(t, drv, "lost-1", time.Now().Add(-5*time.Minute))
-	rs, out, err := doctorLines(t, "--db", path)
-	if err != nil {
-		t.Fatalf("a lost node beside a live one is a warning: %v\n%s", err, out)
-	}
-	wantStatus(t, rs, "nodes", statusWarn, "1 alive, 1 lost: lost-1 (silent 5m")
-	if err := drv.RemoveNode(context.Background(), "alive-1"); err != nil {
-		t.Fatal(err)
-	}
-	rs, out, err = doctorLines(t, "--db", path)
-	if err == nil {
-		t.Fatalf("no live node: no failure\n%s", out)
-	}
-	wantStatus(t, rs, "nodes", statusFail, "0 alive, 1 lost")
+	doctorSystems(t, func(t *testing.T, drv driver.Driver, args []string) {
+		registerNode(t, drv, "lost-1", time.Now().Add(-5*time.Minute))
+		rs, out, err := doctorLines(t, args...)
+		if err != nil {
+			t.Fatalf("a lost node beside a live one is a warning: %v\n%s", err, out)
+		}
+		wantStatus(t, rs, "nodes", statusWarn, "1 alive, 1 lost: lost-1 (silent 5m")
+		if rs["nodes"].Hint == "" {
+			t.Errorf("no hint: %+v", rs["nodes"])
+		}
+		if err := drv.RemoveNode(context.Background(), "alive-1"); err != nil {
+			t.Fatal(err)
+		}
+		rs, out, err = doctorLines(t, args...)
+		if err == nil {
+			t.Fatalf("no live node: no failure\n%s", out)
+		}
+		wantStatus(t, rs, "nodes", statusFail, "0 alive, 1 lost")
+	})
 }
 
 func TestDoctorStuckTask(t *testing.T) {
 	t.Parallel()
-	path, drv := sqliteSystem(t)
-	ctx := context.Background()
-	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"hook"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := c.Enqueue(ctx, "hook", map[string]int{"n": 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed := time.Now()
-	rows, err := drv.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 1, Owner: "alive-1", Now: claimed, LeaseExpiresAt: claimed.Add(-9 * time.Minute)})
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("claim: %v %v", rows, err)
-	}
-	rs, out, err := doctorLines(t, "--db", path)
-	if err == nil {
-		t.Fatalf("a task 9m past its lease: no failure\n%s", out)
-	}
-	wantStatus(t, rs, "stuck tasks", statusFail, fmt.Sprintf("1 running past their lease: #%d hook on alive-1 (lease expired 9m", task.ID))
+	doctorSystems(t, func(t *testing.T, drv driver.Driver, args []string) {
+		ctx := context.Background()
+		c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"hook"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := c.Enqueue(ctx, "hook", map[string]int{"n": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed := time.Now()
+		// A lease that expired 20s ago: the rescuer is late, not absent.
+		rows, err := drv.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 1, Owner: "alive-1", Now: claimed, LeaseExpiresAt: claimed.Add(-20 * time.Second)})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("claim: %v %v", rows, err)
+		}
+		rs, out, err := doctorLines(t, args...)
+		if err != nil {
+			t.Fatalf("a task 20s past its lease is a warning: %v\n%s", err, out)
+		}
+		wantStatus(t, rs, "stuck tasks", statusWarn, fmt.Sprintf("1 running past their lease: #%d hook on alive-1 (lease expired 2", task.ID))
+		// Another, nine minutes past: nobody rescues them.
+		late, err := c.Enqueue(ctx, "hook", map[string]int{"n": 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		rows, err = drv.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 1, Owner: "alive-1", Now: now, LeaseExpiresAt: now.Add(-9 * time.Minute)})
+		if err != nil || len(rows) != 1 || rows[0].ID != late.ID {
+			t.Fatalf("claim: %v %v", rows, err)
+		}
+		rs, out, err = doctorLines(t, args...)
+		if err == nil {
+			t.Fatalf("a task 9m past its lease: no failure\n%s", out)
+		}
+		wantStatus(t, rs, "stuck tasks", statusFail, fmt.Sprintf("2 running past their lease: #%d hook on alive-1 (lease expired 9m", late.ID),
+			fmt.Sprintf("#%d hook on alive-1 (lease expired 2", task.ID))
+		if rs["stuck tasks"].Hint == "" {
+			t.Errorf("no hint: %+v", rs["stuck tasks"])
+		}
+	})
 }
 
 func TestDoctorUnreachableTarget(t *testing.T) {
@@ -243,35 +297,72 @@ func TestDoctorUnreachableTarget(t *testing.T) {
 
 // TestDoctorPendingMigrations: a database of an older keel (only the
 // first migration applied, as keel 001 left it) reports the versions it
-// lacked.
+// lacked, on SQLite and PostgreSQL.
 func TestDoctorPendingMigrations(t *testing.T) {
 	t.Parallel()
-	path := testdb.SQLiteFile(t)
-	first, err := os.ReadFile("../../driver/sqlite/migrations/001_create_tasks.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{string(first),
-		`CREATE TABLE keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
-		fmt.Sprintf(`INSERT INTO keel_migrations VALUES (1, '001_create_tasks.sql', %d)`, time.Now().UnixMicro())} {
-		if _, err := db.Exec(stmt); err != nil {
-			db.Close()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		path := testdb.SQLiteFile(t)
+		first, err := os.ReadFile("../../driver/sqlite/migrations/001_create_tasks.sql")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	db.Close()
-	rs, out, err := doctorLines(t, "--db", path)
-	if err != nil {
-		t.Fatalf("pending migrations are a warning: %v\n%s", err, out)
-	}
-	wantStatus(t, rs, "migrations", statusWarn, "4 of 5 versions were pending", "002_nodes.sql", "005_live_counters.sql")
-	// Opening applied them: the next run finds them current.
-	rs, _, _ = doctorLines(t, "--db", path)
-	wantStatus(t, rs, "migrations", statusOK, "5 versions")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range []string{string(first),
+			`CREATE TABLE keel_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+			fmt.Sprintf(`INSERT INTO keel_migrations VALUES (1, '001_create_tasks.sql', %d)`, time.Now().UnixMicro())} {
+			if _, err := db.Exec(stmt); err != nil {
+				db.Close()
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		rs, out, err := doctorLines(t, "--db", path)
+		if err != nil {
+			t.Fatalf("pending migrations are a warning: %v\n%s", err, out)
+		}
+		wantStatus(t, rs, "migrations", statusWarn, "4 of 5 versions were pending", "002_nodes.sql", "005_live_counters.sql")
+		// Opening applied them: the next run finds them current.
+		rs, _, _ = doctorLines(t, "--db", path)
+		wantStatus(t, rs, "migrations", statusOK, "5 versions")
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		schema := testSchema(t)
+		first, err := os.ReadFile("../../driver/postgres/migrations/001_create_tasks.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, testPostgresDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := pgx.Identifier{schema}.Sanitize()
+		for _, stmt := range []string{`CREATE SCHEMA IF NOT EXISTS ` + q, strings.ReplaceAll(string(first), "{schema}", q),
+			`CREATE TABLE ` + q + `.keel_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+			`INSERT INTO ` + q + `.keel_migrations (version, name) VALUES (1, '001_create_tasks.sql')`} {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				conn.Close(ctx)
+				t.Fatal(err)
+			}
+		}
+		conn.Close(ctx)
+		args := []string{"--dsn", testPostgresDSN(), "--schema", schema}
+		rs, out, err := doctorLines(t, args...)
+		if err != nil {
+			t.Fatalf("pending migrations are a warning: %v\n%s", err, out)
+		}
+		wantStatus(t, rs, "migrations", statusWarn, "6 of 7 versions were pending", "002_nodes.sql", "007_live_counters.sql")
+		if rs["migrations"].Hint == "" {
+			t.Errorf("no hint: %+v", rs["migrations"])
+		}
+		rs, _, _ = doctorLines(t, args...)
+		wantStatus(t, rs, "migrations", statusOK, "7 versions")
+	})
 }
 
 // TestDoctorAgainstServer asks a running keel serve.
