@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // TestGauges checks how Stats become the cluster-wide gauges: every view
@@ -78,5 +79,41 @@ keel_tasks{queue="mail",state="scheduled"} 0
 	}
 	if err := m.Watch(nil); err == nil {
 		t.Fatal("Watch(nil) accepted")
+	}
+}
+
+// TestPoolMetrics: the pool's figures become the keel_db_ metrics, read at
+// each scrape.
+func TestPoolMetrics(t *testing.T) {
+	m, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	if n, err := testutil.GatherAndCount(reg, "keel_db_connections"); err != nil || n != 0 {
+		t.Fatalf("no client watched: %d pool metrics, %v", n, err)
+	}
+	m.pool = func() driver.PoolStats {
+		return driver.PoolStats{InUse: 3, Idle: 1, Max: 10, WaitCount: 7, WaitDuration: 1500 * time.Millisecond}
+	}
+	want := `
+# HELP keel_db_connections Connections of this process's pool to the database, in use or idle.
+# TYPE keel_db_connections gauge
+keel_db_connections{state="idle"} 1
+keel_db_connections{state="in_use"} 3
+# HELP keel_db_connections_max The limit of this process's connection pool.
+# TYPE keel_db_connections_max gauge
+keel_db_connections_max 10
+# HELP keel_db_wait_seconds_total Time callers in this process waited for a connection of its pool.
+# TYPE keel_db_wait_seconds_total counter
+keel_db_wait_seconds_total 1.5
+# HELP keel_db_waits_total Times a caller in this process waited for a connection of its pool.
+# TYPE keel_db_waits_total counter
+keel_db_waits_total 7
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_db_connections", "keel_db_connections_max",
+		"keel_db_wait_seconds_total", "keel_db_waits_total"); err != nil {
+		t.Fatal(err)
 	}
 }

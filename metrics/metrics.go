@@ -24,6 +24,14 @@
 //	keel_http_target_requests_total    counter    type, code
 //	keel_http_target_duration_seconds  histogram  type, code
 //	keel_api_requests_total            counter    route, code
+//	keel_db_connections                gauge      state (in_use, idle)
+//	keel_db_connections_max            gauge
+//	keel_db_waits_total                counter
+//	keel_db_wait_seconds_total         counter
+//
+// The keel_db_ metrics are this process's connection pool to the
+// database, read at scrape time from a driver that reports it
+// (driver.PoolStater; all of keel's do).
 package metrics
 
 import (
@@ -41,6 +49,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // Options configures a Collector. The zero value is valid.
@@ -78,6 +87,9 @@ type Collector struct {
 	cached    *keel.Stats
 	cachedAt  time.Time
 	failLogAt time.Time
+	// pool reads the watched client's connection pool; nil when its
+	// driver does not report one.
+	pool func() driver.PoolStats
 
 	enqueued        *prometheus.CounterVec
 	finished        *prometheus.CounterVec
@@ -92,6 +104,10 @@ type Collector struct {
 	apiRequests     *prometheus.CounterVec
 	tasksDesc       *prometheus.Desc
 	oldestDesc      *prometheus.Desc
+	connsDesc       *prometheus.Desc
+	connsMaxDesc    *prometheus.Desc
+	waitsDesc       *prometheus.Desc
+	waitSecondsDesc *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -157,6 +173,14 @@ func New(o Options) (*Collector, error) {
 		oldestDesc: prometheus.NewDesc("keel_oldest_ready_age_seconds",
 			"How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).",
 			[]string{"queue"}, nil),
+		connsDesc: prometheus.NewDesc("keel_db_connections",
+			"Connections of this process's pool to the database, in use or idle.", []string{"state"}, nil),
+		connsMaxDesc: prometheus.NewDesc("keel_db_connections_max",
+			"The limit of this process's connection pool.", nil, nil),
+		waitsDesc: prometheus.NewDesc("keel_db_waits_total",
+			"Times a caller in this process waited for a connection of its pool.", nil, nil),
+		waitSecondsDesc: prometheus.NewDesc("keel_db_wait_seconds_total",
+			"Time callers in this process waited for a connection of its pool.", nil, nil),
 	}, nil
 }
 
@@ -174,6 +198,9 @@ func (m *Collector) Watch(c *keel.Client) error {
 		return errors.New("metrics: Watch: this Collector already watches a client")
 	}
 	m.stats = c.Stats
+	if ps, ok := c.Driver().(driver.PoolStater); ok {
+		m.pool = ps.PoolStats
+	}
 	c.Observe(observer{m})
 	return nil
 }
@@ -191,14 +218,29 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- m.tasksDesc
 	ch <- m.oldestDesc
+	ch <- m.connsDesc
+	ch <- m.connsMaxDesc
+	ch <- m.waitsDesc
+	ch <- m.waitSecondsDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
-// and the gauges read from Client.Stats (cached for StatsInterval; left
-// out when the read fails).
+// the connection pool's figures, and the gauges read from Client.Stats
+// (cached for StatsInterval; left out when the read fails).
 func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range m.vecs() {
 		v.Collect(ch)
+	}
+	m.mu.Lock()
+	pool := m.pool
+	m.mu.Unlock()
+	if pool != nil {
+		p := pool()
+		ch <- prometheus.MustNewConstMetric(m.connsDesc, prometheus.GaugeValue, float64(p.InUse), "in_use")
+		ch <- prometheus.MustNewConstMetric(m.connsDesc, prometheus.GaugeValue, float64(p.Idle), "idle")
+		ch <- prometheus.MustNewConstMetric(m.connsMaxDesc, prometheus.GaugeValue, float64(p.Max))
+		ch <- prometheus.MustNewConstMetric(m.waitsDesc, prometheus.CounterValue, float64(p.WaitCount))
+		ch <- prometheus.MustNewConstMetric(m.waitSecondsDesc, prometheus.CounterValue, p.WaitDuration.Seconds())
 	}
 	s := m.readStats()
 	if s == nil {
