@@ -60,6 +60,10 @@ var driverTests = []test{
 	{"FinishTx", testFinishTx},
 	{"InsertTxConflictWritesNothing", testInsertTxConflict},
 	{"RunAtRange", testRunAtRange},
+	{"Archive", testArchive},
+	{"ArchiveIdempotencyKey", testArchiveIdempotencyKey},
+	{"PurgeArchive", testPurgeArchive},
+	{"ArchiveBadParams", testArchiveBadParams},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
