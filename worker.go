@@ -37,7 +37,7 @@ func (c *Client) Start(ctx context.Context) error {
 		SettingsInterval: c.cfg.SettingsInterval,
 		RetainSucceeded:  c.cfg.RetainSucceeded, RetainDead: c.cfg.RetainDead,
 		DeleteArchivedAfter: c.cfg.DeleteArchivedAfter, ArchiveInterval: c.cfg.ArchiveInterval, ArchiveBatch: c.cfg.ArchiveBatch,
-		ClaimBatch:       c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
+		ClaimBatch: c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
 		Tracer:   c.trace,
 		Observer: engineObserver{&c.obs},
 	}

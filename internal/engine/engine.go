@@ -87,9 +87,9 @@ type Config struct {
 	DeleteArchivedAfter time.Duration
 	ArchiveInterval     time.Duration
 	ArchiveBatch        int
-	SettingsInterval  time.Duration
-	ClaimBatch        int
-	TimeoutGrace      time.Duration
+	SettingsInterval    time.Duration
+	ClaimBatch          int
+	TimeoutGrace        time.Duration
 	// MaxRunaway is how many handlers may ignore their ended context and
 	// keep running before the engine stops claiming; 0: no bound.
 	MaxRunaway int
@@ -131,7 +131,7 @@ type Engine struct {
 	reconcile *service.Loop // the leader's counter check
 	archive   *service.Loop // the leader's archiver
 	archived  archiveCounters
-	runaway   atomic.Int64  // handlers running past TimeoutGrace after their context ended
+	runaway   atomic.Int64 // handlers running past TimeoutGrace after their context ended
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
