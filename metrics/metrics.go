@@ -24,6 +24,8 @@
 //	keel_http_target_requests_total    counter    type, code
 //	keel_http_target_duration_seconds  histogram  type, code
 //	keel_api_requests_total            counter    route, code
+//	keel_archived_total                counter    state (succeeded, cancelled, dead)
+//	keel_archive_deleted_total         counter
 package metrics
 
 import (
@@ -74,7 +76,9 @@ type Collector struct {
 
 	mu sync.Mutex // guards stats, the cached Stats and the log throttle
 	// stats reads the cluster-wide gauges: the watched client's Stats.
-	stats     func(context.Context) (*keel.Stats, error)
+	stats func(context.Context) (*keel.Stats, error)
+	// archived reads the watched client's archival counts.
+	archived  func() keel.ArchiveTotals
 	cached    *keel.Stats
 	cachedAt  time.Time
 	failLogAt time.Time
@@ -92,6 +96,8 @@ type Collector struct {
 	apiRequests     *prometheus.CounterVec
 	tasksDesc       *prometheus.Desc
 	oldestDesc      *prometheus.Desc
+	archivedDesc    *prometheus.Desc
+	deletedDesc     *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -157,6 +163,12 @@ func New(o Options) (*Collector, error) {
 		oldestDesc: prometheus.NewDesc("keel_oldest_ready_age_seconds",
 			"How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).",
 			[]string{"queue"}, nil),
+		archivedDesc: prometheus.NewDesc("keel_archived_total",
+			"Finished tasks this process moved to the archive as the elected leader, after their retention.",
+			[]string{"state"}, nil),
+		deletedDesc: prometheus.NewDesc("keel_archive_deleted_total",
+			"Archived tasks this process deleted as the elected leader (DeleteArchivedAfter, [retention] archive).",
+			nil, nil),
 	}, nil
 }
 
@@ -174,6 +186,7 @@ func (m *Collector) Watch(c *keel.Client) error {
 		return errors.New("metrics: Watch: this Collector already watches a client")
 	}
 	m.stats = c.Stats
+	m.archived = c.Archived
 	c.Observe(observer{m})
 	return nil
 }
@@ -191,14 +204,29 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- m.tasksDesc
 	ch <- m.oldestDesc
+	ch <- m.archivedDesc
+	ch <- m.deletedDesc
 }
 
-// Collect implements prometheus.Collector: the counters and histograms,
-// and the gauges read from Client.Stats (cached for StatsInterval; left
+// Collect implements prometheus.Collector: the counters and histograms
+// (the archival counters read from Client.Archived), and the gauges read from Client.Stats (cached for StatsInterval; left
 // out when the read fails).
 func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range m.vecs() {
 		v.Collect(ch)
+	}
+	m.mu.Lock()
+	archived := m.archived
+	m.mu.Unlock()
+	if archived != nil {
+		a := archived()
+		for _, c := range []struct {
+			state string
+			n     int64
+		}{{"succeeded", a.Succeeded}, {"cancelled", a.Cancelled}, {"dead", a.Dead}} {
+			ch <- prometheus.MustNewConstMetric(m.archivedDesc, prometheus.CounterValue, float64(c.n), c.state)
+		}
+		ch <- prometheus.MustNewConstMetric(m.deletedDesc, prometheus.CounterValue, float64(a.Deleted))
 	}
 	s := m.readStats()
 	if s == nil {
