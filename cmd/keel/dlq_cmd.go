@@ -87,9 +87,10 @@ func newDLQCmd() *cobra.Command {
 		Short: "List, requeue or purge dead letters",
 		Long: `dlq works on dead letters: tasks whose retries ran out or that failed
 permanently. They stay in the task table, where requeue finds them, for
-[retention] dead (default 30d, at least 7d); then the leader of keel serve
-moves them to the archive, where GET /v1/tasks/{id}, keel status and keel
-inspect still find them but requeue and purge do not. Archived tasks are
+[retention] dead (default 30d, at least 7d); then the elected leader (a
+process that runs workers: keel serve with HTTP-target types, or a Go
+client after Start) moves them to the archive, where GET /v1/tasks/{id},
+keel status and keel inspect still find them but requeue and purge do not. Archived tasks are
 deleted only when [retention] archive is set. purge keeps dead letters
 younger than 7 days (seed 000 §3.2: keep them at least a week) unless
 --force is given.
