@@ -255,6 +255,13 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"empty queue name":              func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"": {}} },
 		"negative MaxWorkers":           func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"q": {MaxWorkers: -1}} },
 		"bad type name":                 func(c *keel.Config) { c.Types = []string{"ok", "not ok"} },
+		"RetainSucceeded below 1m":      func(c *keel.Config) { c.RetainSucceeded = 59 * time.Second },
+		"negative RetainSucceeded":      func(c *keel.Config) { c.RetainSucceeded = -time.Hour },
+		"RetainDead below 7 days":       func(c *keel.Config) { c.RetainDead = 7*24*time.Hour - time.Second },
+		"negative DeleteArchivedAfter":  func(c *keel.Config) { c.DeleteArchivedAfter = -time.Hour },
+		"negative ArchiveInterval":      func(c *keel.Config) { c.ArchiveInterval = -time.Second },
+		"negative ArchiveBatch":         func(c *keel.Config) { c.ArchiveBatch = -1 },
+		"ArchiveBatch over 10000":       func(c *keel.Config) { c.ArchiveBatch = 10001 },
 	}
 	for name, mod := range cases {
 		cfg := keel.Config{Driver: drv}
@@ -266,6 +273,13 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := keel.NewClient(keel.Config{Driver: drv, BackoffJitter: -1}); err != nil {
 		t.Fatalf("negative jitter (off) must be valid: %v", err)
+	}
+	if _, err := keel.NewClient(keel.Config{Driver: drv, RetainSucceeded: time.Minute, RetainDead: 7 * 24 * time.Hour}); err != nil {
+		t.Fatalf("the least retention must be valid: %v", err)
+	}
+	_, err := keel.NewClient(keel.Config{Driver: drv, RetainDead: 24 * time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "RetainDead must be at least 168h") {
+		t.Fatalf("RetainDead of a day: %v, want an error naming RetainDead and its least value", err)
 	}
 }
 

@@ -363,7 +363,9 @@ func (c *Client) encodePayload(payload any) ([]byte, error) {
 	return raw, nil
 }
 
-// Get returns the task with id, or ErrNotFound.
+// Get returns the task with id, or ErrNotFound. An archived task (moved
+// out of the task table after its retention) is found too, with Archived
+// set.
 func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 	row, err := c.drv.Get(ctx, id)
 	if err != nil {
@@ -374,7 +376,8 @@ func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 
 // Cancel stops a pending or running task for good (state cancelled; a
 // running handler in this process has its context cancelled, elsewhere its
-// completion is rejected). Finished tasks return ErrWrongState.
+// completion is rejected). Finished tasks, archived ones too, return
+// ErrWrongState.
 func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 	row, err := c.drv.Cancel(ctx, id, c.cfg.Now())
 	if err != nil {
@@ -388,8 +391,8 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 }
 
 // Retry sends a dead or cancelled task back to pending, runnable now, with
-// its attempts reset and its history kept. Other states return
-// ErrWrongState; if a newer task holds its idempotency key,
+// its attempts reset and its history kept. Other states, and archived
+// tasks, return ErrWrongState; if a newer task holds its idempotency key,
 // ErrIdempotencyConflict.
 func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	row, err := c.drv.Retry(ctx, id, c.cfg.Now())

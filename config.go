@@ -106,6 +106,29 @@ type Config struct {
 	// ETA, the dashboard's charts) is kept; at least 1h, which Stats
 	// reads. Default 8 days (192h).
 	HistoryRetention time.Duration
+	// RetainSucceeded is how long succeeded and cancelled tasks stay in
+	// the task table after they finished; then the leader moves them to
+	// the archive (keel_archive), where Get still finds them. It is also
+	// how long a succeeded task holds its idempotency key: an archived task
+	// holds none. At least 1m (MinRetainSucceeded). Default 30 days
+	// (720h).
+	RetainSucceeded time.Duration
+	// RetainDead is how long dead tasks (dead letters) stay in the task
+	// table, where they can be requeued, before they are archived. At
+	// least 7 days (168h). Default 30 days (720h).
+	RetainDead time.Duration
+	// DeleteArchivedAfter is how long archived tasks are kept before the
+	// leader deletes them (each deletion logged and counted); 0 keeps them
+	// for ever. Default 0.
+	DeleteArchivedAfter time.Duration
+	// ArchiveInterval is how often the leader archives finished tasks past
+	// their retention (and deletes archived ones, see
+	// DeleteArchivedAfter). Default 1m.
+	ArchiveInterval time.Duration
+	// ArchiveBatch is how many tasks one archival transaction moves (or
+	// deletes), 1..10000; a round runs batches until one moves fewer.
+	// Default 1000.
+	ArchiveBatch int
 	// SettingsInterval is how often workers read the runtime settings of
 	// queues and types (pause, concurrency, timeout, retry policy) that any
 	// node may change. Default 2s.
@@ -130,6 +153,15 @@ type Config struct {
 	// MaxPayloadBytes bounds a payload. Default 1 MiB.
 	MaxPayloadBytes int
 }
+
+// The least retention Config accepts: dead letters are kept at least a
+// week (seed 000 §3.2); succeeded and cancelled tasks at least a minute,
+// so a test can watch archival happen (a test that cannot wait a minute
+// moves its Config.Now clock instead).
+const (
+	MinRetainSucceeded = time.Minute
+	MinRetainDead      = 7 * 24 * time.Hour
+)
 
 // maxSnoozesLimit is the largest MaxSnoozes keel accepts.
 const maxSnoozesLimit = 1_000_000
@@ -188,6 +220,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.RescueInterval, 10*time.Second)
 	setDefault(&c.ReconcileInterval, 5*time.Minute)
 	setDefault(&c.HistoryRetention, 8*24*time.Hour)
+	setDefault(&c.RetainSucceeded, 30*24*time.Hour)
+	setDefault(&c.RetainDead, 30*24*time.Hour)
+	setDefault(&c.ArchiveInterval, time.Minute)
+	setDefault(&c.ArchiveBatch, 1000)
 	setDefault(&c.SettingsInterval, 2*time.Second)
 	setDefault(&c.ClaimBatch, 100)
 	setDefault(&c.TimeoutGrace, 5*time.Second)
@@ -226,6 +262,8 @@ func (c Config) validate() error {
 		{"Timeout", c.Timeout}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
 		{"LeaseTTL", c.LeaseTTL}, {"HeartbeatInterval", c.HeartbeatInterval},
 		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"ReconcileInterval", c.ReconcileInterval}, {"HistoryRetention", c.HistoryRetention}, {"SettingsInterval", c.SettingsInterval}, {"TimeoutGrace", c.TimeoutGrace},
+		{"RetainSucceeded", c.RetainSucceeded}, {"RetainDead", c.RetainDead},
+		{"DeleteArchivedAfter", c.DeleteArchivedAfter}, {"ArchiveInterval", c.ArchiveInterval},
 	}
 	for _, p := range positive {
 		if p.d < 0 {
@@ -237,6 +275,14 @@ func (c Config) validate() error {
 		return invalid("Config.HistoryRetention must be at least 1h, got %v", c.HistoryRetention)
 	}
 	switch {
+	case c.RetainSucceeded < MinRetainSucceeded:
+		return invalid("Config.RetainSucceeded must be at least %v, got %v", MinRetainSucceeded, c.RetainSucceeded)
+	case c.RetainDead < MinRetainDead:
+		// Seed 000 §3.2: dead letters are kept at least a week.
+		return invalid("Config.RetainDead must be at least %v (7 days: dead letters are kept at least a week), got %v",
+			MinRetainDead, c.RetainDead)
+	case c.ArchiveBatch < 1 || c.ArchiveBatch > driver.MaxArchiveLimit:
+		return invalid("Config.ArchiveBatch must be in 1..%d, got %d", driver.MaxArchiveLimit, c.ArchiveBatch)
 	case c.MaxAttempts < 1:
 		return invalid("Config.MaxAttempts must be at least 1, got %d", c.MaxAttempts)
 	case c.MaxAttempts > 1000: // the limit of the MaxAttempts option too

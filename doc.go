@@ -88,6 +88,18 @@
 // or succeeded; dead and cancelled tasks release it, so a resubmission runs
 // again. The database's unique index decides, also between processes.
 //
+// # Retention and archival
+//
+// The elected leader moves succeeded and cancelled tasks to an archive
+// table Config.RetainSucceeded after they finished, and dead ones
+// Config.RetainDead after (both 30 days by default; dead letters at least
+// 7 days), in batches while workers run. Get still finds an archived task
+// (TaskInfo.Archived); lists and counts no longer do, Cancel and Retry
+// return ErrWrongState, and it no longer holds its idempotency key: the
+// retention is the window in which a repeated key returns the existing
+// task. Archived tasks are deleted only when Config.DeleteArchivedAfter is
+// set; Client.Archived counts what was moved and deleted.
+//
 // # Transactions
 //
 // EnqueueTx and EnqueueManyTx insert inside the caller's transaction (a
@@ -178,6 +190,11 @@
 //	RescueInterval     10s
 //	ReconcileInterval  5m
 //	HistoryRetention   192h (8 days)
+//	RetainSucceeded    720h (30 days; also the idempotency window of a
+//	                   succeeded task: an archived task holds no key)
+//	RetainDead         720h (30 days, at least 7)
+//	DeleteArchivedAfter 0: archived tasks are never deleted
+//	ArchiveInterval    1m, ArchiveBatch 1000
 //	SettingsInterval   2s
 //	ClaimBatch         100
 //	TimeoutGrace       5s

@@ -88,6 +88,12 @@ type TaskInfo struct {
 	// the successful attempt; empty otherwise.
 	Node string
 	Meta json.RawMessage
+	// Archived is set for a task moved to the archive after its retention
+	// (Config.RetainSucceeded, Config.RetainDead), at ArchivedAt: Get
+	// still finds it, but it can no longer be cancelled or retried, and
+	// it holds no idempotency key.
+	Archived   bool
+	ArchivedAt time.Time // zero unless Archived
 	// Duplicate is set by Enqueue when an idempotency key matched an existing
 	// task, which is returned instead of inserting a new one.
 	Duplicate bool
@@ -100,5 +106,6 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
+		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt,
 	}
 }

@@ -35,7 +35,9 @@ func (c *Client) Start(ctx context.Context) error {
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
 		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval, HistoryRetention: c.cfg.HistoryRetention,
 		SettingsInterval: c.cfg.SettingsInterval,
-		ClaimBatch:       c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
+		RetainSucceeded:  c.cfg.RetainSucceeded, RetainDead: c.cfg.RetainDead,
+		DeleteArchivedAfter: c.cfg.DeleteArchivedAfter, ArchiveInterval: c.cfg.ArchiveInterval, ArchiveBatch: c.cfg.ArchiveBatch,
+		ClaimBatch: c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
 		Tracer:   c.trace,
 		Observer: engineObserver{&c.obs},
 	}
@@ -79,6 +81,28 @@ func (c *Client) RunawayHandlers() int {
 		return e.Runaway()
 	}
 	return 0
+}
+
+// ArchiveTotals counts what this process's archiver did since Start, as
+// the elected leader (other processes count nothing): tasks moved to the
+// archive per state (Config.RetainSucceeded, Config.RetainDead), archived
+// tasks deleted (Config.DeleteArchivedAfter) and the archival batches it
+// ran.
+type ArchiveTotals struct {
+	Succeeded, Cancelled, Dead int64
+	Deleted                    int64
+	Batches                    int64
+}
+
+// Archived returns what this client's archiver did since Start; zero
+// before Start and on a client that is not the leader.
+func (c *Client) Archived() ArchiveTotals {
+	e := c.engine()
+	if e == nil {
+		return ArchiveTotals{}
+	}
+	a := e.Archived()
+	return ArchiveTotals{Succeeded: a.Succeeded, Cancelled: a.Cancelled, Dead: a.Dead, Deleted: a.Deleted, Batches: a.Batches}
 }
 
 // engine returns the running engine, or nil before Start.

@@ -69,13 +69,16 @@ type Driver interface {
 	// Rescue applies the rescuer's transitions to tasks whose lease is
 	// still expired and returns those it applied, as updated.
 	Rescue(ctx context.Context, params RescueParams) ([]TaskRow, error)
-	// Get loads one task or returns ErrNotFound.
+	// Get loads one task or returns ErrNotFound. A task not in keel_tasks
+	// is looked up in keel_archive, so an archived task is still found by
+	// id, with TaskRow.ArchivedAt set.
 	Get(ctx context.Context, id int64) (*TaskRow, error)
 	// Cancel moves a pending or running task to cancelled (ErrWrongState
-	// otherwise) and returns it.
+	// otherwise, also for an archived task) and returns it.
 	Cancel(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// Retry moves a dead or cancelled task back to pending, runnable now with
-	// its attempts reset (ErrWrongState otherwise), and returns it.
+	// its attempts reset (ErrWrongState otherwise, also for an archived
+	// task: archived tasks are never requeued), and returns it.
 	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// List returns tasks matching params.
 	List(ctx context.Context, params Filter) ([]TaskRow, error)
@@ -105,6 +108,19 @@ type Driver interface {
 	// PurgeMatching deletes up to Limit matching dead or cancelled tasks and
 	// returns how many it deleted.
 	PurgeMatching(ctx context.Context, params Filter) (int64, error)
+	// Archive moves up to params.Limit finished tasks (see ArchiveParams)
+	// from keel_tasks to keel_archive in one transaction, keeping their ids,
+	// and returns how many it moved per state. It finds them through
+	// indexes on finish time (never a scan of the task table), skips rows
+	// another transaction holds, and keeps the live counters right: an
+	// archived task leaves its state's counter and adds nothing to the
+	// history (keel_minutes). An archived task no longer holds its
+	// idempotency key. Call it until it moves fewer than Limit.
+	Archive(ctx context.Context, params ArchiveParams) (ArchiveResult, error)
+	// PurgeArchive deletes up to limit (1..MaxArchiveLimit) rows of
+	// keel_archive archived before before, oldest first, and returns how
+	// many it deleted.
+	PurgeArchive(ctx context.Context, before time.Time, limit int) (int64, error)
 	// PatchSetting applies a settings change atomically (concurrent patches
 	// of different fields all survive) and returns the stored row.
 	PatchSetting(ctx context.Context, patch SettingPatch) (*Setting, error)

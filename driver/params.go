@@ -227,3 +227,64 @@ type PruneNodesParams struct {
 	Now       time.Time
 	OlderThan time.Duration
 }
+
+// MaxArchiveLimit is the largest Limit of Archive and PurgeArchive.
+const MaxArchiveLimit = 10000
+
+// ArchiveParams moves finished tasks from keel_tasks to keel_archive (see
+// Driver.Archive): succeeded and cancelled tasks that finished before
+// SucceededBefore, dead tasks that finished before DeadBefore, at most
+// Limit (1..MaxArchiveLimit) in one call. A zero SucceededBefore or
+// DeadBefore archives none of that class; both zero is refused. Now is
+// stamped on the moved rows as archived_at (the database's clock for a
+// driver that uses it).
+type ArchiveParams struct {
+	SucceededBefore time.Time
+	DeadBefore      time.Time
+	Limit           int
+	Now             time.Time
+}
+
+// Validate rejects params Archive cannot take; drivers call it before
+// running any SQL.
+func (p ArchiveParams) Validate() error {
+	switch {
+	case p.Limit < 1 || p.Limit > MaxArchiveLimit:
+		return fmt.Errorf("limit must be in 1..%d, got %d", MaxArchiveLimit, p.Limit)
+	case p.SucceededBefore.IsZero() && p.DeadBefore.IsZero():
+		return errors.New("succeeded_before or dead_before is required")
+	case p.Now.IsZero():
+		return errors.New("now is required")
+	}
+	return nil
+}
+
+// ArchiveResult is how many tasks one Archive call moved, per state.
+type ArchiveResult struct {
+	Succeeded int64
+	Cancelled int64
+	Dead      int64
+}
+
+// Total is the number of tasks moved.
+func (r ArchiveResult) Total() int64 { return r.Succeeded + r.Cancelled + r.Dead }
+
+// Add adds o's counts to r.
+func (r *ArchiveResult) Add(o ArchiveResult) {
+	r.Succeeded += o.Succeeded
+	r.Cancelled += o.Cancelled
+	r.Dead += o.Dead
+}
+
+// ValidatePurgeArchive rejects PurgeArchive arguments: before is required
+// and limit must be in 1..MaxArchiveLimit. Drivers call it before running
+// any SQL.
+func ValidatePurgeArchive(before time.Time, limit int) error {
+	switch {
+	case before.IsZero():
+		return errors.New("before is required")
+	case limit < 1 || limit > MaxArchiveLimit:
+		return fmt.Errorf("limit must be in 1..%d, got %d", MaxArchiveLimit, limit)
+	}
+	return nil
+}

@@ -63,7 +63,7 @@ type AttemptError struct {
 // MaxErrorHistory is how many attempt errors a task keeps (the most recent).
 const MaxErrorHistory = 20
 
-// TaskRow is one row of keel_tasks.
+// TaskRow is one row of keel_tasks, or of keel_archive (ArchivedAt set).
 type TaskRow struct {
 	ID          int64
 	Queue       string
@@ -93,6 +93,9 @@ type TaskRow struct {
 	Errors         []AttemptError
 	Result         []byte // JSON or nil
 	Meta           []byte // JSON or nil
+	// ArchivedAt is when the task was moved to keel_archive (Driver.Archive);
+	// zero for a task still in keel_tasks.
+	ArchivedAt time.Time
 }
 
 // QueueCount is the number of tasks of one queue and type in one state.

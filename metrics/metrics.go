@@ -28,6 +28,8 @@
 //	keel_db_connections_max            gauge
 //	keel_db_waits_total                counter
 //	keel_db_wait_seconds_total         counter
+//	keel_archived_total                counter    state (succeeded, cancelled, dead)
+//	keel_archive_deleted_total         counter
 //
 // The keel_db_ metrics are this process's connection pool to the
 // database, read at scrape time from a driver that reports it
@@ -83,7 +85,9 @@ type Collector struct {
 
 	mu sync.Mutex // guards stats, the cached Stats and the log throttle
 	// stats reads the cluster-wide gauges: the watched client's Stats.
-	stats     func(context.Context) (*keel.Stats, error)
+	stats func(context.Context) (*keel.Stats, error)
+	// archived reads the watched client's archival counts.
+	archived  func() keel.ArchiveTotals
 	cached    *keel.Stats
 	cachedAt  time.Time
 	failLogAt time.Time
@@ -108,6 +112,8 @@ type Collector struct {
 	connsMaxDesc    *prometheus.Desc
 	waitsDesc       *prometheus.Desc
 	waitSecondsDesc *prometheus.Desc
+	archivedDesc    *prometheus.Desc
+	deletedDesc     *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -181,6 +187,12 @@ func New(o Options) (*Collector, error) {
 			"Times a caller in this process waited for a connection of its pool.", nil, nil),
 		waitSecondsDesc: prometheus.NewDesc("keel_db_wait_seconds_total",
 			"Time callers in this process waited for a connection of its pool.", nil, nil),
+		archivedDesc: prometheus.NewDesc("keel_archived_total",
+			"Finished tasks this process moved to the archive as the elected leader, after their retention.",
+			[]string{"state"}, nil),
+		deletedDesc: prometheus.NewDesc("keel_archive_deleted_total",
+			"Archived tasks this process deleted as the elected leader (DeleteArchivedAfter, [retention] archive).",
+			nil, nil),
 	}, nil
 }
 
@@ -201,6 +213,7 @@ func (m *Collector) Watch(c *keel.Client) error {
 	if ps, ok := c.Driver().(driver.PoolStater); ok {
 		m.pool = ps.PoolStats
 	}
+	m.archived = c.Archived
 	c.Observe(observer{m})
 	return nil
 }
@@ -222,17 +235,20 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.connsMaxDesc
 	ch <- m.waitsDesc
 	ch <- m.waitSecondsDesc
+	ch <- m.archivedDesc
+	ch <- m.deletedDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
-// the connection pool's figures, and the gauges read from Client.Stats
-// (cached for StatsInterval; left out when the read fails).
+// the connection pool's figures, the archival counters (Client.Archived)
+// and the gauges read from Client.Stats (cached for StatsInterval; left
+// out when the read fails).
 func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range m.vecs() {
 		v.Collect(ch)
 	}
 	m.mu.Lock()
-	pool := m.pool
+	pool, archived := m.pool, m.archived
 	m.mu.Unlock()
 	if pool != nil {
 		p := pool()
@@ -241,6 +257,16 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.connsMaxDesc, prometheus.GaugeValue, float64(p.Max))
 		ch <- prometheus.MustNewConstMetric(m.waitsDesc, prometheus.CounterValue, float64(p.WaitCount))
 		ch <- prometheus.MustNewConstMetric(m.waitSecondsDesc, prometheus.CounterValue, p.WaitDuration.Seconds())
+	}
+	if archived != nil {
+		a := archived()
+		for _, c := range []struct {
+			state string
+			n     int64
+		}{{"succeeded", a.Succeeded}, {"cancelled", a.Cancelled}, {"dead", a.Dead}} {
+			ch <- prometheus.MustNewConstMetric(m.archivedDesc, prometheus.CounterValue, float64(c.n), c.state)
+		}
+		ch <- prometheus.MustNewConstMetric(m.deletedDesc, prometheus.CounterValue, float64(a.Deleted))
 	}
 	s := m.readStats()
 	if s == nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,4 +294,73 @@ func bucket(h *dto.Histogram, le float64) uint64 {
 		}
 	}
 	return 1 << 63 // no such bucket: never the expected value
+}
+
+// TestArchivalCounts: what the leader archives and deletes is counted in
+// keel_archived_total and keel_archive_deleted_total. The client's clock
+// jumps two hours ahead after the tasks finished (SQLite stamps the
+// caller's clock), so they are past a one-hour retention.
+func TestArchivalCounts(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	h := keel.NewHandlers()
+	keel.Handle(h, "t", func(ctx context.Context, task *keel.Task[map[string]int]) error { return nil })
+	c, err := keel.NewClient(keel.Config{
+		Driver: openDriver(t, "sqlite"), Handlers: h, Logger: slog.New(slog.DiscardHandler),
+		Now:             func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+		RetainSucceeded: time.Hour, DeleteArchivedAfter: time.Hour, ArchiveInterval: 10 * time.Millisecond, ArchiveBatch: 2,
+		PollInterval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.New(metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Watch(c); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx) //nolint:errcheck // nothing to report
+	gather(t, reg).counters(t, "keel_archived_total", map[string]float64{"state=cancelled": 0, "state=dead": 0, "state=succeeded": 0})
+	var ids []int64
+	for range 3 {
+		info, err := c.Enqueue(ctx, "t", map[string]int{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	waitUntil(t, "tasks succeeded", func() bool {
+		for _, id := range ids {
+			if info, err := c.Get(ctx, id); err != nil || info.State != keel.StateSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	offset.Store(int64(2 * time.Hour))
+	waitUntil(t, "tasks archived", func() bool { return c.Archived().Succeeded == 3 })
+	g := gather(t, reg)
+	g.counters(t, "keel_archived_total", map[string]float64{"state=cancelled": 0, "state=dead": 0, "state=succeeded": 3})
+	g.counters(t, "keel_archive_deleted_total", map[string]float64{"": 0})
+	offset.Store(int64(4 * time.Hour))
+	waitUntil(t, "archived tasks deleted", func() bool { return c.Archived().Deleted == 3 })
+	gather(t, reg).counters(t, "keel_archive_deleted_total", map[string]float64{"": 3})
+}
+
+// waitUntil polls cond until it holds, failing the test after 15 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 func TestEnqueue(t *testing.T) {
@@ -388,6 +389,48 @@ func TestWorkerProcessesAPITask(t *testing.T) {
 				t.Fatalf("task still %s after 20s", got.State)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// TestGetArchivedTask: an archived task is still found by id, marked
+// archived; cancel and retry answer 409 and lists leave it out.
+func TestGetArchivedTask(t *testing.T) {
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		created := b.enqueue(t, `{"type":"email.send","payload":{"to":"x"}}`)
+		path := "/v1/tasks/" + strconv.FormatInt(created.ID, 10)
+		b.call(t, "POST", path+"/cancel", "").ok(t, http.StatusOK, nil)
+		now := time.Now()
+		res, err := b.drv.Archive(t.Context(), driver.ArchiveParams{SucceededBefore: now.Add(time.Hour), Limit: 10, Now: now})
+		if err != nil || res.Cancelled != 1 {
+			t.Fatalf("archive: %+v, %v", res, err)
+		}
+		var got Task
+		b.call(t, "GET", path, "").ok(t, http.StatusOK, &got)
+		if got.ID != created.ID || got.State != "cancelled" || !got.Archived || got.ArchivedAt == nil || got.FinishedAt == nil {
+			t.Fatalf("archived task %+v", got)
+		}
+		if time.Since(*got.ArchivedAt) > time.Minute || time.Until(*got.ArchivedAt) > time.Minute {
+			t.Fatalf("archived_at %v, want about now", got.ArchivedAt)
+		}
+		for _, op := range []string{"/cancel", "/retry"} {
+			if r := b.call(t, "POST", path+op, ""); r.status != http.StatusConflict {
+				t.Fatalf("POST %s of an archived task: %d %s, want 409", op, r.status, r.body)
+			}
+		}
+		var list struct {
+			Tasks []Task `json:"tasks"`
+		}
+		b.call(t, "GET", "/v1/tasks", "").ok(t, http.StatusOK, &list)
+		if len(list.Tasks) != 0 {
+			t.Fatalf("list has %d tasks, want none: the archived task is not listed", len(list.Tasks))
+		}
+		// A live task carries neither field.
+		live := b.enqueue(t, `{"type":"email.send","payload":{"to":"y"}}`)
+		r := b.call(t, "GET", "/v1/tasks/"+strconv.FormatInt(live.ID, 10), "")
+		if r.status != http.StatusOK || strings.Contains(string(r.body), `"archived`) {
+			t.Fatalf("live task: %d %s", r.status, r.body)
 		}
 	})
 }

@@ -102,6 +102,11 @@ type Task struct {
 	ETAStatus string `json:"eta_status,omitempty"`
 	// Duplicate is set on an enqueue answered with an existing task.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Archived is set for a task moved to the archive after its
+	// retention, at ArchivedAt: still found by id, no longer listed,
+	// requeued or cancelled, and holding no idempotency key.
+	Archived   bool       `json:"archived,omitempty"`
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // BatchResponse answers POST /v1/tasks/batch, in request order.

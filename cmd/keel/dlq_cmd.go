@@ -86,10 +86,14 @@ func newDLQCmd() *cobra.Command {
 		Use:   "dlq",
 		Short: "List, requeue or purge dead letters",
 		Long: `dlq works on dead letters: tasks whose retries ran out or that failed
-permanently. They stay until requeued or purged: nothing removes them by
-itself yet ([retention] dead is not enforced in this version). purge keeps
-dead letters younger than 7 days (seed 000 §3.2: keep them at least a week)
-unless --force is given.
+permanently. They stay in the task table, where requeue finds them, for
+[retention] dead (default 30d, at least 7d); then the elected leader (a
+process that runs workers: keel serve with HTTP-target types, or a Go
+client after Start) moves them to the archive, where GET /v1/tasks/{id},
+keel status and keel inspect still find them but requeue and purge do not. Archived tasks are
+deleted only when [retention] archive is set. purge keeps dead letters
+younger than 7 days (seed 000 §3.2: keep them at least a week) unless
+--force is given.
 
   keel dlq list --type email.send
   keel dlq requeue --queue mail --after 2h

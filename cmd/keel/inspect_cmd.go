@@ -22,7 +22,11 @@ func printTimeline(out io.Writer, t server.Task) {
 	fmt.Fprintf(tw, "task\t%d\n", t.ID)
 	fmt.Fprintf(tw, "type\t%s\n", t.Type)
 	fmt.Fprintf(tw, "queue\t%s (priority %d)\n", t.Queue, t.Priority)
-	fmt.Fprintf(tw, "state\t%s\n", t.State)
+	if t.Archived {
+		fmt.Fprintf(tw, "state\t%s (archived)\n", t.State)
+	} else {
+		fmt.Fprintf(tw, "state\t%s\n", t.State)
+	}
 	fmt.Fprintf(tw, "attempts\t%d of %d (timeout %s each)\n", t.Attempt, t.MaxAttempts, short(time.Duration(t.Timeout)))
 	fmt.Fprintf(tw, "payload\t%s\n", oneLine(string(t.Payload), 400))
 	if len(t.Meta) > 0 && string(t.Meta) != "null" {
@@ -79,13 +83,18 @@ func printTimeline(out io.Writer, t server.Task) {
 			line(*t.ETAFinish, "estimated finish (the type's mean run time)")
 		}
 	case "dead":
-		if t.FinishedAt != nil {
+		if t.FinishedAt != nil && t.Archived {
+			line(*t.FinishedAt, "dead-lettered")
+		} else if t.FinishedAt != nil {
 			line(*t.FinishedAt, "dead-lettered: requeue with keel retry %d", t.ID)
 		}
 	case "cancelled":
 		if t.FinishedAt != nil {
 			line(*t.FinishedAt, "cancelled")
 		}
+	}
+	if t.Archived && t.ArchivedAt != nil {
+		line(*t.ArchivedAt, "archived after its retention ([retention]): found by id, no longer listed, requeued or cancelled")
 	}
 	if len(t.Result) > 0 && string(t.Result) != "null" {
 		fmt.Fprintln(out)

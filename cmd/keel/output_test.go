@@ -43,3 +43,28 @@ func TestInspectSubMillisecondAttempt(t *testing.T) {
 		t.Fatalf("timeline:\n%s", out.String())
 	}
 }
+
+// TestArchivedTaskShown: keel status and keel inspect say a task is
+// archived, and inspect no longer suggests requeueing an archived dead
+// letter.
+func TestArchivedTaskShown(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	finished, archived := start.Add(time.Second), start.Add(31*24*time.Hour)
+	task := server.Task{
+		ID: 7, Type: "email", Queue: "default", State: "dead", Attempt: 1, MaxAttempts: 1, RunAt: start,
+		CreatedAt: start, FinishedAt: &finished, Archived: true, ArchivedAt: &archived,
+	}
+	if got := when(task); !strings.Contains(got, "finished "+stamp(finished)) || !strings.Contains(got, "archived "+stamp(archived)) {
+		t.Fatalf("status: %q, want the finish and the archival", got)
+	}
+	var out strings.Builder
+	printTimeline(&out, task)
+	s := out.String()
+	if !strings.Contains(s, "dead (archived)") || !strings.Contains(s, "archived after its retention") || strings.Contains(s, "keel retry") {
+		t.Fatalf("timeline:\n%s", s)
+	}
+	task.Archived, task.ArchivedAt = false, nil
+	if got := when(task); strings.Contains(got, "archived") {
+		t.Fatalf("status of a live task: %q", got)
+	}
+}

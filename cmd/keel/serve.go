@@ -258,7 +258,7 @@ func buildTargets(cfg *config.Config) (map[string]httptarget.Target, error) {
 
 // clientConfig maps the configuration onto keel.Config, all but Handlers.
 func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.Config {
-	e := cfg.Engine
+	e, r := cfg.Engine, cfg.Retention
 	jitter := e.BackoffJitter
 	if jitter == 0 {
 		jitter = -1 // keel reads 0 as "default"; a negative value turns jitter off
@@ -278,6 +278,8 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		RescueInterval: e.RescueInterval.D(), ReconcileInterval: e.ReconcileInterval.D(), HistoryRetention: e.HistoryRetention.D(),
 		SettingsInterval: e.SettingsInterval.D(), ClaimBatch: e.ClaimBatch,
 		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes,
+		RetainSucceeded: r.Succeeded.D(), RetainDead: r.Dead.D(),
+		DeleteArchivedAfter: r.Archive.D(), ArchiveInterval: r.Interval.D(),
 	}
 }
 

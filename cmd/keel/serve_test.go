@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/internal/proctest"
 	"github.com/keelq/keel/server"
 )
@@ -300,4 +301,33 @@ func TestServeBinaryRefusesPublicWithoutTokens(t *testing.T) {
 		t.Fatalf("enqueue of an unconfigured type with no [types]: %s %s", resp.Status, body)
 	}
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+}
+
+// TestClientConfigRetention: [retention] reaches keel.Config: both
+// retentions, the archive deletion (empty: off) and the interval.
+func TestClientConfigRetention(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env                       []string
+		succeeded, dead, del, per time.Duration
+	}{
+		{nil, 30 * 24 * time.Hour, 30 * 24 * time.Hour, 0, time.Minute},
+		{[]string{"KEEL_RETENTION_SUCCEEDED=1m", "KEEL_RETENTION_DEAD=7d", "KEEL_RETENTION_ARCHIVE=90d", "KEEL_RETENTION_INTERVAL=5s"},
+			time.Minute, 7 * 24 * time.Hour, 90 * 24 * time.Hour, 5 * time.Second},
+		{[]string{"KEEL_RETENTION_ARCHIVE="}, 30 * 24 * time.Hour, 30 * 24 * time.Hour, 0, time.Minute},
+	} {
+		path := filepath.Join(t.TempDir(), "keel.toml")
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(config.Options{Path: path, Environ: tc.env})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		k := clientConfig(cfg, nil, nil)
+		if k.RetainSucceeded != tc.succeeded || k.RetainDead != tc.dead || k.DeleteArchivedAfter != tc.del || k.ArchiveInterval != tc.per {
+			t.Fatalf("%v: retain succeeded %v, dead %v, delete archived after %v, every %v; want %v, %v, %v, %v", tc.env,
+				k.RetainSucceeded, k.RetainDead, k.DeleteArchivedAfter, k.ArchiveInterval, tc.succeeded, tc.dead, tc.del, tc.per)
+		}
+	}
 }

@@ -152,10 +152,17 @@ func when(t server.Task) string {
 		}
 		return ""
 	}
+	s := ""
 	if t.FinishedAt != nil {
-		return "finished " + stamp(*t.FinishedAt) + " (" + ago(*t.FinishedAt) + ")"
+		s = "finished " + stamp(*t.FinishedAt) + " (" + ago(*t.FinishedAt) + ")"
 	}
-	return ""
+	if t.Archived {
+		s = strings.TrimSpace(s + "  archived")
+		if t.ArchivedAt != nil {
+			s += " " + stamp(*t.ArchivedAt)
+		}
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -61,6 +61,10 @@ var driverTests = []test{
 	{"InsertTxConflictWritesNothing", testInsertTxConflict},
 	{"RunAtRange", testRunAtRange},
 	{"PoolStats", testPoolStats},
+	{"Archive", testArchive},
+	{"ArchiveIdempotencyKey", testArchiveIdempotencyKey},
+	{"PurgeArchive", testPurgeArchive},
+	{"ArchiveBadParams", testArchiveBadParams},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -66,6 +66,7 @@ var engineTests = []test{
 	{"RunAtRange", testEngineRunAtRange},
 	{"Traces", testEngineTraces},
 	{"TracesEnqueueMany", testEngineTracesMany},
+	{"Archival", testEngineArchival},
 }
 
 // args is the payload of the suite's tasks.

@@ -178,6 +178,9 @@ FOR UPDATE SKIP LOCKED`)
 
 	sqlGetIDs = prepare(`SELECT ` + taskColumns + ` FROM keel_tasks WHERE id IN ({ids})`)
 
+	// sqlGetArchived reads an archived task (migration 006).
+	sqlGetArchived = `SELECT ` + taskColumns + `, archived_at FROM keel_archive WHERE id = ?`
+
 	sqlCancel = prepare(`UPDATE keel_tasks
 SET state = 'cancelled', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
 WHERE id = ? AND state IN ('pending', 'running')`)
@@ -361,3 +364,38 @@ const (
 	sqlMigrationAt     = `SELECT applied_at FROM keel_migrations WHERE version = ?`
 	sqlMigrationRecord = `INSERT INTO keel_migrations (version, name, applied_at) VALUES (?, ?, ?)`
 )
+
+// Archival (migration 006). Each pick locks the oldest tasks of one state
+// that finished before {now} plus ? microseconds (a negative offset), at
+// most ?, skipping rows another transaction holds: succeeded and dead ones
+// by finish time on keel_tasks_finished, cancelled ones (which that index
+// leaves out) in id order on keel_tasks_state.
+var (
+	sqlArchivePickSucceeded = archivePick("succeeded")
+	sqlArchivePickDead      = archivePick("dead")
+	sqlArchivePickCancelled = prepare(`SELECT id, queue, type FROM keel_tasks FORCE INDEX (keel_tasks_state)
+WHERE state = 'cancelled' AND finished_at < TIMESTAMPADD(MICROSECOND, ?, {now})
+ORDER BY id
+LIMIT ?
+FOR UPDATE SKIP LOCKED`)
+
+	// sqlArchiveCopy copies the picked (locked) tasks to keel_archive,
+	// archived at {now}; sqlArchiveDelete then deletes them.
+	sqlArchiveCopy = prepare(`INSERT INTO keel_archive (` + taskColumns + `, archived_at)
+SELECT ` + taskColumns + `, {now} FROM keel_tasks WHERE id IN ({ids})`)
+	sqlArchiveDelete = prepare(`DELETE FROM keel_tasks WHERE id IN ({ids})`)
+
+	// sqlPurgeArchive deletes the ? oldest rows of keel_archive archived
+	// before ?.
+	sqlPurgeArchive = `DELETE FROM keel_archive WHERE archived_at < ? ORDER BY archived_at LIMIT ?`
+)
+
+// archivePick is the pick of succeeded or dead tasks: state is a literal
+// from this file, never user input.
+func archivePick(state string) stmt {
+	return prepare(`SELECT id, queue, type FROM keel_tasks FORCE INDEX (keel_tasks_finished)
+WHERE finished_state = '` + state + `' AND finished_at < TIMESTAMPADD(MICROSECOND, ?, {now})
+ORDER BY finished_at
+LIMIT ?
+FOR UPDATE SKIP LOCKED`)
+}

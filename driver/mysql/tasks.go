@@ -425,9 +425,15 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	return out, nil
 }
 
-// Get implements driver.Driver.
+// Get implements driver.Driver: keel_tasks first, then keel_archive.
 func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
-	return d.getWith(ctx, d.db, id)
+	row, err := d.getWith(ctx, d.db, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		// Not in keel_tasks: archived, or unknown. A task archived since
+		// the first read is found by this later one.
+		return d.getArchived(ctx, d.db, id)
+	}
+	return row, err
 }
 
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
@@ -499,7 +505,8 @@ func (d *Driver) update(ctx context.Context, s stmt, now time.Time, id int64) (*
 func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.update(ctx, sqlCancel, now, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return nil, err
+		_, err := d.Get(ctx, id) // an archived task: wrong state
+		return nil, sqlutil.MissingOrWrongState(id, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel task %d: %w", id, err)
@@ -515,7 +522,8 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.update(ctx, sqlRetry, now, id)
 	if errors.Is(err, driver.ErrNotFound) {
-		return nil, err
+		_, err := d.Get(ctx, id) // an archived task: wrong state
+		return nil, sqlutil.MissingOrWrongState(id, err)
 	}
 	if isDuplicate(err) {
 		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)

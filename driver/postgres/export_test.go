@@ -8,3 +8,6 @@ func (d *Driver) CountAheadSQL() string  { return d.sql.countAhead }
 func (d *Driver) SucceedManySQL() string { return d.sql.succeedMany }
 func (d *Driver) TransitionSQL() string  { return d.sql.transition }
 func (d *Driver) HeartbeatSQL() string   { return d.sql.heartbeat }
+func (d *Driver) ArchiveSQL(state string) string {
+	return map[string]string{"succeeded": d.sql.archiveSucceeded, "cancelled": d.sql.archiveCancelled, "dead": d.sql.archiveDead}[state]
+}

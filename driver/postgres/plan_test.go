@@ -87,6 +87,16 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 			"keel_tasks_pkey", "id =", false},
 		{"heartbeat", d.HeartbeatSQL(), "timestamptz, bigint, bigint[], text", "NULL, 30000000, " + ids + ", 'w'",
 			"keel_tasks_pkey", "id =", true},
+		// Archival reads finished tasks by finish time on their index,
+		// never the table. (This table has no finished rows, so the
+		// planner may sort the none it finds; with many rows past the
+		// cutoff the LIMIT makes it read the index in order.)
+		{"archive succeeded", d.ArchiveSQL("succeeded"), "timestamptz, bigint, bigint", "NULL, -3600000000, 1000",
+			"keel_tasks_finished", "finished_at <", true},
+		{"archive dead", d.ArchiveSQL("dead"), "timestamptz, bigint, bigint", "NULL, -3600000000, 1000",
+			"keel_tasks_finished", "finished_at <", true},
+		{"archive cancelled", d.ArchiveSQL("cancelled"), "timestamptz, bigint, bigint", "NULL, -3600000000, 1000",
+			"keel_tasks_cancelled", "finished_at <", true},
 	}
 	// After VACUUM the table has a row count but no column statistics (the
 	// state the bad plan needed); after ANALYZE it has both.

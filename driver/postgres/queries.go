@@ -34,8 +34,32 @@ type queries struct {
 	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
 	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
 	lead, resign, list, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
-	declareType, listTypes, listTypesNamed string
+	declareType, listTypes, listTypesNamed,
+	archiveSucceeded, archiveCancelled, archiveDead, getArchived, purgeArchive string
 }
+
+// archiveTmpl moves the $3 oldest tasks of state {state} that finished
+// before now plus $2 microseconds (a negative offset) to keel_archive,
+// archived at now, skipping rows another transaction holds. The pick goes
+// by finish time on keel_tasks_finished (succeeded, dead) or
+// keel_tasks_cancelled. The DELETE's statement trigger (migration 007)
+// takes the rows off the live counters and writes no history.
+var archiveTmpl = nowCTE + `, picked AS (
+	SELECT k.id FROM {schema}.keel_tasks k
+	WHERE k.state = '{state}'
+		AND k.finished_at < ` + nowExpr + ` + $2::bigint / 1000000 * interval '1 second' + $2::bigint % 1000000 * interval '1 microsecond'
+	ORDER BY k.finished_at
+	LIMIT $3
+	FOR UPDATE OF k SKIP LOCKED),
+moved AS (
+	DELETE FROM {schema}.keel_tasks k USING picked WHERE k.id = picked.id
+	RETURNING ` + qualified("k", taskColumns) + `)
+INSERT INTO {schema}.keel_archive (` + taskColumns + `, archived_at)
+SELECT ` + taskColumns + `, t.now FROM moved, t`
+
+// archiveQuery is archiveTmpl for one state (a literal, so the planner
+// proves the partial index's predicate).
+func archiveQuery(state string) string { return strings.ReplaceAll(archiveTmpl, "{state}", state) }
 
 // claimTmpl is the claim; {filter} holds its type filter (one at most, see
 // sqlutil.ClaimTypes): none, the types to take ($6) or the paused types to
@@ -157,6 +181,18 @@ WHERE k.id = ANY($2::bigint[]) AND k.state = 'running' AND k.lease_expires_at < 
 FOR UPDATE OF k SKIP LOCKED`),
 
 		get: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks WHERE id = $1`),
+
+		// Archival (migration 008).
+		archiveSucceeded: q(archiveQuery("succeeded")),
+		archiveCancelled: q(archiveQuery("cancelled")),
+		archiveDead:      q(archiveQuery("dead")),
+		getArchived:      q(`SELECT ` + taskColumns + `, archived_at FROM {schema}.keel_archive WHERE id = $1`),
+		// Deletes the $2 oldest rows archived before $1.
+		purgeArchive: q(`DELETE FROM {schema}.keel_archive WHERE id IN (
+	SELECT id FROM {schema}.keel_archive WHERE archived_at < $1
+	ORDER BY archived_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)`),
 
 		cancel: q(nowCTE + `UPDATE {schema}.keel_tasks k
 SET state = 'cancelled', finished_at = t.now, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL

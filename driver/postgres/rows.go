@@ -13,6 +13,11 @@ func scanTask(scan sqlutil.Scan) (*driver.TaskRow, error) {
 	return sqlutil.ScanTask(scan, sqlutil.UTC, optTime)
 }
 
+// scanArchivedTask reads one row selected with taskColumns, archived_at.
+func scanArchivedTask(scan sqlutil.Scan) (*driver.TaskRow, error) {
+	return sqlutil.ScanArchivedTask(scan, sqlutil.UTC, optTime)
+}
+
 // scanSetting reads one row selected with settingColumns.
 func scanSetting(scan sqlutil.Scan) (*driver.Setting, error) {
 	return sqlutil.ScanSetting(scan, sqlutil.UTC)

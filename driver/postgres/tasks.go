@@ -395,7 +395,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	return out, nil
 }
 
-// Get implements driver.Driver.
+// Get implements driver.Driver: keel_tasks first, then keel_archive.
 func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 	row, err := d.getWith(ctx, pgxQuerier{db: d.pool}, id)
 	if err != nil {
@@ -408,6 +408,13 @@ func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.Task
 	row, err := d.one(ctx, q.byID(), d.sql.get, id)
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	if row == nil {
+		// Not in keel_tasks: archived, or unknown. A task archived since
+		// the first read is found by this later one.
+		if row, err = d.getArchived(ctx, q.byID(), id); err != nil {
+			return nil, err
+		}
 	}
 	if row == nil {
 		return nil, driver.ErrNotFound

@@ -7,9 +7,14 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
 	finished_at, updated_at, errors, result, meta, snoozes`
 
-const sqlInsert = `INSERT INTO keel_tasks (queue, type, priority, payload, state, max_attempts, run_at,
+// sqlInsert takes the next id above every id in keel_tasks and keel_archive
+// (two seeks to the end of a primary key): SQLite would otherwise reuse the
+// id of an archived task that had the highest id. Both tables empty: NULL,
+// and SQLite picks the id.
+const sqlInsert = `INSERT INTO keel_tasks (id, queue, type, priority, payload, state, max_attempts, run_at,
 	timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES ((SELECT max(m) + 1 FROM (SELECT max(id) AS m FROM keel_tasks UNION ALL SELECT max(id) FROM keel_archive)),
+	?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING ` + taskColumns
 
@@ -84,6 +89,9 @@ const sqlLockExpired = `SELECT id FROM keel_tasks
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND lease_expires_at < ?2`
 
 const sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
+
+// sqlGetArchived reads an archived task (migration 006).
+const sqlGetArchived = `SELECT ` + taskColumns + `, archived_at FROM keel_archive WHERE id = ?`
 
 const sqlKeyOf = `SELECT idem_key FROM keel_tasks WHERE id = ?`
 
@@ -194,6 +202,36 @@ WHERE id IN (
 	ORDER BY id
 	LIMIT ?6)
 RETURNING queue, type`
+
+// Archival (migration 006). Each pick reads the oldest finished tasks of
+// one state by finish time on an index: keel_tasks_finished for succeeded
+// and dead (the literal list lets the planner use the partial index; it
+// skips, in the index, dead rows newer than their cutoff), and
+// keel_tasks_cancelled. ?1 is the cutoff, ?2 the limit.
+const (
+	sqlArchivePickSucceeded = `SELECT id, queue, type FROM keel_tasks INDEXED BY keel_tasks_finished
+WHERE state IN ('succeeded', 'dead') AND state = 'succeeded' AND finished_at < ?1
+ORDER BY finished_at LIMIT ?2`
+	sqlArchivePickDead = `SELECT id, queue, type FROM keel_tasks INDEXED BY keel_tasks_finished
+WHERE state IN ('succeeded', 'dead') AND state = 'dead' AND finished_at < ?1
+ORDER BY finished_at LIMIT ?2`
+	sqlArchivePickCancelled = `SELECT id, queue, type FROM keel_tasks INDEXED BY keel_tasks_cancelled
+WHERE state = 'cancelled' AND finished_at < ?1
+ORDER BY finished_at LIMIT ?2`
+)
+
+// sqlArchiveCopy copies the tasks with the ids in the JSON array ?1 to
+// keel_archive, archived at ?2; sqlArchiveDelete then deletes them.
+const (
+	sqlArchiveCopy = `INSERT INTO keel_archive (` + taskColumns + `, archived_at)
+SELECT ` + taskColumns + `, ?2 FROM keel_tasks WHERE id IN (SELECT value FROM json_each(?1))`
+	sqlArchiveDelete = `DELETE FROM keel_tasks WHERE id IN (SELECT value FROM json_each(?1))`
+)
+
+// sqlPurgeArchive deletes the ?2 oldest rows of keel_archive archived
+// before ?1.
+const sqlPurgeArchive = `DELETE FROM keel_archive WHERE id IN (
+	SELECT id FROM keel_archive WHERE archived_at < ?1 ORDER BY archived_at LIMIT ?2)`
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at`

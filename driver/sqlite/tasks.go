@@ -357,9 +357,19 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	return out, nil
 }
 
-// Get implements driver.Driver.
+// Get implements driver.Driver: keel_tasks first, then keel_archive. A
+// task archived between the two reads is found by the second.
 func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
-	return getWith(ctx, d.rdb, id)
+	return getAny(ctx, d.rdb, id)
+}
+
+// getAny reads a task from keel_tasks or, failing that, keel_archive.
+func getAny(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
+	row, err := getWith(ctx, q, id)
+	if errors.Is(err, driver.ErrNotFound) {
+		return getArchived(ctx, q, id)
+	}
+	return row, err
 }
 
 func getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
@@ -385,7 +395,7 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 		}
 		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id).Scan)
 		if errors.Is(err, sql.ErrNoRows) {
-			_, err := getWith(ctx, tx, id)
+			_, err := getAny(ctx, tx, id) // an archived task: wrong state
 			opErr = sqlutil.MissingOrWrongState(id, err)
 			return nil
 		}
@@ -411,7 +421,8 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 		var key sql.NullString
 		err := tx.QueryRowContext(ctx, sqlKeyOf, id).Scan(&key)
 		if errors.Is(err, sql.ErrNoRows) {
-			opErr = driver.ErrNotFound
+			_, err := getArchived(ctx, tx, id) // an archived task: wrong state
+			opErr = sqlutil.MissingOrWrongState(id, err)
 			return nil
 		}
 		if err != nil {

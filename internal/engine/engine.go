@@ -1,7 +1,8 @@
 // Package engine runs tasks: it claims them from a driver, executes their
 // handlers, classifies each attempt's outcome and stores it, and runs the
 // background services a worker process needs (completer, heartbeat,
-// leader election, rescuer, node registry, settings refresh, wake-ups).
+// leader election, rescuer, archiver, node registry, settings refresh,
+// wake-ups).
 //
 // The root package keel is the user's API; it builds a Config from its own
 // configuration and handlers and hands it to New. The engine never sees a
@@ -77,9 +78,18 @@ type Config struct {
 	RescueInterval    time.Duration
 	ReconcileInterval time.Duration
 	HistoryRetention  time.Duration
-	SettingsInterval  time.Duration
-	ClaimBatch        int
-	TimeoutGrace      time.Duration
+	// Archival (see archiveRound): retention of succeeded and cancelled
+	// tasks and of dead ones, how long archived rows are kept (0: for
+	// ever), how often the leader archives and how many tasks one batch
+	// moves.
+	RetainSucceeded     time.Duration
+	RetainDead          time.Duration
+	DeleteArchivedAfter time.Duration
+	ArchiveInterval     time.Duration
+	ArchiveBatch        int
+	SettingsInterval    time.Duration
+	ClaimBatch          int
+	TimeoutGrace        time.Duration
 	// MaxRunaway is how many handlers may ignore their ended context and
 	// keep running before the engine stops claiming; 0: no bound.
 	MaxRunaway int
@@ -119,7 +129,9 @@ type Engine struct {
 
 	settings  settings
 	reconcile *service.Loop // the leader's counter check
-	runaway   atomic.Int64  // handlers running past TimeoutGrace after their context ended
+	archive   *service.Loop // the leader's archiver
+	archived  archiveCounters
+	runaway   atomic.Int64 // handlers running past TimeoutGrace after their context ended
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
@@ -178,6 +190,9 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	})
 	e.reconcile = service.Start(ctx, func(ctx context.Context) {
 		service.Every(ctx, cfg.ReconcileInterval, e.reconcileCounters)
+	})
+	e.archive = service.Start(ctx, func(ctx context.Context) {
+		service.Every(ctx, cfg.ArchiveInterval, e.archiveRound)
 	})
 	e.completer.Start(ctx)
 	e.heartbeat.Start(ctx)
@@ -243,6 +258,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.registrar.Stop()
 	e.settings.loop.Stop()
 	e.reconcile.Stop()
+	e.archive.Stop()
 	e.elector.Stop()
 	e.listener.Stop()
 	e.cfg.Logger.Info("keel: workers stopped", "node", e.cfg.Node, "cancelled_in_flight", forced)

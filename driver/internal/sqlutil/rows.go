@@ -96,6 +96,18 @@ func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) 
 	return &r, nil
 }
 
+// ScanArchivedTask reads one row of keel_archive selected with the drivers'
+// taskColumns followed by archived_at.
+func ScanArchivedTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) (*driver.TaskRow, error) {
+	var archived T
+	r, err := ScanTask(func(dest ...any) error { return scan(append(dest, &archived)...) }, at, opt)
+	if err != nil {
+		return nil, err
+	}
+	r.ArchivedAt = at(archived)
+	return r, nil
+}
+
 // ScanSetting reads one row selected with the drivers' settingColumns; at
 // turns the database's timestamp into a UTC time.
 func ScanSetting[T any](scan Scan, at func(T) time.Time) (*driver.Setting, error) {

@@ -181,14 +181,25 @@ type Engine struct {
 	Node string `toml:"node"`
 }
 
-// Retention says how long finished tasks are kept. Recorded for the
-// archival that will come later: nothing deletes tasks yet.
+// Retention says how long finished tasks stay in the task table before
+// the leader moves them to the archive (keel_archive, where GET
+// /v1/tasks/{id}, keel status and keel inspect still find them), and how
+// long archived tasks are kept.
 type Retention struct {
-	// Dead keeps dead letters this long, at least 7 days. Default "30d".
+	// Dead keeps dead letters (where keel dlq can requeue them) this
+	// long, at least 7 days. Default "30d".
 	Dead Duration `toml:"dead"`
-	// Succeeded keeps succeeded tasks online this long before they are
-	// archived. Default "30d".
+	// Succeeded keeps succeeded and cancelled tasks this long, at least
+	// 1m; it is also how long a succeeded task holds its idempotency key.
+	// Default "30d".
 	Succeeded Duration `toml:"succeeded"`
+	// Archive deletes archived tasks this long after they were archived
+	// (each deletion logged and counted); empty or "0s" keeps them for
+	// ever. Default "0s" (off).
+	Archive Duration `toml:"archive"`
+	// Interval is how often the leader archives (and deletes, with
+	// Archive). Default "1m".
+	Interval Duration `toml:"interval"`
 }
 
 // Log configures keel serve's logs on stderr.
@@ -310,12 +321,13 @@ func Defaults() *Config {
 			TimeoutGrace:      Duration(5 * time.Second),
 			MaxPayloadBytes:   1 << 20,
 		},
-		Retention: Retention{Dead: Duration(30 * 24 * time.Hour), Succeeded: Duration(30 * 24 * time.Hour)},
-		Log:       Log{Level: "info", Format: "text"},
-		Tracing:   Tracing{ServiceName: "keel", SampleRatio: 1},
-		Queues:    map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
-		Types:     map[string]Type{},
-		sources:   map[string]Source{},
+		Retention: Retention{Dead: Duration(30 * 24 * time.Hour), Succeeded: Duration(30 * 24 * time.Hour),
+			Interval: Duration(time.Minute)},
+		Log:     Log{Level: "info", Format: "text"},
+		Tracing: Tracing{ServiceName: "keel", SampleRatio: 1},
+		Queues:  map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
+		Types:   map[string]Type{},
+		sources: map[string]Source{},
 	}
 }
 

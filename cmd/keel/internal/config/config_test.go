@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 		"engine.reconcile_interval": "5m", "engine.history_retention": "8d",
 		"engine.settings_interval": "2s", "engine.claim_batch": "100", "engine.timeout_grace": "5s",
 		"engine.max_payload_bytes": "1048576", "engine.node": "",
-		"retention.dead": "30d", "retention.succeeded": "30d",
+		"retention.dead": "30d", "retention.succeeded": "30d", "retention.archive": "0s", "retention.interval": "1m",
 		"log.level": "info", "log.format": "text", "metrics.listen": "",
 		"tracing.otlp_endpoint": "", "tracing.insecure": "false", "tracing.service_name": "keel", "tracing.sample_ratio": "1",
 		"queues.default.workers": "10",
@@ -187,6 +187,8 @@ node = "worker-1"
 [retention]
 dead = "14d"
 succeeded = "3d"
+archive = "90d"
+interval = "30s"
 
 [log]
 level = "debug"
@@ -240,7 +242,9 @@ func TestFile(t *testing.T) {
 	if c.HTTP != (HTTP{Duration(2 * time.Second), Duration(20 * time.Second), Duration(25 * time.Second), Duration(time.Minute), 2 << 20, 500}) {
 		t.Fatalf("http %+v", c.HTTP)
 	}
-	if c.Retention.Dead.D() != 14*24*time.Hour || c.Log != (Log{"debug", "json"}) {
+	wantRetention := Retention{Dead: Duration(14 * 24 * time.Hour), Succeeded: Duration(3 * 24 * time.Hour),
+		Archive: Duration(90 * 24 * time.Hour), Interval: Duration(30 * time.Second)}
+	if c.Retention != wantRetention || c.Log != (Log{"debug", "json"}) {
 		t.Fatalf("retention %+v log %+v", c.Retention, c.Log)
 	}
 	if _, ok := c.Queues[DefaultQueue]; ok || c.Queues["mail"].Workers != 2 {
@@ -420,7 +424,10 @@ func TestErrors(t *testing.T) {
 		{"payload", "[engine]\nmax_payload_bytes = 0", nil, nil, "engine.max_payload_bytes: must be positive, got 0"},
 		{"node", "[engine]\nnode = \"a b\"", nil, nil, `engine.node: must be 1-128 letters`},
 		{"dead retention", "[retention]\ndead = \"6d\"", nil, nil, `retention.dead: must be at least 7d (dead letters are kept a week or more), got "6d"`},
-		{"succeeded retention", "[retention]\nsucceeded = \"0s\"", nil, nil, `retention.succeeded: must be positive`},
+		{"succeeded retention", "[retention]\nsucceeded = \"0s\"", nil, nil, `retention.succeeded: must be at least 1m, got "0s"`},
+		{"succeeded retention below 1m", "[retention]\nsucceeded = \"59s\"", nil, nil, `retention.succeeded: must be at least 1m, got "59s"`},
+		{"archive retention", "[retention]\narchive = \"-1h\"", nil, nil, `retention.archive: must be positive`},
+		{"archive interval", "[retention]\ninterval = \"0s\"", nil, nil, `retention.interval: must be positive`},
 		{"log level", "[log]\nlevel = \"loud\"", nil, nil, `log.level: must be debug, info, warn or error, got "loud"`},
 		{"log format", "[log]\nformat = \"xml\"", nil, nil, `log.format: must be text or json, got "xml"`},
 		{"metrics listen", "[metrics]\nlisten = \"9090\"", nil, nil, `metrics.listen: must be host:port such as 127.0.0.1:9090, got "9090"`},

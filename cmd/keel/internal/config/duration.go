@@ -49,12 +49,14 @@ func ParseDuration(s string) (Duration, error) {
 }
 
 // UnmarshalTOML accepts only strings: a bare number would be ambiguous.
+// An empty string is 0 (off, for a setting where 0 means off such as
+// retention.archive; a setting that must be positive says so).
 func (d *Duration) UnmarshalTOML(v any) error {
 	s, ok := v.(string)
 	if !ok {
 		return fmt.Errorf("duration must be a string such as \"30s\", got %v", v)
 	}
-	p, err := ParseDuration(s)
+	p, err := parseSetting(s)
 	if err != nil {
 		return err
 	}
@@ -64,3 +66,11 @@ func (d *Duration) UnmarshalTOML(v any) error {
 
 // MarshalText writes the duration as String does.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// parseSetting is ParseDuration for a setting's value: an empty string is 0.
+func parseSetting(s string) (Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, nil
+	}
+	return ParseDuration(s)
+}

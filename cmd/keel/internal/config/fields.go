@@ -61,6 +61,8 @@ var fields = []Field{
 
 	{"retention.dead", "KEEL_RETENTION_DEAD", func(c *Config) any { return &c.Retention.Dead }},
 	{"retention.succeeded", "KEEL_RETENTION_SUCCEEDED", func(c *Config) any { return &c.Retention.Succeeded }},
+	{"retention.archive", "KEEL_RETENTION_ARCHIVE", func(c *Config) any { return &c.Retention.Archive }},
+	{"retention.interval", "KEEL_RETENTION_INTERVAL", func(c *Config) any { return &c.Retention.Interval }},
 
 	{"log.level", "KEEL_LOG_LEVEL", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", "KEEL_LOG_FORMAT", func(c *Config) any { return &c.Log.Format }},
@@ -118,7 +120,7 @@ func (f Field) set(c *Config, raw string) error {
 		}
 		*p = v
 	case *Duration:
-		v, err := ParseDuration(raw)
+		v, err := parseSetting(raw)
 		if err != nil {
 			return err
 		}

@@ -26,6 +26,10 @@ var (
 // §3.2: keep dead letters at least a week).
 const MinDeadRetention = 7 * 24 * time.Hour
 
+// MinSucceededRetention is the shortest retention of succeeded and
+// cancelled tasks allowed: a minute, so a test can watch archival happen.
+const MinSucceededRetention = time.Minute
+
 // MinTokenLength is the shortest token accepted.
 const MinTokenLength = 16
 
@@ -131,7 +135,13 @@ func (c *Config) validateServer(v *checker) {
 	if c.Retention.Dead.D() < MinDeadRetention {
 		v.bad("retention.dead", "must be at least 7d (dead letters are kept a week or more), got %q", c.Retention.Dead)
 	}
-	v.positive("retention.succeeded", c.Retention.Succeeded)
+	if c.Retention.Succeeded.D() < MinSucceededRetention {
+		v.bad("retention.succeeded", "must be at least 1m, got %q", c.Retention.Succeeded)
+	}
+	if c.Retention.Archive < 0 {
+		v.bad("retention.archive", "must be positive, or empty or \"0s\" to keep archived tasks for ever, got %q", c.Retention.Archive)
+	}
+	v.positive("retention.interval", c.Retention.Interval)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
