@@ -129,6 +129,11 @@ type Config struct {
 	MaxRunawayHandlers int
 	// MaxPayloadBytes bounds a payload. Default 1 MiB.
 	MaxPayloadBytes int
+
+	// Alerts configures the alert rules the leader evaluates and the
+	// notifiers this process delivers alerts to (see AlertConfig). Default:
+	// DefaultAlertRules, delivered to the log, evaluated every 15s.
+	Alerts AlertConfig
 }
 
 // maxSnoozesLimit is the largest MaxSnoozes keel accepts.
@@ -192,6 +197,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ClaimBatch, 100)
 	setDefault(&c.TimeoutGrace, 5*time.Second)
 	setDefault(&c.MaxPayloadBytes, 1<<20)
+	setDefault(&c.Alerts.Interval, 15*time.Second)
+	setDefault(&c.Alerts.RetryMax, 5*time.Minute)
 	return c
 }
 
@@ -210,6 +217,9 @@ func (c Config) validate() error {
 		if !validName(name) {
 			return invalid("Config.Queues: invalid queue name %q", name)
 		}
+		if reservedQueue(name) {
+			return invalid("Config.Queues: queue %q is reserved for keel's own tasks (alert deliveries, the drill)", name)
+		}
 		if q.MaxWorkers < 0 {
 			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.MaxWorkers)
 		}
@@ -217,6 +227,9 @@ func (c Config) validate() error {
 	for _, t := range c.Types {
 		if !validName(t) {
 			return invalid("Config.Types: invalid type name %q", t)
+		}
+		if reservedType(t) {
+			return invalid("Config.Types: type names starting with %q are reserved for keel's own tasks, got %q", reservedTypePrefix, t)
 		}
 	}
 	positive := []struct {
@@ -231,6 +244,9 @@ func (c Config) validate() error {
 		if p.d < 0 {
 			return invalid("Config.%s must be positive, got %v", p.name, p.d)
 		}
+	}
+	if err := c.validateAlerts(); err != nil {
+		return err
 	}
 	if c.HistoryRetention < time.Hour {
 		// Stats and the ETA read the last hour.
