@@ -66,6 +66,8 @@ var engineTests = []test{
 	{"RunAtRange", testEngineRunAtRange},
 	{"Traces", testEngineTraces},
 	{"TracesEnqueueMany", testEngineTracesMany},
+	{"Alerts", testEngineAlerts},
+	{"Drill", testEngineDrill},
 }
 
 // args is the payload of the suite's tasks.
