@@ -92,6 +92,7 @@ type Collector struct {
 	apiRequests     *prometheus.CounterVec
 	tasksDesc       *prometheus.Desc
 	oldestDesc      *prometheus.Desc
+	firingDesc      *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -157,6 +158,9 @@ func New(o Options) (*Collector, error) {
 		oldestDesc: prometheus.NewDesc("keel_oldest_ready_age_seconds",
 			"How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).",
 			[]string{"queue"}, nil),
+		firingDesc: prometheus.NewDesc("keel_alerts_firing",
+			"Alerts firing now, by rule, cluster-wide (GET /v1/alerts lists them), read from the database at scrape time.",
+			[]string{"rule"}, nil),
 	}, nil
 }
 
@@ -191,6 +195,7 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- m.tasksDesc
 	ch <- m.oldestDesc
+	ch <- m.firingDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
@@ -212,6 +217,9 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.tasksDesc, prometheus.GaugeValue, float64(q.Views[v]), q.Name, string(v))
 		}
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, q.OldestReadyAge.Seconds(), q.Name)
+	}
+	for _, rule := range []string{keel.RuleDeadPerHour, keel.RuleOldestReadyAge, keel.RuleFailureRatio, keel.RuleNoLiveWorker, keel.RuleNodeLost} {
+		ch <- prometheus.MustNewConstMetric(m.firingDesc, prometheus.GaugeValue, float64(s.Firing[rule]), rule)
 	}
 }
 

@@ -201,7 +201,7 @@ url = %q
 		}
 	}
 	if hook.count("fired type:keel.drill") != 1 || hook.count("fired all") != 0 {
-		t.Fatalf("webhook got %v", hook.got)
+		t.Fatalf("webhook got %d drill and %d all-types alerts, want 1 and 0", hook.count("fired type:keel.drill"), hook.count("fired all"))
 	}
 	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
