@@ -145,9 +145,11 @@ type Driver interface {
 	// ListAlerts returns the alerts matching filter, newest (highest id)
 	// first, with their deliveries.
 	ListAlerts(ctx context.Context, filter AlertFilter) ([]AlertRow, error)
-	// RecordDelivery records one delivery attempt (see DeliveryParams).
+	// RecordDelivery records one delivery attempt (see DeliveryParams); an
+	// unknown alert id is ErrNotFound.
 	RecordDelivery(ctx context.Context, params DeliveryParams) error
-	// GetMeta returns the stored document name, or nil when there is none.
+	// GetMeta returns the stored document name, or nil when there is none
+	// (a stored empty document is empty, not nil).
 	GetMeta(ctx context.Context, name string) ([]byte, error)
 	// PutMeta stores value as the document name, replacing it; a nil value
 	// deletes it.

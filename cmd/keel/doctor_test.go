@@ -120,7 +120,7 @@ func TestDoctorHealthySQLite(t *testing.T) {
 	}
 	allOK(t, rs, out)
 	wantStatus(t, rs, "database", statusOK, "round trip")
-	wantStatus(t, rs, "migrations", statusOK, "005_live_counters.sql")
+	wantStatus(t, rs, "migrations", statusOK, "006_alerts.sql")
 	wantStatus(t, rs, "nodes", statusOK, "1 alive, 0 lost")
 	wantStatus(t, rs, "oldest ready", statusOK, "1 ready, all for under a minute")
 	wantStatus(t, rs, "target hook", statusOK, "connected")
@@ -151,7 +151,7 @@ func TestDoctorHealthyPostgres(t *testing.T) {
 	}
 	allOK(t, rs, out)
 	wantStatus(t, rs, "database", statusOK, "PostgreSQL schema "+schema)
-	wantStatus(t, rs, "migrations", statusOK, "7 versions")
+	wantStatus(t, rs, "migrations", statusOK, "8 versions")
 	wantStatus(t, rs, "clock skew", statusOK, "the database clock is")
 	if c := rs["database connections"]; !strings.Contains(c.Detail, " of ") || !strings.Contains(c.Detail, "in use") {
 		t.Errorf("database connections: %+v", c)
@@ -267,10 +267,10 @@ func TestDoctorPendingMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pending migrations are a warning: %v\n%s", err, out)
 	}
-	wantStatus(t, rs, "migrations", statusWarn, "4 of 5 versions were pending", "002_nodes.sql", "005_live_counters.sql")
+	wantStatus(t, rs, "migrations", statusWarn, "5 of 6 versions were pending", "002_nodes.sql", "006_alerts.sql")
 	// Opening applied them: the next run finds them current.
 	rs, _, _ = doctorLines(t, "--db", path)
-	wantStatus(t, rs, "migrations", statusOK, "5 versions")
+	wantStatus(t, rs, "migrations", statusOK, "6 versions")
 }
 
 // TestDoctorAgainstServer asks a running keel serve.

@@ -60,6 +60,12 @@ var driverTests = []test{
 	{"FinishTx", testFinishTx},
 	{"InsertTxConflictWritesNothing", testInsertTxConflict},
 	{"RunAtRange", testRunAtRange},
+	{"Alerts", testAlertLifecycle},
+	{"AlertFireConcurrent", testAlertFireConcurrent},
+	{"AlertList", testAlertList},
+	{"AlertDeliveries", testAlertDeliveries},
+	{"AlertBadInputWritesNothing", testAlertBadInput},
+	{"Meta", testMeta},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
