@@ -168,7 +168,11 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
 		if a.Subject == "type:"+drillType {
 			return "the drill removed its dead letters."
 		}
-		return fmt.Sprintf("dead letters of %s in the last hour are back to %d or fewer.", a.Subject, rules.DeadPerHour)
+		what := "all types together"
+		if kind == "type" {
+			what = "type " + name
+		}
+		return fmt.Sprintf("dead letters of %s in the last hour are back to %d or fewer.", what, rules.DeadPerHour)
 	case RuleOldestReadyAge:
 		return fmt.Sprintf("no ready task in queue %s has waited longer than %v.", name, rules.OldestReadyAge)
 	case RuleFailureRatio:

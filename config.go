@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -197,6 +198,11 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ClaimBatch, 100)
 	setDefault(&c.TimeoutGrace, 5*time.Second)
 	setDefault(&c.MaxPayloadBytes, 1<<20)
+	if c.Alerts.Rules != nil { // the caller keeps its own copy to change
+		r := *c.Alerts.Rules
+		c.Alerts.Rules = &r
+	}
+	c.Alerts.Notifiers = slices.Clone(c.Alerts.Notifiers)
 	setDefault(&c.Alerts.Interval, 15*time.Second)
 	setDefault(&c.Alerts.RetryMax, 5*time.Minute)
 	return c

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Alerts (keel_alerts, keel_alert_deliveries) and small stored documents
@@ -160,6 +162,12 @@ func checkText(what, s string, limit int, required bool) error {
 		return fmt.Errorf("%s must not be empty", what)
 	case len(s) > limit:
 		return fmt.Errorf("%s is %d bytes, over the limit of %d", what, len(s), limit)
+	case !utf8.ValidString(s):
+		// PostgreSQL and MySQL refuse it, SQLite would store it: refuse
+		// it everywhere alike.
+		return fmt.Errorf("%s is not valid UTF-8", what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%s contains the NUL character", what)
 	}
 	return nil
 }
@@ -172,8 +180,8 @@ func checkValues(v json.RawMessage) error {
 		return fmt.Errorf("values are %d bytes, over the limit of %d", len(v), MaxAlertText)
 	}
 	var obj map[string]any
-	if err := json.Unmarshal(v, &obj); err != nil {
-		return fmt.Errorf("values must be a JSON object: %w", err)
+	if err := json.Unmarshal(v, &obj); err != nil || obj == nil {
+		return fmt.Errorf("values must be a JSON object, got %.40q", v)
 	}
-	return nil
+	return checkText("values", string(v), MaxAlertText, false)
 }
