@@ -230,6 +230,9 @@ func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.Ty
 	if !validName(j.Type) {
 		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
 	}
+	if reservedType(j.Type) {
+		return driver.InsertParams{}, invalid("task type %q: names starting with %q are reserved for keel's own tasks", j.Type, reservedTypePrefix)
+	}
 	defaults, known := c.types[j.Type]
 	if !known && !c.cfg.AnyType {
 		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)

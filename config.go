@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -152,6 +153,11 @@ type Config struct {
 	MaxRunawayHandlers int
 	// MaxPayloadBytes bounds a payload. Default 1 MiB.
 	MaxPayloadBytes int
+
+	// Alerts configures the alert rules the leader evaluates and the
+	// notifiers this process delivers alerts to (see AlertConfig). Default:
+	// DefaultAlertRules, delivered to the log, evaluated every 15s.
+	Alerts AlertConfig
 }
 
 // The least retention Config accepts: dead letters are kept at least a
@@ -228,6 +234,13 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ClaimBatch, 100)
 	setDefault(&c.TimeoutGrace, 5*time.Second)
 	setDefault(&c.MaxPayloadBytes, 1<<20)
+	if c.Alerts.Rules != nil { // the caller keeps its own copy to change
+		r := *c.Alerts.Rules
+		c.Alerts.Rules = &r
+	}
+	c.Alerts.Notifiers = slices.Clone(c.Alerts.Notifiers)
+	setDefault(&c.Alerts.Interval, 15*time.Second)
+	setDefault(&c.Alerts.RetryMax, 5*time.Minute)
 	return c
 }
 
@@ -246,6 +259,9 @@ func (c Config) validate() error {
 		if !validName(name) {
 			return invalid("Config.Queues: invalid queue name %q", name)
 		}
+		if reservedQueue(name) {
+			return invalid("Config.Queues: queue %q is reserved for keel's own tasks (alert deliveries, the drill)", name)
+		}
 		if q.MaxWorkers < 0 {
 			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.MaxWorkers)
 		}
@@ -253,6 +269,9 @@ func (c Config) validate() error {
 	for _, t := range c.Types {
 		if !validName(t) {
 			return invalid("Config.Types: invalid type name %q", t)
+		}
+		if reservedType(t) {
+			return invalid("Config.Types: type names starting with %q are reserved for keel's own tasks, got %q", reservedTypePrefix, t)
 		}
 	}
 	positive := []struct {
@@ -269,6 +288,9 @@ func (c Config) validate() error {
 		if p.d < 0 {
 			return invalid("Config.%s must be positive, got %v", p.name, p.d)
 		}
+	}
+	if err := c.validateAlerts(); err != nil {
+		return err
 	}
 	if c.HistoryRetention < time.Hour {
 		// Stats and the ETA read the last hour.

@@ -177,6 +177,21 @@
 // keys task_id, type, queue, attempt, node, duration_ms, outcome, state,
 // error and trace_id: success DEBUG, retry WARN, dead ERROR, cancel INFO.
 //
+// # Alerts and the drill
+//
+// The leader evaluates AlertRules (DefaultAlertRules: more than 3 dead
+// letters in an hour per type and overall, a ready task older than 10m, a
+// failure ratio above 50% of at least 20 attempts in 5m, a queue with
+// ready tasks and no live worker, a lost node) from the live counters
+// every Config.Alerts.Interval; each alert fires once and resolves once
+// (Client.Alerts lists them). Every event goes to the log and to each
+// Config.Alerts.Notifiers (WebhookNotifier, or any Notifier) as a keel
+// task of its own in ReservedQueue, retried with backoff and durable
+// across restarts. SetAlertRules changes the rules in every process at
+// runtime. Client.Drill dead-letters a few tasks of a reserved type on
+// purpose and reports whether, and how fast, the alert reached every
+// notifier.
+//
 // # Defaults
 //
 // Every Config field's comment ends with its default:
@@ -200,6 +215,7 @@
 //	TimeoutGrace       5s
 //	MaxRunawayHandlers the sum of the queues' MaxWorkers
 //	MaxPayloadBytes    1 MiB
+//	Alerts             DefaultAlertRules to the log, evaluated every 15s
 //	Queues             {"default": 10 workers}
 //	TracerProvider     otel.GetTracerProvider() (a no-op unless set)
 package keel

@@ -74,6 +74,9 @@ func (h *Handlers) check(fn, taskType string, opts []Option) options {
 	if !validName(taskType) {
 		panic(fmt.Sprintf("keel: %s: invalid task type %q", fn, taskType))
 	}
+	if reservedType(taskType) {
+		panic(fmt.Sprintf("keel: %s: task type %q: names starting with %q are reserved for keel's own tasks", fn, taskType, reservedTypePrefix))
+	}
 	if _, dup := h.m[taskType]; dup {
 		panic(fmt.Sprintf("keel: %s: task type %q registered twice", fn, taskType))
 	}

@@ -161,6 +161,8 @@ func (o options) validate() error {
 	switch {
 	case o.queue != nil && !validName(*o.queue):
 		return invalid("invalid queue name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", *o.queue)
+	case o.queue != nil && reservedQueue(*o.queue):
+		return invalid("queue %q is reserved for keel's own tasks (alert deliveries, the drill)", *o.queue)
 	case o.priority != nil && (*o.priority < -1_000_000 || *o.priority > 1_000_000):
 		return invalid("priority %d out of range [-1000000, 1000000]", *o.priority)
 	case o.delay != nil && *o.delay < 0:

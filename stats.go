@@ -10,10 +10,6 @@ import (
 	"github.com/keelq/keel/driver"
 )
 
-// AlertDeadPerHour: more dead letters than this in the last hour raise
-// Stats.Alert (seed 003 §4.2).
-const AlertDeadPerHour = 3
-
 // A View is a gauge of a queue's tasks: the states, with pending split by
 // when the task can run.
 type View string
@@ -86,11 +82,13 @@ type Stats struct {
 	At     time.Time
 	Counts map[State]int64 // every queue
 	Queues []QueueStats    // ordered by name
-	// DeadLastHour counts tasks dead-lettered in the last hour; Alert is
-	// set when it is above AlertDeadPerHour.
+	// DeadLastHour counts tasks dead-lettered in the last hour.
 	DeadLastHour int64
-	Alert        bool
-	Nodes        int // registered worker processes
+	// Alert is set while any alert fires; Firing counts the firing
+	// alerts by rule (see Client.Alerts).
+	Alert  bool
+	Firing map[string]int
+	Nodes  int // registered worker processes
 }
 
 // Stats reads the live counters and the last hour's history: counts by
@@ -112,7 +110,15 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 		s.DeadLastHour += q.DeadLastHour
 		s.Queues = append(s.Queues, q)
 	}
-	s.Alert = s.DeadLastHour > AlertDeadPerHour
+	open, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Open: true, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("keel: list firing alerts: %w", unavailable(ctx, err))
+	}
+	s.Firing = map[string]int{}
+	for _, a := range open {
+		s.Firing[a.Rule]++
+	}
+	s.Alert = len(open) > 0
 	return s, nil
 }
 

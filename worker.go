@@ -19,8 +19,8 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.eng != nil {
 		return fmt.Errorf("%w: already started", ErrNotWorker)
 	}
-	if !c.cfg.Handlers.handled() {
-		return fmt.Errorf("%w: no handlers registered", ErrNotWorker)
+	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) {
+		return fmt.Errorf("%w: no handlers registered (and no alert notifiers to deliver to)", ErrNotWorker)
 	}
 	if err := c.declare(ctx); err != nil {
 		return err
@@ -56,6 +56,16 @@ func (c *Client) Start(ctx context.Context) error {
 		if o.maxSnoozes != nil {
 			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
 		}
+	}
+	if !c.cfg.Alerts.Off {
+		// keel's own tasks: alert deliveries and the drill, in their
+		// own queue so that they never wait behind users' tasks.
+		cfg.Queues[ReservedQueue] = 4
+		for t, h := range c.internalHandlers() {
+			cfg.Handlers[t] = h
+			cfg.TypeBackoff[t] = c.deliveryBackoff()
+		}
+		cfg.Loops = append(cfg.Loops, c.alertLoop())
 	}
 	c.eng = engine.Start(ctx, cfg)
 	return nil

@@ -147,6 +147,29 @@ type Driver interface {
 	RemoveNode(ctx context.Context, name string) error
 	// PruneNodes deletes stale nodes and returns how many it deleted.
 	PruneNodes(ctx context.Context, params PruneNodesParams) (int64, error)
+	// FireAlert opens an alert of params.Rule and params.Subject and
+	// returns it with true, or, when one is open already, returns that one
+	// unchanged with false. The database decides (a unique key on the open
+	// alert), so two leaders never open the same alert twice.
+	FireAlert(ctx context.Context, params FireAlertParams) (*AlertRow, bool, error)
+	// ResolveAlert resolves the open alert params.ID and returns it with
+	// true; an alert resolved already is returned unchanged with false;
+	// an unknown id is ErrNotFound.
+	ResolveAlert(ctx context.Context, params ResolveAlertParams) (*AlertRow, bool, error)
+	// GetAlert loads one alert with its deliveries, or returns ErrNotFound.
+	GetAlert(ctx context.Context, id int64) (*AlertRow, error)
+	// ListAlerts returns the alerts matching filter, newest (highest id)
+	// first, with their deliveries.
+	ListAlerts(ctx context.Context, filter AlertFilter) ([]AlertRow, error)
+	// RecordDelivery records one delivery attempt (see DeliveryParams); an
+	// unknown alert id is ErrNotFound.
+	RecordDelivery(ctx context.Context, params DeliveryParams) error
+	// GetMeta returns the stored document name, or nil when there is none
+	// (a stored empty document is empty, not nil).
+	GetMeta(ctx context.Context, name string) ([]byte, error)
+	// PutMeta stores value as the document name, replacing it; a nil value
+	// deletes it.
+	PutMeta(ctx context.Context, name string, value []byte, now time.Time) error
 	// Close releases the driver's connections.
 	Close() error
 }

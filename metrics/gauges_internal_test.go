@@ -39,11 +39,18 @@ func TestGauges(t *testing.T) {
 		return &keel.Stats{Queues: []keel.QueueStats{
 			{Name: "mail", Views: map[keel.View]int64{keel.ViewReady: 7, keel.ViewDead: 2}, OldestReadyAge: 90 * time.Second},
 			{Name: "uncounted"},
-		}}, nil
+		}, Firing: map[string]int{keel.RuleDeadPerHour: 2}}, nil
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	want := `
+# HELP keel_alerts_firing Alerts firing now, by rule, cluster-wide (GET /v1/alerts lists them), read from the database at scrape time.
+# TYPE keel_alerts_firing gauge
+keel_alerts_firing{rule="dead_per_hour"} 2
+keel_alerts_firing{rule="failure_ratio"} 0
+keel_alerts_firing{rule="no_live_worker"} 0
+keel_alerts_firing{rule="node_lost"} 0
+keel_alerts_firing{rule="oldest_ready_age"} 0
 # HELP keel_oldest_ready_age_seconds How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).
 # TYPE keel_oldest_ready_age_seconds gauge
 keel_oldest_ready_age_seconds{queue="mail"} 90
@@ -56,7 +63,7 @@ keel_tasks{queue="mail",state="running"} 0
 keel_tasks{queue="mail",state="scheduled"} 0
 `
 	for range 2 {
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds"); err != nil {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds", "keel_alerts_firing"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -114,6 +114,7 @@ type Collector struct {
 	waitSecondsDesc *prometheus.Desc
 	archivedDesc    *prometheus.Desc
 	deletedDesc     *prometheus.Desc
+	firingDesc      *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -193,6 +194,9 @@ func New(o Options) (*Collector, error) {
 		deletedDesc: prometheus.NewDesc("keel_archive_deleted_total",
 			"Archived tasks this process deleted as the elected leader (DeleteArchivedAfter, [retention] archive).",
 			nil, nil),
+		firingDesc: prometheus.NewDesc("keel_alerts_firing",
+			"Alerts firing now, by rule, cluster-wide (GET /v1/alerts lists them), read from the database at scrape time.",
+			[]string{"rule"}, nil),
 	}, nil
 }
 
@@ -237,6 +241,7 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.waitSecondsDesc
 	ch <- m.archivedDesc
 	ch <- m.deletedDesc
+	ch <- m.firingDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
@@ -280,6 +285,9 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.tasksDesc, prometheus.GaugeValue, float64(q.Views[v]), q.Name, string(v))
 		}
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, q.OldestReadyAge.Seconds(), q.Name)
+	}
+	for _, rule := range []string{keel.RuleDeadPerHour, keel.RuleOldestReadyAge, keel.RuleFailureRatio, keel.RuleNoLiveWorker, keel.RuleNodeLost} {
+		ch <- prometheus.MustNewConstMetric(m.firingDesc, prometheus.GaugeValue, float64(s.Firing[rule]), rule)
 	}
 }
 

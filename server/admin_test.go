@@ -359,7 +359,7 @@ func TestStatsAndNodes(t *testing.T) {
 			t.Fatalf("nodes %+v, want the worker", nodes.Nodes)
 		}
 		n := nodes.Nodes[0]
-		if n.Name != w.Node() || n.PID == 0 || !slices.Equal(n.Queues, []string{"default", "other"}) || n.StartedAt.IsZero() || n.HeartbeatAt.IsZero() {
+		if n.Name != w.Node() || n.PID == 0 || !slices.Equal(n.Queues, []string{"default", "keel", "other"}) || n.StartedAt.IsZero() || n.HeartbeatAt.IsZero() {
 			t.Fatalf("node %+v", n)
 		}
 		b.call(t, "GET", "/v1/stats", "").ok(t, http.StatusOK, &st)

@@ -72,6 +72,12 @@ var roleRules = map[string][]Role{
 	"GET /v1/nodes":                 {RoleAdmin, RoleRead},
 	"GET /v1/system":                {RoleAdmin, RoleRead},
 	"GET /metrics":                  {RoleAdmin, RoleRead},
+	"GET /v1/alerts":                {RoleAdmin, RoleRead},
+	"GET /v1/alerts/{id}":           {RoleAdmin, RoleRead},
+	"GET /v1/alerts/rules":          {RoleAdmin, RoleRead},
+	"PATCH /v1/alerts/rules":        {RoleAdmin},
+	"DELETE /v1/alerts/rules":       {RoleAdmin},
+	"POST /v1/drill":                {RoleAdmin},
 }
 
 // servedRoutes are the patterns the API serves.
@@ -96,6 +102,10 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{}`
 	case "PATCH /v1/queues/{name}", "PATCH /v1/types/{name}":
 		body = `{"paused":false}`
+	case "PATCH /v1/alerts/rules":
+		body = `{"dead_per_hour":5}`
+	case "POST /v1/drill":
+		body = `{"timeout":"1s"}`
 	}
 	return method, path, body
 }

@@ -197,7 +197,8 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := openapiDoc(t)
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
-	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true}
+	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,
+		"AlertRulesPatch": true, "DrillRequest": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
@@ -209,6 +210,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Node": reflect.TypeFor[Node](), "NodeList": reflect.TypeFor[NodeList](),
 		"Pool": reflect.TypeFor[Pool](), "System": reflect.TypeFor[System](),
 		"Health": reflect.TypeFor[Health](), "Problem": reflect.TypeFor[Problem](),
+		"Alert": reflect.TypeFor[AlertRecord](), "AlertDelivery": reflect.TypeFor[AlertDeliveryRec](), "AlertList": reflect.TypeFor[AlertList](),
+		"AlertRules": reflect.TypeFor[AlertRules](), "AlertRulesPatch": reflect.TypeFor[AlertRulesPatch](),
+		"DrillRequest": reflect.TypeFor[DrillRequest](), "DrillResult": reflect.TypeFor[DrillResult](), "DrillNotifier": reflect.TypeFor[DrillNotifier](),
 	} {
 		schema, ok := schemas[name].(map[string]any)
 		if !ok {

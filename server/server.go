@@ -166,6 +166,13 @@ func (s *server) routes() []route {
 		{"GET /v1/nodes", readers, s.nodes},
 		{"GET /v1/system", readers, s.system},
 
+		{"GET /v1/alerts", readers, s.listAlerts},
+		{"GET /v1/alerts/{id}", readers, s.getAlert},
+		{"GET /v1/alerts/rules", readers, s.alertRules},
+		{"PATCH /v1/alerts/rules", admins, s.patchAlertRules},
+		{"DELETE /v1/alerts/rules", admins, s.resetAlertRules},
+		{"POST /v1/drill", admins, s.drill},
+
 		{metricsRoute, readers, s.metrics},
 	}
 }

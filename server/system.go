@@ -61,7 +61,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := Stats{
 		At: st.At.UTC(), Counts: counts(st.Counts), Queues: make([]QueueStats, len(st.Queues)),
-		DeadLastHour: st.DeadLastHour, Alert: st.Alert, Nodes: st.Nodes,
+		DeadLastHour: st.DeadLastHour, Alert: st.Alert, Firing: st.Firing, Nodes: st.Nodes,
 	}
 	for i, q := range st.Queues {
 		qs := QueueStats{Name: q.Name, Counts: counts(q.Counts), Views: views(q.Views), Rates: Rates(q.Rates),

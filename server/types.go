@@ -242,6 +242,7 @@ type Stats struct {
 	Queues       []QueueStats     `json:"queues"`
 	DeadLastHour int64            `json:"dead_last_hour"`
 	Alert        bool             `json:"alert"`
+	Firing       map[string]int   `json:"firing"`
 	Nodes        int              `json:"nodes"`
 }
 

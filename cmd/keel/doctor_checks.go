@@ -308,7 +308,7 @@ func deadCheck(ds []deadFact) checkResult {
 		more = "at least "
 	}
 	r.Detail = fmt.Sprintf("%s%d in the last hour: %s", more, len(ds), strings.Join(parts, "; "))
-	if len(ds) > keel.AlertDeadPerHour {
+	if len(ds) > keel.DefaultAlertRules().DeadPerHour {
 		r.Status = statusWarn
 	}
 	r.Hint = fmt.Sprintf("keel dlq list --type %s --after 1h; fix the cause, then keel dlq requeue --type %s --after 1h", keys[0].typ, keys[0].typ)

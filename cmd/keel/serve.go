@@ -149,7 +149,7 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 
 	worked := slices.Sorted(maps.Keys(cfg.WorkedQueues()))
-	if len(worked) > 0 {
+	if len(worked) > 0 || (!cfg.Alerts.Off && len(cfg.Alerts.Webhooks) > 0) {
 		if err := client.Start(ctx); err != nil {
 			ln.Close()
 			if metricsLn != nil {
@@ -158,7 +158,7 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 			return err
 		}
 	} else {
-		log.Info("keel: no type has a url: serving the API only, no workers")
+		log.Info("keel: no type has a url and no alert webhook: serving the API only, no workers (alerts are evaluated by the processes that run workers)")
 	}
 	if len(cfg.Types) == 0 {
 		log.Info("keel: no [types] configured: the API accepts tasks of any type")
@@ -280,7 +280,20 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes,
 		RetainSucceeded: r.Succeeded.D(), RetainDead: r.Dead.D(),
 		DeleteArchivedAfter: r.Archive.D(), ArchiveInterval: r.Interval.D(),
+		Alerts: alertConfig(cfg.Alerts),
 	}
+}
+
+// alertConfig maps [alerts] onto keel.AlertConfig.
+func alertConfig(a config.Alerts) keel.AlertConfig {
+	rules := keel.AlertRules{DeadPerHour: a.DeadPerHour, OldestReadyAge: a.OldestReadyAge.D(),
+		FailureRatio: a.FailureRatio, FailureMinAttempts: a.FailureMinAttempts, FailureWindow: a.FailureWindow.D(),
+		NoLiveWorker: a.NoLiveWorker, NodeLost: a.NodeLost}
+	out := keel.AlertConfig{Rules: &rules, Interval: a.Interval.D(), RetryMax: a.RetryMax.D(), Off: a.Off}
+	for _, w := range a.Webhooks {
+		out.Notifiers = append(out.Notifiers, &keel.WebhookNotifier{ID: w.Name, URL: w.URL, Headers: w.Headers})
+	}
+	return out
 }
 
 // handlers registers every configured type with its defaults: an HTTP

@@ -65,6 +65,12 @@ var driverTests = []test{
 	{"ArchiveIdempotencyKey", testArchiveIdempotencyKey},
 	{"PurgeArchive", testPurgeArchive},
 	{"ArchiveBadParams", testArchiveBadParams},
+	{"Alerts", testAlertLifecycle},
+	{"AlertFireConcurrent", testAlertFireConcurrent},
+	{"AlertList", testAlertList},
+	{"AlertDeliveries", testAlertDeliveries},
+	{"AlertBadInputWritesNothing", testAlertBadInput},
+	{"Meta", testMeta},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

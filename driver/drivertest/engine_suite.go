@@ -67,6 +67,8 @@ var engineTests = []test{
 	{"Traces", testEngineTraces},
 	{"TracesEnqueueMany", testEngineTracesMany},
 	{"Archival", testEngineArchival},
+	{"Alerts", testEngineAlerts},
+	{"Drill", testEngineDrill},
 }
 
 // args is the payload of the suite's tasks.

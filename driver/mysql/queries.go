@@ -2,6 +2,8 @@ package mysql
 
 import (
 	"strings"
+
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // All of the driver's SQL lives in this file. {now} stands for the statement's one "now": the caller's clock
@@ -352,6 +354,50 @@ const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, 
 const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 
 var sqlPruneNodes = prepare(`DELETE FROM keel_nodes WHERE heartbeat_at < TIMESTAMPADD(MICROSECOND, -?, {now})`)
+
+// Alerts, their deliveries and stored documents (keel_alerts,
+// keel_alert_deliveries, keel_meta, migration 006). Unlike the task
+// queries, every time is the caller's (the leader's clock), on every
+// database alike.
+
+const alertColumns = sqlutil.AlertColumns
+
+// sqlFireAlert opens an alert; a duplicate key (error 1062) on open_key
+// means one of its rule and subject is open already.
+const sqlFireAlert = `INSERT INTO keel_alerts (rule, subject, open_key, message, hint, vals, fired_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+const sqlOpenAlert = `SELECT ` + alertColumns + ` FROM keel_alerts WHERE open_key = ?`
+
+const sqlGetAlert = `SELECT ` + alertColumns + ` FROM keel_alerts WHERE id = ?`
+
+const sqlListAlerts = `SELECT ` + alertColumns + ` FROM keel_alerts`
+
+// sqlResolveAlert resolves alert ? (the last) if it is open.
+const sqlResolveAlert = `UPDATE keel_alerts SET open_key = NULL, resolved_at = ?, resolved_message = ?, resolved_vals = ?
+WHERE id = ? AND open_key IS NOT NULL`
+
+// sqlDeliveries reads the deliveries of the alerts in {ids}.
+const sqlDeliveries = `SELECT ` + sqlutil.DeliveryColumns + ` FROM keel_alert_deliveries
+WHERE alert_id IN ({ids}) ORDER BY alert_id, event, notifier`
+
+// sqlRecordDelivery counts one attempt of an alert's event to a notifier:
+// delivered_at (NULL for a failure) is kept from the first success. An
+// unknown alert inserts nothing. Each assignment reads only its own
+// column, so MariaDB's SIMULTANEOUS_ASSIGNMENT mode does not change the
+// result.
+const sqlRecordDelivery = `INSERT INTO keel_alert_deliveries (alert_id, event, notifier, attempts, delivered_at, last_error, updated_at)
+SELECT id, ?, ?, 1, ?, ?, ? FROM keel_alerts WHERE id = ?
+ON DUPLICATE KEY UPDATE attempts = keel_alert_deliveries.attempts + 1,
+	delivered_at = COALESCE(keel_alert_deliveries.delivered_at, VALUES(delivered_at)),
+	last_error = VALUES(last_error), updated_at = VALUES(updated_at)`
+
+const sqlGetMeta = `SELECT value FROM keel_meta WHERE name = ?`
+
+const sqlPutMeta = `INSERT INTO keel_meta (name, value, updated_at) VALUES (?, ?, ?)
+ON DUPLICATE KEY UPDATE value = VALUES(value), updated_at = VALUES(updated_at)`
+
+const sqlDeleteMeta = `DELETE FROM keel_meta WHERE name = ?`
 
 // The migrations' bookkeeping (migrate.go); a named lock serialises
 // migrators.

@@ -69,3 +69,13 @@ func appendStrings(args []any, names []string) []any {
 func scanTypeDefaults(scan sqlutil.Scan) (*driver.TypeDefaults, error) {
 	return sqlutil.ScanTypeDefaults(scan, sqlutil.UTC)
 }
+
+// scanAlert reads one row selected with alertColumns.
+func scanAlert(scan sqlutil.Scan) (*driver.AlertRow, error) {
+	return sqlutil.ScanAlert(scan, sqlutil.UTC, optTime)
+}
+
+// scanDelivery reads one row selected with sqlutil.DeliveryColumns.
+func scanDelivery(scan sqlutil.Scan) (*driver.DeliveryRow, error) {
+	return sqlutil.ScanDelivery(scan, sqlutil.UTC, optTime)
+}

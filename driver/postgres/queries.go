@@ -1,6 +1,10 @@
 package postgres
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
 
 // All of the driver's SQL lives in this file. {schema} is replaced by the
 // quoted schema once, at New. Every query starts from one "now": $1 when the
@@ -381,6 +385,49 @@ const sqlRemoveNode = `DELETE FROM {schema}.keel_nodes WHERE name = $1`
 
 const sqlPruneNodes = nowCTE + `DELETE FROM {schema}.keel_nodes n USING t
 WHERE n.heartbeat_at < t.now - $2 * interval '1 microsecond'`
+
+// Alerts, their deliveries and stored documents (keel_alerts,
+// keel_alert_deliveries, keel_meta, migration 008). Unlike the task
+// queries, every time is the caller's (the leader's clock), on every
+// database alike. The schema is put in at each call.
+
+// sqlFireAlert opens an alert unless one of its rule and subject is open:
+// the unique open_key decides, and a conflict returns no row.
+const sqlFireAlert = `INSERT INTO {schema}.keel_alerts (rule, subject, open_key, message, hint, vals, fired_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (open_key) DO NOTHING
+RETURNING ` + sqlutil.AlertColumns
+
+const sqlOpenAlert = `SELECT ` + sqlutil.AlertColumns + ` FROM {schema}.keel_alerts WHERE open_key = $1`
+
+const sqlGetAlert = `SELECT ` + sqlutil.AlertColumns + ` FROM {schema}.keel_alerts WHERE id = $1`
+
+const sqlListAlerts = `SELECT ` + sqlutil.AlertColumns + ` FROM {schema}.keel_alerts`
+
+// sqlResolveAlert resolves alert $4 if it is open.
+const sqlResolveAlert = `UPDATE {schema}.keel_alerts SET open_key = NULL, resolved_at = $1, resolved_message = $2, resolved_vals = $3
+WHERE id = $4 AND open_key IS NOT NULL`
+
+// sqlDeliveries reads the deliveries of the alerts in $1.
+const sqlDeliveries = `SELECT ` + sqlutil.DeliveryColumns + ` FROM {schema}.keel_alert_deliveries
+WHERE alert_id = ANY($1::bigint[]) ORDER BY alert_id, event, notifier`
+
+// sqlRecordDelivery counts one attempt of alert $1's event $2 to notifier
+// $3 at $6: delivered_at $4 (NULL for a failure) is kept from the first
+// success, last_error is $5. An unknown alert inserts nothing.
+const sqlRecordDelivery = `INSERT INTO {schema}.keel_alert_deliveries AS d
+	(alert_id, event, notifier, attempts, delivered_at, last_error, updated_at)
+SELECT id, $2::text, $3::text, 1, $4::timestamptz, $5::text, $6::timestamptz FROM {schema}.keel_alerts WHERE id = $1
+ON CONFLICT (alert_id, event, notifier) DO UPDATE SET attempts = d.attempts + 1,
+	delivered_at = coalesce(d.delivered_at, excluded.delivered_at), last_error = excluded.last_error,
+	updated_at = excluded.updated_at`
+
+const sqlGetMeta = `SELECT value FROM {schema}.keel_meta WHERE name = $1`
+
+const sqlPutMeta = `INSERT INTO {schema}.keel_meta (name, value, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
+
+const sqlDeleteMeta = `DELETE FROM {schema}.keel_meta WHERE name = $1`
 
 // notifySQL sends one notification per queue in $2, each with the payload
 // $3 || queue (see notify.go).

@@ -44,3 +44,13 @@ func optTime(t *time.Time) time.Time {
 func scanTypeDefaults(scan sqlutil.Scan) (*driver.TypeDefaults, error) {
 	return sqlutil.ScanTypeDefaults(scan, sqlutil.UTC)
 }
+
+// scanAlert reads one row selected with sqlutil.AlertColumns.
+func scanAlert(scan sqlutil.Scan) (*driver.AlertRow, error) {
+	return sqlutil.ScanAlert(scan, sqlutil.UTC, optTime)
+}
+
+// scanDelivery reads one row selected with sqlutil.DeliveryColumns.
+func scanDelivery(scan sqlutil.Scan) (*driver.DeliveryRow, error) {
+	return sqlutil.ScanDelivery(scan, sqlutil.UTC, optTime)
+}

@@ -1,5 +1,7 @@
 package sqlite
 
+import "github.com/keelq/keel/driver/internal/sqlutil"
+
 // All of the driver's SQL lives in this file. Times are Unix microseconds
 // from the engine's clock.
 
@@ -284,6 +286,48 @@ const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, 
 const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 
 const sqlPruneNodes = `DELETE FROM keel_nodes WHERE heartbeat_at < ?`
+
+// Alerts, their deliveries and stored documents (keel_alerts,
+// keel_alert_deliveries, keel_meta, migration 006). Times are the leader's.
+
+const alertColumns = sqlutil.AlertColumns
+
+// sqlFireAlert opens an alert unless one of its rule and subject is open:
+// the unique open_key decides, and a conflict returns no row.
+const sqlFireAlert = `INSERT INTO keel_alerts (rule, subject, open_key, message, hint, vals, fired_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (open_key) DO NOTHING
+RETURNING ` + alertColumns
+
+const sqlOpenAlert = `SELECT ` + alertColumns + ` FROM keel_alerts WHERE open_key = ?`
+
+const sqlGetAlert = `SELECT ` + alertColumns + ` FROM keel_alerts WHERE id = ?`
+
+const sqlListAlerts = `SELECT ` + alertColumns + ` FROM keel_alerts`
+
+// sqlResolveAlert resolves alert ?4 if it is open.
+const sqlResolveAlert = `UPDATE keel_alerts SET open_key = NULL, resolved_at = ?1, resolved_message = ?2, resolved_vals = ?3
+WHERE id = ?4 AND open_key IS NOT NULL`
+
+// sqlDeliveries reads the deliveries of the alerts in ? (a JSON array).
+const sqlDeliveries = `SELECT ` + sqlutil.DeliveryColumns + ` FROM keel_alert_deliveries
+WHERE alert_id IN (SELECT value FROM json_each(?)) ORDER BY alert_id, event, notifier`
+
+// sqlRecordDelivery counts one attempt of alert ?1's event ?2 to notifier
+// ?3 at ?6: delivered_at ?4 (NULL for a failure) is kept from the first
+// success, last_error is ?5. An unknown alert inserts nothing.
+const sqlRecordDelivery = `INSERT INTO keel_alert_deliveries (alert_id, event, notifier, attempts, delivered_at, last_error, updated_at)
+SELECT id, ?2, ?3, 1, ?4, ?5, ?6 FROM keel_alerts WHERE id = ?1
+ON CONFLICT (alert_id, event, notifier) DO UPDATE SET attempts = attempts + 1,
+	delivered_at = coalesce(delivered_at, excluded.delivered_at), last_error = excluded.last_error,
+	updated_at = excluded.updated_at`
+
+const sqlGetMeta = `SELECT value FROM keel_meta WHERE name = ?`
+
+const sqlPutMeta = `INSERT INTO keel_meta (name, value, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
+
+const sqlDeleteMeta = `DELETE FROM keel_meta WHERE name = ?`
 
 // hotQueries are prepared once at Open and reused by every group commit.
 var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimTypes, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}

@@ -86,3 +86,13 @@ func int64List(ids []int64) string {
 func scanTypeDefaults(scan sqlutil.Scan) (*driver.TypeDefaults, error) {
 	return sqlutil.ScanTypeDefaults(scan, fromMicros)
 }
+
+// scanAlert reads one row selected with alertColumns.
+func scanAlert(scan sqlutil.Scan) (*driver.AlertRow, error) {
+	return sqlutil.ScanAlert(scan, fromMicros, optTime)
+}
+
+// scanDelivery reads one row selected with sqlutil.DeliveryColumns.
+func scanDelivery(scan sqlutil.Scan) (*driver.DeliveryRow, error) {
+	return sqlutil.ScanDelivery(scan, fromMicros, optTime)
+}

@@ -97,6 +97,17 @@ type Config struct {
 	Tracer trace.Tracer
 	// Observer is told about attempts and rescues; nil: no one is.
 	Observer Observer
+	// Loops run beside the workers, each every Interval from Start until
+	// Stop (the first run at once); a loop for the leader alone checks
+	// Engine.Leading.
+	Loops []Loop
+}
+
+// Loop is periodic work of the client's own (alerts), run by the engine's
+// lifetime.
+type Loop struct {
+	Interval time.Duration
+	Run      func(ctx context.Context)
 }
 
 // Engine is the running worker side of a client.
@@ -131,7 +142,8 @@ type Engine struct {
 	reconcile *service.Loop // the leader's counter check
 	archive   *service.Loop // the leader's archiver
 	archived  archiveCounters
-	runaway   atomic.Int64 // handlers running past TimeoutGrace after their context ended
+	loops     []*service.Loop // Config.Loops
+	runaway   atomic.Int64    // handlers running past TimeoutGrace after their context ended
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
@@ -194,6 +206,9 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	e.archive = service.Start(ctx, func(ctx context.Context) {
 		service.Every(ctx, cfg.ArchiveInterval, e.archiveRound)
 	})
+	for _, l := range cfg.Loops {
+		e.loops = append(e.loops, service.Start(ctx, func(ctx context.Context) { service.Every(ctx, l.Interval, l.Run) }))
+	}
 	e.completer.Start(ctx)
 	e.heartbeat.Start(ctx)
 	e.elector.Start(ctx)
@@ -217,6 +232,9 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	return e
 }
 
+// Leading reports whether this process holds the leadership lease.
+func (e *Engine) Leading() bool { return e.elector.Leading() }
+
 // Stop shuts the workers down gracefully: it stops claiming, lets running
 // tasks finish until ctx is done, then cancels the rest and releases their
 // tasks to pending at once without using an attempt. It returns after every
@@ -231,6 +249,9 @@ func (e *Engine) Stop(ctx context.Context) {
 	queues := e.queues
 	e.mu.Unlock()
 
+	for _, l := range e.loops {
+		l.Stop()
+	}
 	for _, p := range queues {
 		close(p.stop)
 	}

@@ -64,6 +64,7 @@ type Config struct {
 	Log       Log       `toml:"log"`
 	Tracing   Tracing   `toml:"tracing"`
 	Metrics   Metrics   `toml:"metrics"`
+	Alerts    Alerts    `toml:"alerts"`
 	// Queues this server works, by name. Default one queue, "default",
 	// with 10 workers. Only queues of types with a url are worked.
 	Queues map[string]Queue `toml:"queues"`
@@ -202,6 +203,55 @@ type Retention struct {
 	Interval Duration `toml:"interval"`
 }
 
+// Alerts configures the alert rules (evaluated by the leader among all
+// keel processes) and the webhooks this server delivers alerts to; the
+// log always gets them. The rules can be changed at runtime through the
+// API (PATCH /v1/alerts/rules), which overrides these until reset.
+type Alerts struct {
+	// DeadPerHour: more than this many tasks dead-lettered in the last
+	// hour fires, per type and for all types together; -1 turns it off.
+	// Default 3.
+	DeadPerHour int `toml:"dead_per_hour"`
+	// OldestReadyAge: a queue whose oldest ready task waited longer fires;
+	// "0s" turns it off. Default "10m".
+	OldestReadyAge Duration `toml:"oldest_ready_age"`
+	// FailureRatio: a type with more than this share of failed attempts
+	// among at least FailureMinAttempts in FailureWindow fires; 0 turns it
+	// off. Defaults 0.5, 20, "5m".
+	FailureRatio       float64  `toml:"failure_ratio"`
+	FailureMinAttempts int      `toml:"failure_min_attempts"`
+	FailureWindow      Duration `toml:"failure_window"`
+	// NoLiveWorker: a queue with ready tasks and no live worker fires.
+	// Default true.
+	NoLiveWorker bool `toml:"no_live_worker"`
+	// NodeLost: a node silent for three heartbeat intervals fires.
+	// Default true.
+	NodeLost bool `toml:"node_lost"`
+	// Interval is how often the rules are evaluated. Default "15s".
+	Interval Duration `toml:"interval"`
+	// RetryMax caps the wait between delivery attempts. Default "5m".
+	RetryMax Duration `toml:"retry_max"`
+	// Off turns alerting off in this server. Default false.
+	Off bool `toml:"off"`
+	// Webhooks receive each alert event as JSON with a "text" field chat
+	// tools show. Default none.
+	Webhooks []Webhook `toml:"webhooks"`
+}
+
+// Webhook is one [[alerts.webhooks]] entry.
+type Webhook struct {
+	// Name identifies it in delivery records: 1-64 of a-z, 0-9, '_', '-'.
+	// Default "webhook", then "webhook-2", ...
+	Name string `toml:"name"`
+	// URL receives a POST per alert event. Required.
+	URL string `toml:"url"`
+	// Headers are sent with each request.
+	Headers map[string]string `toml:"headers"`
+	// HeadersEnv are headers whose values are read from the named
+	// environment variables (secrets stay out of the file).
+	HeadersEnv map[string]string `toml:"headers_env"`
+}
+
 // Log configures keel serve's logs on stderr.
 type Log struct {
 	// Level is debug, info, warn or error. Default "info".
@@ -323,7 +373,10 @@ func Defaults() *Config {
 		},
 		Retention: Retention{Dead: Duration(30 * 24 * time.Hour), Succeeded: Duration(30 * 24 * time.Hour),
 			Interval: Duration(time.Minute)},
-		Log:     Log{Level: "info", Format: "text"},
+		Log: Log{Level: "info", Format: "text"},
+		Alerts: Alerts{DeadPerHour: 3, OldestReadyAge: Duration(10 * time.Minute), FailureRatio: 0.5, FailureMinAttempts: 20,
+			FailureWindow: Duration(5 * time.Minute), NoLiveWorker: true, NodeLost: true,
+			Interval: Duration(15 * time.Second), RetryMax: Duration(5 * time.Minute)},
 		Tracing: Tracing{ServiceName: "keel", SampleRatio: 1},
 		Queues:  map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
 		Types:   map[string]Type{},

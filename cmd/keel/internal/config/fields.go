@@ -72,11 +72,22 @@ var fields = []Field{
 	{"tracing.service_name", "KEEL_TRACING_SERVICE_NAME", func(c *Config) any { return &c.Tracing.ServiceName }},
 	{"tracing.sample_ratio", "KEEL_TRACING_SAMPLE_RATIO", func(c *Config) any { return &c.Tracing.SampleRatio }},
 	{"metrics.listen", "KEEL_METRICS_LISTEN", func(c *Config) any { return &c.Metrics.Listen }},
+
+	{"alerts.dead_per_hour", "KEEL_ALERTS_DEAD_PER_HOUR", func(c *Config) any { return &c.Alerts.DeadPerHour }},
+	{"alerts.oldest_ready_age", "KEEL_ALERTS_OLDEST_READY_AGE", func(c *Config) any { return &c.Alerts.OldestReadyAge }},
+	{"alerts.failure_ratio", "KEEL_ALERTS_FAILURE_RATIO", func(c *Config) any { return &c.Alerts.FailureRatio }},
+	{"alerts.failure_min_attempts", "KEEL_ALERTS_FAILURE_MIN_ATTEMPTS", func(c *Config) any { return &c.Alerts.FailureMinAttempts }},
+	{"alerts.failure_window", "KEEL_ALERTS_FAILURE_WINDOW", func(c *Config) any { return &c.Alerts.FailureWindow }},
+	{"alerts.no_live_worker", "KEEL_ALERTS_NO_LIVE_WORKER", func(c *Config) any { return &c.Alerts.NoLiveWorker }},
+	{"alerts.node_lost", "KEEL_ALERTS_NODE_LOST", func(c *Config) any { return &c.Alerts.NodeLost }},
+	{"alerts.interval", "KEEL_ALERTS_INTERVAL", func(c *Config) any { return &c.Alerts.Interval }},
+	{"alerts.retry_max", "KEEL_ALERTS_RETRY_MAX", func(c *Config) any { return &c.Alerts.RetryMax }},
+	{"alerts.off", "KEEL_ALERTS_OFF", func(c *Config) any { return &c.Alerts.Off }},
 }
 
 // envPrefixes are the prefixes under which every variable must be a known
 // one, so that a misspelt KEEL_ENGINE_TIMOUT is an error.
-var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_", "KEEL_TRACING_", "KEEL_METRICS_"}
+var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_", "KEEL_TRACING_", "KEEL_METRICS_", "KEEL_ALERTS_"}
 
 // Fields returns every scalar setting in file order.
 func Fields() []Field { return append([]Field(nil), fields...) }

@@ -251,5 +251,23 @@ func (c *Config) resolveSecrets(env map[string]string) []error {
 		t.Headers = headers
 		c.Types[name] = t
 	}
+	for i := range c.Alerts.Webhooks {
+		w := &c.Alerts.Webhooks[i]
+		for _, h := range slices.Sorted(maps.Keys(w.HeadersEnv)) {
+			key := fmt.Sprintf("alerts.webhooks[%d].headers_env.%s", i, h)
+			v := env[w.HeadersEnv[h]]
+			switch {
+			case v == "":
+				errs = append(errs, fmt.Errorf("%s: environment variable %s is not set", key, w.HeadersEnv[h]))
+			case w.Headers[h] != "":
+				errs = append(errs, fmt.Errorf("%s: header %s is also in alerts.webhooks[%d].headers", key, h, i))
+			default:
+				if w.Headers == nil {
+					w.Headers = map[string]string{}
+				}
+				w.Headers[h] = v
+			}
+		}
+	}
 	return errs
 }

@@ -66,6 +66,7 @@ func (c *Config) validate() error {
 	c.validateEngine(v)
 	c.validateQueuesAndTypes(v)
 	c.validateTracing(v)
+	c.validateAlerts(v)
 	return errors.Join(v.errs...)
 }
 
@@ -337,3 +338,58 @@ var dsnPassword = regexp.MustCompile(`^([a-z]+://[^:/@]*):[^@]*@`)
 
 // RedactDSN hides the password of a database URL.
 func RedactDSN(dsn string) string { return dsnPassword.ReplaceAllString(dsn, "${1}:xxxxx@") }
+
+// webhookName is the pattern of a notifier's name (keel.Notifier).
+var webhookName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+func (c *Config) validateAlerts(v *checker) {
+	a := &c.Alerts
+	if a.DeadPerHour < -1 {
+		v.bad("alerts.dead_per_hour", "must be -1 (off) or more, got %d", a.DeadPerHour)
+	}
+	if a.OldestReadyAge < 0 {
+		v.bad("alerts.oldest_ready_age", "must not be negative (\"0s\" turns the rule off), got %q", a.OldestReadyAge)
+	}
+	if a.FailureRatio < 0 || a.FailureRatio >= 1 || math.IsNaN(a.FailureRatio) {
+		v.bad("alerts.failure_ratio", "must be in [0, 1) (0 turns the rule off), got %v", a.FailureRatio)
+	}
+	if a.FailureRatio > 0 {
+		if a.FailureMinAttempts < 1 {
+			v.bad("alerts.failure_min_attempts", "must be at least 1, got %d", a.FailureMinAttempts)
+		}
+		if a.FailureWindow.D() < time.Minute || a.FailureWindow.D() > time.Hour {
+			v.bad("alerts.failure_window", "must be in 1m..1h, got %q", a.FailureWindow)
+		}
+	}
+	v.positive("alerts.interval", a.Interval)
+	v.positive("alerts.retry_max", a.RetryMax)
+	seen := map[string]bool{"log": true}
+	for i := range a.Webhooks {
+		w := &a.Webhooks[i]
+		key := fmt.Sprintf("alerts.webhooks[%d]", i)
+		if w.Name == "" {
+			w.Name = "webhook"
+			for n := 2; seen[w.Name]; n++ {
+				w.Name = fmt.Sprintf("webhook-%d", n)
+			}
+		}
+		switch {
+		case !webhookName.MatchString(w.Name):
+			v.bad(key+".name", "must be 1-64 of a-z, 0-9, '_' and '-', got %q", w.Name)
+		case seen[w.Name]:
+			v.bad(key+".name", "%q is used twice (\"log\" is keel's own)", w.Name)
+		}
+		seen[w.Name] = true
+		if u, err := url.Parse(w.URL); err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.bad(key+".url", "must be an absolute http(s) URL, got %q", w.URL)
+		}
+		for _, h := range slices.Sorted(maps.Keys(w.Headers)) {
+			if !headerPattern.MatchString(h) {
+				v.bad(key+".headers", "invalid header name %q", h)
+			}
+			if strings.ContainsAny(w.Headers[h], "\r\n\x00") {
+				v.bad(key+".headers."+h, "must not contain line breaks")
+			}
+		}
+	}
+}

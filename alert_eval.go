@@ -1,0 +1,244 @@
+package keel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// condition is one rule's verdict on one subject.
+type condition struct {
+	rule, subject string
+	message, hint string
+	values        map[string]any
+}
+
+func (c condition) key() string { return c.rule + "\n" + c.subject }
+
+// evaluate returns the conditions that hold in snap under rules. It reads
+// only the snapshot (live counters, the last hour's history, settings,
+// nodes): no table scans.
+func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []condition {
+	var out []condition
+	if rules.DeadPerHour >= 0 {
+		out = append(out, deadConditions(rules.DeadPerHour, snap)...)
+	}
+	for _, q := range snap.queueNames() {
+		if reservedQueue(q) {
+			continue
+		}
+		views, _, oldest := snap.views(func(r driver.CountRow) bool { return r.Queue == q })
+		ready := views[ViewReady]
+		if rules.OldestReadyAge > 0 && ready > 0 && oldest > rules.OldestReadyAge {
+			out = append(out, condition{rule: RuleOldestReadyAge, subject: "queue:" + q,
+				message: fmt.Sprintf("the oldest ready task in queue %s has waited at least %v (the rule fires above %v); %d tasks are ready.",
+					q, oldest.Round(time.Second), rules.OldestReadyAge, ready),
+				hint:   fmt.Sprintf("keel stats; keel nodes; keel queues (is queue %s paused, or are its workers busy or gone?)", q),
+				values: map[string]any{"oldest_ready_seconds": int64(oldest.Seconds()), "ready": ready, "threshold_seconds": int64(rules.OldestReadyAge.Seconds())}})
+		}
+		if rules.NoLiveWorker && ready > 0 && !snap.served(q, liveWindow) {
+			out = append(out, condition{rule: RuleNoLiveWorker, subject: "queue:" + q,
+				message: fmt.Sprintf("queue %s has %d ready tasks and no live worker process works it.", q, ready),
+				hint:    fmt.Sprintf("keel nodes; start a worker for queue %s (keel serve with a type of that queue, or a Go client with Queues[%q])", q, q),
+				values:  map[string]any{"ready": ready}})
+		}
+	}
+	if rules.FailureRatio > 0 {
+		out = append(out, failureConditions(rules, snap)...)
+	}
+	if rules.NodeLost {
+		for _, n := range snap.nodes {
+			silent := snap.at.Sub(n.HeartbeatAt)
+			if silent <= liveWindow {
+				continue
+			}
+			out = append(out, condition{rule: RuleNodeLost, subject: "node:" + n.Name,
+				message: fmt.Sprintf("node %s (host %s, pid %d) has sent no heartbeat for %v; the leader rescues its running tasks as their leases expire.",
+					n.Name, n.Host, n.PID, silent.Round(time.Second)),
+				hint:   fmt.Sprintf("keel nodes; check the process %d on host %s", n.PID, n.Host),
+				values: map[string]any{"silent_seconds": int64(silent.Seconds()), "host": n.Host, "pid": n.PID}})
+		}
+	}
+	return out
+}
+
+// deadConditions: dead letters of the last hour above threshold, per type
+// and for all types together; keel's own types count on their own only.
+// The drill's type counts the dead letters present now, so that the
+// drill's cleanup resolves its alert at once.
+func deadConditions(threshold int, snap *snapshot) []condition {
+	perType := map[string]int64{}
+	since := driver.DueMinute(snap.at.Add(-time.Hour))
+	for _, m := range snap.minutes {
+		if m.Minute >= since && m.Type != drillType {
+			perType[m.Type] += m.Dead
+		}
+	}
+	for _, r := range snap.counts {
+		if r.Type == drillType && r.Kind == string(StateDead) {
+			perType[drillType] += r.N
+		}
+	}
+	var out []condition
+	var total int64
+	var top []string
+	for _, t := range slices.Sorted(maps.Keys(perType)) {
+		n := perType[t]
+		if !reservedType(t) {
+			total += n
+			if n > 0 {
+				top = append(top, fmt.Sprintf("%s %d", t, n))
+			}
+		}
+		if n > int64(threshold) {
+			window := "in the last hour"
+			if t == drillType {
+				window = "by the alert drill"
+			}
+			out = append(out, condition{rule: RuleDeadPerHour, subject: "type:" + t,
+				message: fmt.Sprintf("%d tasks of type %s were dead-lettered %s (the rule fires above %d).", n, t, window, threshold),
+				hint:    fmt.Sprintf("keel dlq list --type %s --after 1h", t),
+				values:  map[string]any{"dead": n, "threshold": threshold}})
+		}
+	}
+	if total > int64(threshold) {
+		out = append(out, condition{rule: RuleDeadPerHour, subject: "all",
+			message: fmt.Sprintf("%d tasks were dead-lettered in the last hour (the rule fires above %d): %s.", total, threshold, strings.Join(top, ", ")),
+			hint:    "keel dlq list --after 1h",
+			values:  map[string]any{"dead": total, "threshold": threshold}})
+	}
+	return out
+}
+
+// failureConditions: types whose failed share of the attempts that ended
+// in the window is above the ratio.
+func failureConditions(rules AlertRules, snap *snapshot) []condition {
+	type tally struct{ ended, failed int64 }
+	byType := map[string]*tally{}
+	since := driver.DueMinute(snap.at.Add(-rules.FailureWindow))
+	for _, m := range snap.minutes {
+		if m.Minute < since || reservedType(m.Type) {
+			continue
+		}
+		t := byType[m.Type]
+		if t == nil {
+			t = &tally{}
+			byType[m.Type] = t
+		}
+		t.ended += m.Ended
+		t.failed += m.Failed
+	}
+	var out []condition
+	for _, name := range slices.Sorted(maps.Keys(byType)) {
+		t := byType[name]
+		if t.ended < int64(rules.FailureMinAttempts) {
+			continue
+		}
+		ratio := float64(t.failed) / float64(t.ended)
+		if ratio <= rules.FailureRatio {
+			continue
+		}
+		out = append(out, condition{rule: RuleFailureRatio, subject: "type:" + name,
+			message: fmt.Sprintf("%d of the %d attempts of type %s that ended in the last %v failed (%.0f%%; the rule fires above %.0f%% of at least %d).",
+				t.failed, t.ended, name, rules.FailureWindow, 100*ratio, 100*rules.FailureRatio, rules.FailureMinAttempts),
+			hint:   fmt.Sprintf("keel tasks list --type %s --state pending; keel inspect <id> shows each attempt's error", name),
+			values: map[string]any{"failed": t.failed, "attempts": t.ended, "ratio": ratio, "threshold": rules.FailureRatio}})
+	}
+	return out
+}
+
+// resolution says why an open alert no longer holds.
+func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
+	off := map[string]bool{
+		RuleDeadPerHour: rules.DeadPerHour < 0, RuleOldestReadyAge: rules.OldestReadyAge <= 0,
+		RuleFailureRatio: rules.FailureRatio <= 0, RuleNoLiveWorker: !rules.NoLiveWorker, RuleNodeLost: !rules.NodeLost,
+	}
+	if off[a.Rule] {
+		return fmt.Sprintf("the rule %s was turned off.", a.Rule)
+	}
+	kind, name, _ := strings.Cut(a.Subject, ":")
+	switch a.Rule {
+	case RuleDeadPerHour:
+		if a.Subject == "type:"+drillType {
+			return "the drill removed its dead letters."
+		}
+		what := "all types together"
+		if kind == "type" {
+			what = "type " + name
+		}
+		return fmt.Sprintf("dead letters of %s in the last hour are back to %d or fewer.", what, rules.DeadPerHour)
+	case RuleOldestReadyAge:
+		return fmt.Sprintf("no ready task in queue %s has waited longer than %v.", name, rules.OldestReadyAge)
+	case RuleFailureRatio:
+		return fmt.Sprintf("type %s's failure ratio is back to %.0f%% or below (or fewer than %d attempts ended in %v).",
+			name, 100*rules.FailureRatio, rules.FailureMinAttempts, rules.FailureWindow)
+	case RuleNoLiveWorker:
+		return fmt.Sprintf("queue %s has a live worker again, or no ready task.", name)
+	case RuleNodeLost:
+		if kind == "node" && slices.ContainsFunc(snap.nodes, func(n driver.NodeRow) bool { return n.Name == name }) {
+			return fmt.Sprintf("node %s sends heartbeats again.", name)
+		}
+		return fmt.Sprintf("node %s left the node registry (stopped, or pruned after its silence).", name)
+	}
+	return "its condition no longer holds."
+}
+
+// evaluateAlerts runs on the leader: it opens an alert for each condition
+// without one, and resolves each open alert whose condition cleared.
+func (c *Client) evaluateAlerts(ctx context.Context) error {
+	rules, _, err := c.AlertRules(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := c.snapshot(ctx, 0)
+	if err != nil {
+		return err
+	}
+	conds := evaluate(rules, snap, c.liveWindow())
+	open, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Open: true, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("list open alerts: %w", err)
+	}
+	holds := map[string]bool{}
+	for _, cond := range conds {
+		holds[cond.key()] = true
+	}
+	isOpen := map[string]bool{}
+	for i := range open {
+		a := &open[i]
+		isOpen[a.Rule+"\n"+a.Subject] = true
+		if holds[a.Rule+"\n"+a.Subject] {
+			continue
+		}
+		row, resolved, err := c.drv.ResolveAlert(ctx, driver.ResolveAlertParams{ID: a.ID, Message: resolution(a, rules, snap), Now: snap.at})
+		if err != nil {
+			return fmt.Errorf("resolve alert %d: %w", a.ID, err)
+		}
+		if resolved {
+			c.cfg.Logger.Info("keel: alert resolved", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.ResolvedMessage)
+			c.enqueueDeliveries(ctx, row)
+		}
+	}
+	for _, cond := range conds {
+		if isOpen[cond.key()] {
+			continue
+		}
+		values, _ := json.Marshal(cond.values)
+		row, fired, err := c.drv.FireAlert(ctx, driver.FireAlertParams{Rule: cond.rule, Subject: cond.subject,
+			Message: cond.message, Hint: cond.hint, Values: values, Now: snap.at})
+		if err != nil {
+			return fmt.Errorf("open alert %s %s: %w", cond.rule, cond.subject, err)
+		}
+		if fired {
+			c.cfg.Logger.Info("keel: alert fired", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.Message)
+			c.enqueueDeliveries(ctx, row)
+		}
+	}
+	return nil
+}

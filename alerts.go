@@ -1,0 +1,362 @@
+package keel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// Alerts (seed 003 §4.2: more than three failed tasks notify a person).
+//
+// The leader evaluates AlertRules from the live counters every
+// AlertConfig.Interval and opens or resolves alerts in keel_alerts: each
+// alert fires once and resolves once. Every started client then delivers
+// each alert event to each of its notifiers as a keel task of its own
+// (queue "keel", type "keel.notify.<name>"), so delivery is retried with
+// backoff and survives restarts like any task.
+
+// ReservedQueue is the queue of keel's own tasks: alert deliveries and the
+// drill. Users cannot enqueue to it, nor register types starting with
+// "keel.".
+const ReservedQueue = "keel"
+
+const (
+	reservedTypePrefix = "keel."
+	notifyTypePrefix   = "keel.notify."
+	drillType          = "keel.drill"
+	logNotifierName    = "log"
+)
+
+// reserved reports whether a type or queue name belongs to keel itself.
+func reservedType(t string) bool    { return strings.HasPrefix(t, reservedTypePrefix) }
+func reservedQueue(q string) bool   { return q == ReservedQueue }
+func notifyType(name string) string { return notifyTypePrefix + name }
+
+// The alert rules.
+const (
+	RuleDeadPerHour    = "dead_per_hour"
+	RuleOldestReadyAge = "oldest_ready_age"
+	RuleFailureRatio   = "failure_ratio"
+	RuleNoLiveWorker   = "no_live_worker"
+	RuleNodeLost       = "node_lost"
+)
+
+// AlertRules are the conditions the leader watches. DefaultAlertRules
+// gives the seed's values; a runtime change (Client.SetAlertRules, the
+// API) replaces the configured rules in every process until reset.
+type AlertRules struct {
+	// DeadPerHour fires when more than this many tasks were dead-lettered
+	// in the last hour, for each type and for all types together.
+	// Negative: off. Default 3.
+	DeadPerHour int `json:"dead_per_hour"`
+	// OldestReadyAge fires for a queue whose oldest ready task has waited
+	// longer than this (the counters keep run times by minute, so up to a
+	// minute late). 0: off. Default 10m.
+	OldestReadyAge time.Duration `json:"oldest_ready_age"`
+	// FailureRatio fires for a type when more than this share of its
+	// attempts that ended in the last FailureWindow failed, once at least
+	// FailureMinAttempts ended. 0: off. Default 0.5 of at least 20 in 5m.
+	FailureRatio       float64       `json:"failure_ratio"`
+	FailureMinAttempts int           `json:"failure_min_attempts"`
+	FailureWindow      time.Duration `json:"failure_window"`
+	// NoLiveWorker fires for a queue with ready tasks that no live node
+	// works. Default on.
+	NoLiveWorker bool `json:"no_live_worker"`
+	// NodeLost fires for a registered node whose heartbeat is older than
+	// three heartbeat intervals (at least 30s). Default on.
+	NodeLost bool `json:"node_lost"`
+}
+
+// DefaultAlertRules returns the rules used unless configured otherwise.
+func DefaultAlertRules() AlertRules {
+	return AlertRules{
+		DeadPerHour: 3, OldestReadyAge: 10 * time.Minute,
+		FailureRatio: 0.5, FailureMinAttempts: 20, FailureWindow: 5 * time.Minute,
+		NoLiveWorker: true, NodeLost: true,
+	}
+}
+
+// Validate rejects rules that cannot be evaluated.
+func (r AlertRules) Validate() error {
+	var errs []error
+	if r.OldestReadyAge < 0 {
+		errs = append(errs, fmt.Errorf("oldest_ready_age must not be negative (0 turns the rule off), got %v", r.OldestReadyAge))
+	}
+	if r.FailureRatio < 0 || r.FailureRatio >= 1 {
+		errs = append(errs, fmt.Errorf("failure_ratio must be in [0, 1) (0 turns the rule off), got %v", r.FailureRatio))
+	}
+	if r.FailureRatio > 0 {
+		if r.FailureMinAttempts < 1 {
+			errs = append(errs, fmt.Errorf("failure_min_attempts must be at least 1, got %d", r.FailureMinAttempts))
+		}
+		if r.FailureWindow < time.Minute || r.FailureWindow > time.Hour {
+			errs = append(errs, fmt.Errorf("failure_window must be in 1m..1h (the history keeps minutes; stats read the last hour), got %v", r.FailureWindow))
+		}
+	}
+	if len(errs) > 0 {
+		return invalid("alert rules: %v", errors.Join(errs...))
+	}
+	return nil
+}
+
+// AlertConfig configures alerting; see Config.Alerts.
+type AlertConfig struct {
+	// Rules are the conditions watched; nil: DefaultAlertRules.
+	Rules *AlertRules
+	// Notifiers receive every alert event, besides keel's log (an ERROR
+	// record when an alert fires, a WARN record when it resolves), which
+	// always does. Every process that configures a notifier delivers to
+	// it; processes configuring the same name must mean the same
+	// receiver. Default none.
+	Notifiers []Notifier
+	// Interval is how often the leader evaluates the rules, and how often
+	// each process looks for alert events its notifiers have not been
+	// sent. Default 15s.
+	Interval time.Duration
+	// RetryMax caps the wait between delivery attempts, which starts at
+	// 1s and doubles (with jitter); a delivery is given up after 50
+	// attempts. Default 5m.
+	RetryMax time.Duration
+	// Off turns alerting off in this process: it neither evaluates rules
+	// nor delivers. Default false.
+	Off bool
+}
+
+// Notifier delivers alert events to a person: a chat webhook, a pager.
+type Notifier interface {
+	// Name identifies the notifier in delivery records and task types:
+	// 1–64 of a-z, 0-9, '_' and '-'; "log" is keel's own.
+	Name() string
+	// Notify delivers one event of a. An error is retried with backoff.
+	Notify(ctx context.Context, a *Alert) error
+}
+
+var notifierName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// Alert is one alert: what fired, with the numbers that tripped it and
+// what to run next, and, once it resolved, why.
+type Alert struct {
+	ID      int64
+	Rule    string
+	Subject string // "all", "type:<name>", "queue:<name>" or "node:<name>"
+	// Event is what a notifier is told about: "fired" or "resolved".
+	// Alerts read with Client.Alerts carry "fired" while open.
+	Event   string
+	Message string
+	Hint    string
+	Values  map[string]any
+	FiredAt time.Time
+	// ResolvedAt is zero while the alert fires.
+	ResolvedAt      time.Time
+	ResolvedMessage string
+	Deliveries      []AlertDelivery
+}
+
+// Firing reports whether the alert is still open.
+func (a *Alert) Firing() bool { return a.ResolvedAt.IsZero() }
+
+// Text is the alert event in one line of plain text, for chat tools.
+func (a *Alert) Text() string {
+	if a.Event == driver.AlertResolved {
+		return fmt.Sprintf("[keel] RESOLVED %s %s: %s", a.Rule, a.Subject, a.ResolvedMessage)
+	}
+	s := fmt.Sprintf("[keel] FIRING %s %s: %s", a.Rule, a.Subject, a.Message)
+	if a.Hint != "" {
+		s += " Next: " + a.Hint
+	}
+	return s
+}
+
+// AlertDelivery is one notifier's delivery of one event of an alert.
+type AlertDelivery struct {
+	Event    string
+	Notifier string
+	Attempts int
+	// DeliveredAt is zero until an attempt succeeded.
+	DeliveredAt time.Time
+	LastError   string
+}
+
+// AlertFilter selects alerts for Client.Alerts, newest first.
+type AlertFilter struct {
+	Rule, Subject string
+	Firing        bool      // only open alerts
+	Since         time.Time // fired at or after; zero: any
+	BeforeID      int64     // paging: older than this id
+	Limit         int       // 1..1000; 0: 100
+}
+
+// Alerts lists alerts, newest first, with their deliveries.
+func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}
+	if err := df.Validate(); err != nil {
+		return nil, invalid("%v", err)
+	}
+	rows, err := c.drv.ListAlerts(ctx, df)
+	if err != nil {
+		return nil, fmt.Errorf("keel: list alerts: %w", unavailable(ctx, err))
+	}
+	out := make([]*Alert, len(rows))
+	for i := range rows {
+		out[i] = alertFromRow(&rows[i], "")
+	}
+	return out, nil
+}
+
+// GetAlert loads one alert with its deliveries; ErrNotFound when there is
+// no such alert.
+func (c *Client) GetAlert(ctx context.Context, id int64) (*Alert, error) {
+	row, err := c.drv.GetAlert(ctx, id)
+	if err != nil {
+		if errors.Is(err, driver.ErrNotFound) {
+			return nil, fmt.Errorf("%w: no alert %d", ErrNotFound, id)
+		}
+		return nil, fmt.Errorf("keel: get alert: %w", unavailable(ctx, err))
+	}
+	return alertFromRow(row, ""), nil
+}
+
+func alertFromRow(r *driver.AlertRow, event string) *Alert {
+	a := &Alert{ID: r.ID, Rule: r.Rule, Subject: r.Subject, Event: event, Message: r.Message, Hint: r.Hint,
+		FiredAt: r.FiredAt, ResolvedAt: r.ResolvedAt, ResolvedMessage: r.ResolvedMessage}
+	if a.Event == "" {
+		a.Event = driver.AlertFired
+		if !r.Open() {
+			a.Event = driver.AlertResolved
+		}
+	}
+	if len(r.Values) > 0 {
+		json.Unmarshal(r.Values, &a.Values) //nolint:errcheck // written by us as an object
+	}
+	for _, d := range r.Deliveries {
+		a.Deliveries = append(a.Deliveries, AlertDelivery{Event: d.Event, Notifier: d.Notifier, Attempts: d.Attempts,
+			DeliveredAt: d.DeliveredAt, LastError: d.LastError})
+	}
+	return a
+}
+
+// alertRulesMeta is the keel_meta document holding runtime rules.
+const alertRulesMeta = "alert_rules"
+
+// storedRules is AlertRules as stored: durations as strings.
+type storedRules struct {
+	DeadPerHour        int     `json:"dead_per_hour"`
+	OldestReadyAge     string  `json:"oldest_ready_age"`
+	FailureRatio       float64 `json:"failure_ratio"`
+	FailureMinAttempts int     `json:"failure_min_attempts"`
+	FailureWindow      string  `json:"failure_window"`
+	NoLiveWorker       bool    `json:"no_live_worker"`
+	NodeLost           bool    `json:"node_lost"`
+}
+
+// AlertRules returns the rules in force: those set at runtime when there
+// are, else the configured ones; runtime reports which.
+func (c *Client) AlertRules(ctx context.Context) (rules AlertRules, runtime bool, err error) {
+	raw, err := c.drv.GetMeta(ctx, alertRulesMeta)
+	if err != nil {
+		return AlertRules{}, false, fmt.Errorf("keel: read alert rules: %w", unavailable(ctx, err))
+	}
+	if raw == nil {
+		return c.cfg.alertRules(), false, nil
+	}
+	var s storedRules
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return AlertRules{}, false, fmt.Errorf("keel: stored alert rules are not valid: %w", err)
+	}
+	r := AlertRules{DeadPerHour: s.DeadPerHour, FailureRatio: s.FailureRatio, FailureMinAttempts: s.FailureMinAttempts,
+		NoLiveWorker: s.NoLiveWorker, NodeLost: s.NodeLost}
+	if r.OldestReadyAge, err = time.ParseDuration(s.OldestReadyAge); err == nil {
+		r.FailureWindow, err = time.ParseDuration(s.FailureWindow)
+	}
+	if err != nil {
+		return AlertRules{}, false, fmt.Errorf("keel: stored alert rules are not valid: %w", err)
+	}
+	return r, true, nil
+}
+
+// SetAlertRules replaces the rules in force in every process (the leader
+// reads them at each evaluation) until ResetAlertRules. Invalid rules are
+// refused and nothing is stored.
+func (c *Client) SetAlertRules(ctx context.Context, r AlertRules) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(storedRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge.String(),
+		FailureRatio: r.FailureRatio, FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow.String(),
+		NoLiveWorker: r.NoLiveWorker, NodeLost: r.NodeLost})
+	if err := c.drv.PutMeta(ctx, alertRulesMeta, raw, c.cfg.Now()); err != nil {
+		return fmt.Errorf("keel: store alert rules: %w", unavailable(ctx, err))
+	}
+	return nil
+}
+
+// ResetAlertRules drops the runtime rules: each process's configured
+// rules apply again.
+func (c *Client) ResetAlertRules(ctx context.Context) error {
+	if err := c.drv.PutMeta(ctx, alertRulesMeta, nil, c.cfg.Now()); err != nil {
+		return fmt.Errorf("keel: reset alert rules: %w", unavailable(ctx, err))
+	}
+	return nil
+}
+
+// alertRules are the configured rules.
+func (c Config) alertRules() AlertRules {
+	if c.Alerts.Rules != nil {
+		return *c.Alerts.Rules
+	}
+	return DefaultAlertRules()
+}
+
+// Notifiers names this client's notifiers, keel's log first.
+func (c *Client) Notifiers() []string {
+	if c.cfg.Alerts.Off {
+		return nil
+	}
+	names := []string{logNotifierName}
+	for _, n := range c.cfg.Alerts.Notifiers {
+		names = append(names, n.Name())
+	}
+	return names
+}
+
+// validateAlerts checks Config.Alerts.
+func (c Config) validateAlerts() error {
+	a := c.Alerts
+	if a.Rules != nil {
+		if err := a.Rules.Validate(); err != nil {
+			return err
+		}
+	}
+	if a.Interval < 0 || a.RetryMax < 0 {
+		return invalid("Config.Alerts: Interval and RetryMax must be positive, got %v and %v", a.Interval, a.RetryMax)
+	}
+	seen := map[string]bool{logNotifierName: true}
+	for i, n := range a.Notifiers {
+		if n == nil {
+			return invalid("Config.Alerts.Notifiers[%d] is nil", i)
+		}
+		name := n.Name()
+		switch {
+		case !notifierName.MatchString(name):
+			return invalid("Config.Alerts.Notifiers[%d]: invalid name %q: use 1-64 of a-z, 0-9, '_' and '-'", i, name)
+		case seen[name]:
+			return invalid("Config.Alerts.Notifiers[%d]: name %q used twice (\"log\" is keel's own)", i, name)
+		}
+		seen[name] = true
+		if v, ok := n.(interface{ validate() error }); ok {
+			if err := v.validate(); err != nil {
+				return invalid("Config.Alerts.Notifiers[%d]: %v", i, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package keel
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// TestEvaluateRules: each rule fires exactly for the subject past its
+// threshold, from the counters alone, and keel's own queue and types never
+// count against users' ones.
+func TestEvaluateRules(t *testing.T) {
+	now := time.Unix(29_000_000*60+30, 0) // 30s into a minute
+	minute := driver.DueMinute(now)
+	snap := &snapshot{at: now, workers: map[string]int{},
+		counts: []driver.CountRow{
+			// default: 5 ready since 15 minutes ago, worked by a live node.
+			{Queue: "default", Type: "email", Kind: "pending", Due: minute - 15, N: 5},
+			// reports: ready, no node works it.
+			{Queue: "reports", Type: "pdf", Kind: "pending", Due: minute - 1, N: 2},
+			// scheduled only: nothing is ready, so no rule cares.
+			{Queue: "later", Type: "x", Kind: "pending", Due: minute + 30, N: 9},
+			// keel's own queue is never "not served" nor "old".
+			{Queue: ReservedQueue, Type: notifyType("log"), Kind: "pending", Due: minute - 20, N: 1},
+			// the drill's dead letters are counted from the table.
+			{Queue: ReservedQueue, Type: drillType, Kind: "dead", N: 4},
+		},
+		minutes: []driver.MinuteRow{
+			// email: 4 dead this hour (above 3); sms: 2 (not alone, but
+			// 6 together); an old minute outside the hour does not count.
+			{Minute: minute - 70, Queue: "default", Type: "email", Dead: 50},
+			{Minute: minute - 30, Queue: "default", Type: "email", Dead: 3, Ended: 3, Failed: 3},
+			{Minute: minute - 2, Queue: "default", Type: "email", Dead: 1, Ended: 30, Failed: 16},
+			{Minute: minute - 1, Queue: "default", Type: "sms", Dead: 2, Ended: 19, Failed: 19},
+			// keel's own deliveries failing do not trip failure_ratio.
+			{Minute: minute, Queue: ReservedQueue, Type: notifyType("hook"), Ended: 40, Failed: 40},
+		},
+		nodes: []driver.NodeRow{
+			{Name: "alive", Host: "h1", PID: 1, Queues: []string{"default"}, HeartbeatAt: now.Add(-5 * time.Second)},
+			{Name: "gone", Host: "h2", PID: 2, Queues: []string{"default"}, HeartbeatAt: now.Add(-2 * time.Minute)},
+		},
+	}
+	got := map[string]condition{}
+	for _, c := range evaluate(DefaultAlertRules(), snap, 30*time.Second) {
+		if _, dup := got[c.key()]; dup {
+			t.Fatalf("condition %q twice", c.key())
+		}
+		got[c.key()] = c
+	}
+	want := []string{
+		"dead_per_hour\ntype:email", "dead_per_hour\ntype:keel.drill", "dead_per_hour\nall",
+		"oldest_ready_age\nqueue:default", "no_live_worker\nqueue:reports",
+		"failure_ratio\ntype:email", "node_lost\nnode:gone",
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range got {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Fatalf("conditions\n got %q\nwant %q", keys, want)
+	}
+	all := got["dead_per_hour\nall"]
+	if all.values["dead"] != int64(6) || !strings.Contains(all.message, "email 4, sms 2") {
+		t.Errorf("all types: %v %q (the drill's 4 must not count)", all.values, all.message)
+	}
+	if c := got["dead_per_hour\ntype:email"]; c.hint != "keel dlq list --type email --after 1h" || c.values["dead"] != int64(4) {
+		t.Errorf("email: %+v", c)
+	}
+	if c := got["failure_ratio\ntype:email"]; c.values["failed"] != int64(16) || c.values["attempts"] != int64(30) {
+		t.Errorf("failure ratio counts the last 5 minutes only: %+v", c.values)
+	}
+	if c := got["oldest_ready_age\nqueue:default"]; !strings.Contains(c.message, "at least 14m") {
+		t.Errorf("oldest ready: %q", c.message)
+	}
+
+	// Rules turned off or raised fire nothing.
+	off := AlertRules{DeadPerHour: -1}
+	if cs := evaluate(off, snap, 30*time.Second); len(cs) != 0 {
+		t.Fatalf("every rule off: %v", cs)
+	}
+	raised := DefaultAlertRules()
+	raised.DeadPerHour, raised.FailureMinAttempts = 10, 31
+	for _, c := range evaluate(raised, snap, 30*time.Second) {
+		if c.rule == RuleDeadPerHour || c.rule == RuleFailureRatio {
+			t.Errorf("raised thresholds: %s %s fired", c.rule, c.subject)
+		}
+	}
+}
+
+func TestAlertRulesValidate(t *testing.T) {
+	for name, r := range map[string]AlertRules{
+		"negative age":   {OldestReadyAge: -time.Second},
+		"ratio 1":        {FailureRatio: 1, FailureMinAttempts: 1, FailureWindow: time.Minute},
+		"no min":         {FailureRatio: 0.5, FailureWindow: time.Minute},
+		"window too big": {FailureRatio: 0.5, FailureMinAttempts: 1, FailureWindow: 2 * time.Hour},
+	} {
+		if err := r.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := DefaultAlertRules().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
