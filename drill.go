@@ -76,7 +76,7 @@ func (c *Client) Drill(ctx context.Context, timeout time.Duration) (*DrillReport
 	if err := c.cleanDrill(context.WithoutCancel(ctx)); err != nil {
 		return nil, err
 	}
-	if err := c.waitDrillResolved(ctx); err != nil {
+	if err := c.resolveDrillAlerts(ctx); err != nil {
 		return nil, err
 	}
 	r := &DrillReport{Started: c.cfg.Now(), Tasks: rules.DeadPerHour + 1}
@@ -160,20 +160,19 @@ func (c *Client) cleanDrill(ctx context.Context) error {
 	return nil
 }
 
-// waitDrillResolved waits until no drill alert is open.
-func (c *Client) waitDrillResolved(ctx context.Context) error {
-	for {
-		as, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Rule: RuleDeadPerHour, Subject: "type:" + drillType, Open: true, Limit: 1})
-		if err != nil {
-			return fmt.Errorf("keel: drill: %w", unavailable(ctx, err))
-		}
-		if len(as) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("keel: drill: the alert of an earlier drill (%d) is still open: is a leader running? (keel nodes)", as[0].ID)
-		case <-time.After(drillPoll):
+// resolveDrillAlerts resolves an alert an earlier drill left open (its
+// tasks are gone now), so that this drill trips a new one without waiting
+// for the leader.
+func (c *Client) resolveDrillAlerts(ctx context.Context) error {
+	as, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Rule: RuleDeadPerHour, Subject: "type:" + drillType, Open: true, Limit: 10})
+	if err != nil {
+		return fmt.Errorf("keel: drill: %w", unavailable(ctx, err))
+	}
+	for _, a := range as {
+		if _, _, err := c.drv.ResolveAlert(ctx, driver.ResolveAlertParams{ID: a.ID,
+			Message: "a new drill started; the earlier drill's tasks were removed.", Now: c.cfg.Now()}); err != nil {
+			return fmt.Errorf("keel: drill: resolve alert %d: %w", a.ID, unavailable(ctx, err))
 		}
 	}
+	return nil
 }

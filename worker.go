@@ -3,6 +3,7 @@ package keel
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
@@ -61,6 +62,10 @@ func (c *Client) Start(ctx context.Context) error {
 		// keel's own tasks: alert deliveries and the drill, in their
 		// own queue so that they never wait behind users' tasks.
 		cfg.Queues[ReservedQueue] = 4
+		// Its tasks are enqueued by this process (which wakes its
+		// workers) or retried on this process's due timer: polling is
+		// only a fallback, as often as the rules are evaluated.
+		cfg.QueuePoll = map[string]time.Duration{ReservedQueue: max(c.cfg.PollInterval, c.cfg.Alerts.Interval)}
 		for t, h := range c.internalHandlers() {
 			cfg.Handlers[t] = h
 			cfg.TypeBackoff[t] = c.deliveryBackoff()

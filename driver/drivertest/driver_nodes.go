@@ -152,9 +152,11 @@ func testEngineNodes(t *testing.T, e *env) {
 		t.Fatalf("Nodes returned %d nodes, want 3", len(infos))
 	}
 	for _, n := range infos[1:] {
-		wantQueues := []string{"default"}
+		// Every started client also works keel's own queue (alert
+		// deliveries, the drill).
+		wantQueues := []string{"default", "keel"}
 		if n.Name == "worker-b" {
-			wantQueues = []string{"default", "mail"}
+			wantQueues = []string{"default", "keel", "mail"}
 		}
 		if n.PID <= 0 || n.Host == "" || !slices.Equal(n.Queues, wantQueues) || !n.StartedAt.Equal(now) || !n.HeartbeatAt.Equal(now) {
 			t.Fatalf("node %+v: want a pid, a host, queues %v, started and heartbeat at %v", n, wantQueues, now)

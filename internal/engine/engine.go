@@ -59,6 +59,10 @@ type Config struct {
 	Now    func() time.Time
 	// Queues maps each queue this process works to its MaxWorkers.
 	Queues map[string]int
+	// QueuePoll overrides PollInterval for some queues: keel's own queue,
+	// whose tasks this process mostly enqueues itself (and so wakes its
+	// workers for), polls rarely.
+	QueuePoll map[string]time.Duration
 	// Handlers maps task types to their handlers; a type mapped to nil is
 	// declared (known, with defaults) but not run here.
 	Handlers map[string]Handler

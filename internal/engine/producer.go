@@ -59,6 +59,10 @@ func (p *producer) run() {
 	// Claiming on every single freed slot makes tiny batches: wait until a
 	// quarter of a batch is free, or briefly for more.
 	threshold := max(1, batch/4)
+	pollEvery := e.cfg.PollInterval
+	if d, ok := e.cfg.QueuePoll[p.name]; ok {
+		pollEvery = d
+	}
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	drained := false // the last claim found fewer tasks than it asked for
@@ -81,7 +85,7 @@ func (p *producer) run() {
 				continue
 			}
 		}
-		poll.Reset(e.cfg.PollInterval)
+		poll.Reset(pollEvery)
 	wait:
 		for {
 			select {
