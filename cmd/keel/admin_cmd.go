@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -399,7 +401,13 @@ func printStats(out io.Writer, st server.Stats) error {
 		return err
 	}
 	if st.Alert {
-		fmt.Fprintf(out, "\nALERT: %d tasks dead-lettered in the last hour: see keel dlq list --after 1h\n", st.DeadLastHour)
+		var rules []string
+		n := 0
+		for _, rule := range slices.Sorted(maps.Keys(st.Firing)) {
+			rules = append(rules, fmt.Sprintf("%s %d", rule, st.Firing[rule]))
+			n += st.Firing[rule]
+		}
+		fmt.Fprintf(out, "\nALERT: %d firing (%s): see keel alerts --firing\n", n, strings.Join(rules, ", "))
 	}
 	return nil
 }

@@ -147,6 +147,9 @@ max_attempts = 1
 			t.Errorf("keel alerts lacks %q:\n%s", want, out)
 		}
 	}
+	if out := s.cli(t, bin, "stats"); !strings.Contains(out, "ALERT: 2 firing (dead_per_hour 2): see keel alerts --firing") {
+		t.Errorf("keel stats does not show the firing alerts:\n%s", out)
+	}
 	// Rules changed at runtime through the CLI apply at once; a bad one
 	// is refused and changes nothing.
 	if out := s.cli(t, bin, "alerts", "rules", "dead_per_hour=10"); !strings.Contains(out, "more than 10 dead letters") || !strings.Contains(out, "source: runtime") {
