@@ -222,7 +222,7 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 		}
 		if resolved {
 			c.cfg.Logger.Info("keel: alert resolved", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.ResolvedMessage)
-			c.enqueueDeliveries(ctx, row)
+			c.enqueueDeliveries(ctx, row, time.Time{})
 		}
 	}
 	for _, cond := range conds {
@@ -237,7 +237,7 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 		}
 		if fired {
 			c.cfg.Logger.Info("keel: alert fired", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.Message)
-			c.enqueueDeliveries(ctx, row)
+			c.enqueueDeliveries(ctx, row, time.Time{})
 		}
 	}
 	return nil

@@ -29,6 +29,10 @@ const (
 	// scanAlerts is how many of the newest alerts each process checks
 	// for events its notifiers were not sent.
 	scanAlerts = 200
+	// scanWindow is how far back the scan looks for events to deliver:
+	// an alert still firing is always delivered, a resolution only when
+	// it is this recent.
+	scanWindow = time.Hour
 )
 
 // deliveryPayload is the payload of a keel.notify.<name> task.
@@ -61,19 +65,28 @@ func (c *Client) scanDeliveries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	recent := c.cfg.Now().Add(-scanWindow)
 	for i := range rows {
-		c.enqueueDeliveries(ctx, &rows[i])
+		a := &rows[i]
+		// A notifier added later gets what fires now, not the history.
+		if a.Open() || a.FiredAt.After(recent) || a.ResolvedAt.After(recent) {
+			c.enqueueDeliveries(ctx, a, recent)
+		}
 	}
 	return nil
 }
 
 // enqueueDeliveries enqueues one delivery task per notifier of this
-// process for each event of a that has no delivery record yet. The
+// process for each event of a since the given time (the alert still
+// firing counts as now) that has no delivery record yet. The
 // task's idempotency key names alert, event and notifier, so processes
 // and rounds that enqueue the same delivery make one task.
-func (c *Client) enqueueDeliveries(ctx context.Context, a *driver.AlertRow) {
-	events := []string{driver.AlertFired}
-	if !a.Open() {
+func (c *Client) enqueueDeliveries(ctx context.Context, a *driver.AlertRow, since time.Time) {
+	var events []string
+	if a.Open() || a.FiredAt.After(since) {
+		events = append(events, driver.AlertFired)
+	}
+	if !a.Open() && a.ResolvedAt.After(since) {
 		events = append(events, driver.AlertResolved)
 	}
 	for _, ev := range events {

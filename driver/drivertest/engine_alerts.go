@@ -153,6 +153,19 @@ func testEngineAlerts(t *testing.T, e *env) {
 	if err != nil || len(all) != 2 || all[0].ResolvedMessage == "" {
 		t.Fatalf("history: %v %+v", err, all)
 	}
+	// A notifier configured later gets what fires from then on, not the
+	// history: the clock is moved past the scan window so that the
+	// resolutions above are old.
+	late := newHookReceiver(t)
+	c2 := e.newClient(keel.Config{Handlers: keel.NewHandlers(), Now: func() time.Time { return time.Now().Add(2 * time.Hour) },
+		Alerts: keel.AlertConfig{Interval: 50 * time.Millisecond, Notifiers: []keel.Notifier{
+			&keel.WebhookNotifier{ID: "late", URL: late.URL, Headers: map[string]string{"Authorization": "Bearer hook"}}}}})
+	e.startClient(c2)
+	time.Sleep(20 * 50 * time.Millisecond)
+	if got := late.got(); len(got) != 0 {
+		t.Fatalf("a notifier added later was sent the history: %v", got)
+	}
+	e.stop(c2)
 	// Invalid rules are refused and change nothing.
 	if err := c.SetAlertRules(e.ctx, keel.AlertRules{FailureRatio: 2}); !errors.Is(err, keel.ErrInvalid) {
 		t.Fatalf("invalid rules: %v", err)
