@@ -50,7 +50,7 @@ var staticVersion = sync.OnceValue(func() string {
 // static serves the embedded files under static/<version>/.
 func (d *dash) static(w http.ResponseWriter, r *http.Request, _ *viewer) error {
 	name := r.PathValue("file")
-	b, err := staticFS.ReadFile(path.Join("static", path.Clean("/" + name)))
+	b, err := staticFS.ReadFile(path.Join("static", path.Clean("/"+name)))
 	if err != nil {
 		http.NotFound(w, r)
 		return nil
@@ -161,13 +161,15 @@ func (e errorData) title() string { return e.Heading }
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"num":      num,
-	"dur":      dur,
-	"ago":      ago,
-	"stamp":    stamp,
-	"rate":     func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
-	"pct":      func(a, b int64) string { return pct(a, b) },
-	"views":    func() []keel.View { return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead} },
+	"num":   num,
+	"dur":   dur,
+	"ago":   ago,
+	"stamp": stamp,
+	"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
+	"pct":   func(a, b int64) string { return pct(a, b) },
+	"views": func() []keel.View {
+		return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
+	},
 	"states":   func() []keel.State { return states },
 	"backlog":  backlog,
 	"add":      func(a, b int) int { return a + b },
