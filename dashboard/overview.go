@@ -13,7 +13,8 @@ type overviewData struct {
 	Stats      *keel.Stats
 	Views      map[keel.View]int64 // every queue's
 	Backlog    int64               // ready + scheduled + retrying
-	Firing     []*keel.Alert
+	Firing     []*keel.Alert // the newest 20 firing
+	FiringN    int           // how many fire
 	LastAlert  time.Time // when the newest alert fired; zero: never
 	NodesAlive int
 	NodesLost  int
@@ -37,6 +38,9 @@ func (d *dash) overviewRead(r *http.Request) (*overviewData, error) {
 		}
 	}
 	o.Backlog = backlog(o.Views)
+	for _, n := range st.Firing {
+		o.FiringN += n
+	}
 	if st.Alert {
 		if o.Firing, err = d.c.Alerts(ctx, keel.AlertFilter{Firing: true, Limit: 20}); err != nil {
 			return nil, err
@@ -60,7 +64,7 @@ func (d *dash) overviewRead(r *http.Request) (*overviewData, error) {
 			o.NodesAlive++
 		}
 	}
-	hist, err := d.c.History(ctx, st.At.Add(-time.Hour), time.Hour)
+	hist, err := d.c.History(ctx, st.At.Add(-time.Hour), time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@
     var width = Math.max(el.clientWidth || el.parentNode.clientWidth || 300, 240);
     var opts = {
       width: width, height: 200, legend: { show: false },
-      axes: [{}, { size: 50 }],
+      axes: [{ space: 90 }, { size: 50 }],
       series: [{}, { label: title, stroke: stroke, fill: fill, width: 2, points: { show: false } }],
       scales: { y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } } }
     };
