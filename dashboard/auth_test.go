@@ -219,6 +219,20 @@ func TestNoTokens(t *testing.T) {
 			t.Errorf("Host %s: %d", host, resp.StatusCode)
 		}
 	}
+	h, err := New(b.client, Options{Prefix: "/ui/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui := &bundle{srv: httptest.NewServer(h)}
+	defer ui.srv.Close()
+	for _, p := range []string{"/ui/", "/ui/queues", "/ui/tasks", "/ui/dead", "/ui/alerts", "/ui/nodes"} {
+		if r := ui.do(t, "GET", p, "", nil); r.status != http.StatusOK || !strings.Contains(r.body, `href="/ui/static/`) || !strings.Contains(r.body, `id="nav-queues" href="/ui/queues"`) {
+			t.Errorf("GET %s under a prefix: %d", p, r.status)
+		}
+	}
+	if r := ui.do(t, "GET", "/queues", "", nil); r.status != http.StatusNotFound {
+		t.Errorf("GET /queues outside the prefix: %d", r.status)
+	}
 	if _, err := New(b.client, Options{Prefix: "ui"}); err == nil {
 		t.Error("prefix without slashes accepted")
 	}

@@ -74,7 +74,7 @@ func (d *dash) dead(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	if err != nil {
 		return err
 	}
-	data := deadData{Type: f.Type, Queue: f.Queue, After: q.Get("after"), Scanned: len(tasks), Bounded: len(tasks) == deadScan, Done: q.Get("done")}
+	data := deadData{Type: f.Type, Queue: f.Queue, After: q.Get("after"), Scanned: len(tasks), Bounded: len(tasks) == deadScan, Done: doneMessage(q)}
 	groups := map[[2]string]*deadGroup{}
 	for _, t := range tasks {
 		k := [2]string{t.Type, lastError(t)}
@@ -149,13 +149,13 @@ func (d *dash) deadSelected(w http.ResponseWriter, r *http.Request, _ *viewer) e
 				return fmt.Errorf("requeue task %d: %w", t.ID, err)
 			}
 		}
-		return d.back(w, r, "dead", fmt.Sprintf("Requeued %d dead letters: they run again now.", len(tasks)))
+		return d.back(w, r, "dead", "requeued", strconv.Itoa(len(tasks)))
 	}
 	n, err := d.purgeTasks(r, tasks)
 	if err != nil {
 		return err
 	}
-	return d.back(w, r, "dead", fmt.Sprintf("Purged %d dead letters for good.", n))
+	return d.back(w, r, "dead", "purged", strconv.FormatInt(n, 10))
 }
 
 // purgeTasks deletes the given dead letters. The library deletes dead
@@ -287,8 +287,7 @@ func (d *dash) deadMatching(w http.ResponseWriter, r *http.Request, v *viewer) e
 			break
 		}
 	}
-	verb := map[string]string{"requeue": "Requeued", "purge": "Purged"}[c.Action]
-	return d.back(w, r, "dead", fmt.Sprintf("%s %d dead letters.", verb, n))
+	return d.back(w, r, "dead", c.Action+"d", strconv.FormatInt(n, 10))
 }
 
 // countDead counts the dead letters f selects, reading at most maxCount.

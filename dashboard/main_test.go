@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
 	"github.com/keelq/keel/internal/testdb"
@@ -60,9 +62,19 @@ type bundle struct {
 	log    *slog.Logger
 }
 
-// forEachDB runs fn as a parallel subtest on SQLite and PostgreSQL.
+// databases are the databases the page tests run on: SQLite and
+// PostgreSQL, or those KEEL_TEST_DATABASES lists (comma-separated:
+// sqlite, postgres, mysql).
+var databases = func() []string {
+	if v := os.Getenv("KEEL_TEST_DATABASES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"sqlite", "postgres"}
+}()
+
+// forEachDB runs fn as a parallel subtest on each of databases.
 func forEachDB(t *testing.T, fn func(t *testing.T, db string)) {
-	for _, db := range []string{"sqlite", "postgres"} {
+	for _, db := range databases {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			fn(t, db)
@@ -87,6 +99,13 @@ func openDriver(t *testing.T, db string) driver.Driver {
 			t.Fatal(err)
 		}
 		d = pd
+	case "mysql":
+		_, dsn := testdb.MySQLDatabase(t, "keel_dash")
+		md, err := mysql.Open(ctx, dsn, mysql.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = md
 	default:
 		t.Fatalf("unknown database %q", db)
 	}

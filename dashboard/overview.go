@@ -13,9 +13,9 @@ type overviewData struct {
 	Stats      *keel.Stats
 	Views      map[keel.View]int64 // every queue's
 	Backlog    int64               // ready + scheduled + retrying
-	Firing     []*keel.Alert // the newest 20 firing
-	FiringN    int           // how many fire
-	LastAlert  time.Time // when the newest alert fired; zero: never
+	Firing     []*keel.Alert       // the newest 20 firing
+	FiringN    int                 // how many fire
+	LastAlert  time.Time           // when the newest alert fired; zero: never
 	NodesAlive int
 	NodesLost  int
 	// The last hour's history, summed.

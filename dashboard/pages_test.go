@@ -197,7 +197,18 @@ func TestActionsAdmin(t *testing.T) {
 			return ti.State
 		}
 
-		post("/queues/reports", url.Values{"op": {"pause"}}, http.StatusSeeOther)
+		r := post("/queues/reports", url.Values{"op": {"pause"}}, http.StatusSeeOther)
+		if loc := r.header.Get("Location"); loc != "/queues?done=queue&n=reports" {
+			t.Errorf("after pause: Location %q", loc)
+		}
+		if r := b.do(t, "GET", "/queues?done=queue&n=reports", adminToken, nil); !strings.Contains(r.body, `<p class="flash good" id="done">Queue reports updated`) {
+			t.Errorf("no message after pause")
+		}
+		for _, q := range []string{"?done=Your+account+is+locked", "?done=queue&n=%3Cb%3Ehi", "?done=queue&n=call+us"} {
+			if r := b.do(t, "GET", "/queues"+q, adminToken, nil); strings.Contains(r.body, `id="done"`) {
+				t.Errorf("/queues%s shows a message", q)
+			}
+		}
 		post("/queues/reports", url.Values{"concurrency": {"3"}}, http.StatusSeeOther)
 		qs, _ := b.client.Queues(ctx)
 		for _, q := range qs {
@@ -236,7 +247,7 @@ func TestActionsAdmin(t *testing.T) {
 		}
 		post("/dead/selected", url.Values{"action": {"requeue"}, "id": {fmt.Sprint(s.dead[1])}}, http.StatusConflict) // no longer dead
 		// Purge needs force for dead letters younger than 7 days.
-		r := post("/dead/selected", url.Values{"action": {"purge"}, "id": {fmt.Sprint(s.dead[2])}}, http.StatusConflict)
+		r = post("/dead/selected", url.Values{"action": {"purge"}, "id": {fmt.Sprint(s.dead[2])}}, http.StatusConflict)
 		if !strings.Contains(r.body, "younger than 7 days") {
 			t.Errorf("young purge refusal: %s", r.body)
 		}

@@ -3,6 +3,8 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +43,7 @@ func (d *dash) queues(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	for _, q := range qs {
 		conc[q.Name] = q.Concurrency
 	}
-	data := queuesData{Types: map[string]keel.TypeInfo{}, Done: r.URL.Query().Get("done")}
+	data := queuesData{Types: map[string]keel.TypeInfo{}, Done: doneMessage(r.URL.Query())}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {
 		data.Queues = append(data.Queues, queueRow{QueueStats: q, Concurrency: conc[q.Name]})
@@ -126,7 +128,7 @@ func (d *dash) updateQueue(w http.ResponseWriter, r *http.Request, _ *viewer) er
 	if _, err := d.c.UpdateQueue(r.Context(), name, u); err != nil {
 		return err
 	}
-	return d.back(w, r, "queues", fmt.Sprintf("Queue %s updated; every node applies it within seconds.", name))
+	return d.back(w, r, "queues", "queue", name)
 }
 
 // updateType is POST /types/{name}: pause, resume, or change concurrency,
@@ -158,11 +160,43 @@ func (d *dash) updateType(w http.ResponseWriter, r *http.Request, _ *viewer) err
 	if _, err := d.c.UpdateType(r.Context(), name, u); err != nil {
 		return err
 	}
-	return d.back(w, r, "queues", fmt.Sprintf("Type %s updated; every node applies it within seconds.", name))
+	return d.back(w, r, "queues", "type", name)
 }
 
-// back redirects after a successful action to path with a message.
-func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done string) error {
-	http.Redirect(w, r, d.prefix+path+query("done", done), http.StatusSeeOther)
+// back redirects after a successful action to path, saying what was done
+// (see doneMessage).
+func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done, arg string) error {
+	http.Redirect(w, r, d.prefix+path+query("done", done, "n", arg), http.StatusSeeOther)
 	return nil
 }
+
+// doneMessages are what an action tells after its redirect; the link
+// carries only a code and a name or number, so that nobody can make the
+// page say something else.
+var doneMessages = map[string]string{
+	"queue":     "Queue %s updated; every node applies it within seconds.",
+	"type":      "Type %s updated; every node applies it within seconds.",
+	"cancelled": "Task cancelled.",
+	"retried":   "Task sent back to pending: it runs again now, its attempts reset.",
+	"requeued":  "Requeued %s dead letters: they run again now.",
+	"purged":    "Purged %s dead letters for good.",
+}
+
+// doneMessage is the message of the done code in q, or "".
+func doneMessage(q url.Values) string {
+	msg, ok := doneMessages[q.Get("done")]
+	if !ok {
+		return ""
+	}
+	if !strings.Contains(msg, "%s") {
+		return msg
+	}
+	arg := q.Get("n")
+	if !nameRE.MatchString(arg) {
+		return ""
+	}
+	return fmt.Sprintf(msg, arg)
+}
+
+// nameRE is what a queue or type name (or a count) may be.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)

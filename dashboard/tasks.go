@@ -162,7 +162,7 @@ func (d *dash) task(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	if err != nil {
 		return err
 	}
-	data := taskData{Task: t, Payload: pretty(t.Payload), Result: pretty(t.Result), Meta: pretty(t.Meta), Timeline: timeline(t), Done: r.URL.Query().Get("done")}
+	data := taskData{Task: t, Payload: pretty(t.Payload), Result: pretty(t.Result), Meta: pretty(t.Meta), Timeline: timeline(t), Done: doneMessage(r.URL.Query())}
 	if t.State == keel.StatePending {
 		if data.Estimate, err = d.c.Estimate(r.Context(), t); err != nil {
 			return err
@@ -189,7 +189,7 @@ func (d *dash) cancelTask(w http.ResponseWriter, r *http.Request, _ *viewer) err
 	if _, err := d.c.Cancel(r.Context(), id); err != nil {
 		return err
 	}
-	return d.back(w, r, "tasks/"+strconv.FormatInt(id, 10), "Task cancelled.")
+	return d.back(w, r, "tasks/"+strconv.FormatInt(id, 10), "cancelled", "")
 }
 
 // retryTask is POST /tasks/{id}/retry.
@@ -201,5 +201,5 @@ func (d *dash) retryTask(w http.ResponseWriter, r *http.Request, _ *viewer) erro
 	if _, err := d.c.Retry(r.Context(), id); err != nil {
 		return err
 	}
-	return d.back(w, r, "tasks/"+strconv.FormatInt(id, 10), "Task sent back to pending: it runs again now, attempts reset.")
+	return d.back(w, r, "tasks/"+strconv.FormatInt(id, 10), "retried", "")
 }
