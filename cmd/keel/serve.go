@@ -19,6 +19,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/cmd/keel/internal/config"
+	"github.com/keelq/keel/dashboard"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/metrics"
 	"github.com/keelq/keel/server"
@@ -128,6 +129,11 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	if err != nil {
 		return err
 	}
+	if cfg.HTTP.Dashboard {
+		if api, err = withDashboard(api, client, tokens, log); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -206,6 +212,22 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 	log.Info("keel: stopped")
 	return failed
+}
+
+// withDashboard serves the API's routes (/v1/..., /healthz, /readyz,
+// /metrics) with api and every other path with the web dashboard, mounted
+// at "/" with the same tokens.
+func withDashboard(api http.Handler, client *keel.Client, tokens []server.Token, log *slog.Logger) (http.Handler, error) {
+	dash, err := dashboard.New(client, dashboard.Options{Tokens: tokens, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics"} {
+		mux.Handle(p, api)
+	}
+	mux.Handle("/", dash)
+	return mux, nil
 }
 
 // httpServer returns the HTTP server of handler h with the configured

@@ -130,6 +130,9 @@ type HTTP struct {
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
 	// MaxBatch bounds the tasks of one batch enqueue. Default 1000.
 	MaxBatch int `toml:"max_batch"`
+	// Dashboard serves the web dashboard at "/" next to the API (same
+	// listener, same tokens; never on [metrics] listen). Default true.
+	Dashboard bool `toml:"dashboard"`
 }
 
 // Engine holds the task engine's settings (keel.Config). Per-type values
@@ -353,6 +356,7 @@ func Defaults() *Config {
 			IdleTimeout:       Duration(120 * time.Second),
 			MaxBodyBytes:      1<<20 + 64<<10,
 			MaxBatch:          1000,
+			Dashboard:         true,
 		},
 		Engine: Engine{
 			MaxAttempts:       4,

@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 		"listen": "127.0.0.1:7400", "shutdown_timeout": "30s", "any_type": "false",
 		"database.dsn": "", "database.db": "./keel.db", "database.schema": "keel",
 		"http.read_header_timeout": "5s", "http.read_timeout": "30s", "http.write_timeout": "30s",
-		"http.idle_timeout": "2m", "http.max_body_bytes": "1114112", "http.max_batch": "1000",
+		"http.idle_timeout": "2m", "http.max_body_bytes": "1114112", "http.max_batch": "1000", "http.dashboard": "true",
 		"engine.max_attempts": "4", "engine.timeout": "1m", "engine.backoff_base": "30s",
 		"engine.backoff_max": "1h", "engine.backoff_jitter": "0.2", "engine.lease_ttl": "30s",
 		"engine.heartbeat_interval": "10s", "engine.poll_interval": "1s", "engine.rescue_interval": "10s",
@@ -170,6 +170,7 @@ write_timeout = "25s"
 idle_timeout = "1m"
 max_body_bytes = 2097152
 max_batch = 500
+dashboard = false
 
 [engine]
 max_attempts = 3
@@ -242,7 +243,7 @@ func TestFile(t *testing.T) {
 	if c.Engine != wantEngine {
 		t.Fatalf("engine\n got %+v\nwant %+v", c.Engine, wantEngine)
 	}
-	if c.HTTP != (HTTP{Duration(2 * time.Second), Duration(20 * time.Second), Duration(25 * time.Second), Duration(time.Minute), 2 << 20, 500}) {
+	if c.HTTP != (HTTP{Duration(2 * time.Second), Duration(20 * time.Second), Duration(25 * time.Second), Duration(time.Minute), 2 << 20, 500, false}) {
 		t.Fatalf("http %+v", c.HTTP)
 	}
 	wantRetention := Retention{Dead: Duration(14 * 24 * time.Hour), Succeeded: Duration(3 * 24 * time.Hour),

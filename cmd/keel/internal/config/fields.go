@@ -41,6 +41,7 @@ var fields = []Field{
 	{"http.idle_timeout", "KEEL_HTTP_IDLE_TIMEOUT", func(c *Config) any { return &c.HTTP.IdleTimeout }},
 	{"http.max_body_bytes", "KEEL_HTTP_MAX_BODY_BYTES", func(c *Config) any { return &c.HTTP.MaxBodyBytes }},
 	{"http.max_batch", "KEEL_HTTP_MAX_BATCH", func(c *Config) any { return &c.HTTP.MaxBatch }},
+	{"http.dashboard", "KEEL_HTTP_DASHBOARD", func(c *Config) any { return &c.HTTP.Dashboard }},
 
 	{"engine.max_attempts", "KEEL_ENGINE_MAX_ATTEMPTS", func(c *Config) any { return &c.Engine.MaxAttempts }},
 	{"engine.timeout", "KEEL_ENGINE_TIMEOUT", func(c *Config) any { return &c.Engine.Timeout }},

@@ -1,0 +1,307 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// checkPage checks what every HTML page must have: the CSP and the other
+// security headers, and no unescaped hostile string.
+func checkPage(t *testing.T, what string, r response) {
+	t.Helper()
+	if got := r.header.Get("Content-Security-Policy"); got != CSP {
+		t.Errorf("%s: Content-Security-Policy %q, want %q", what, got, CSP)
+	}
+	if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Referrer-Policy") != "same-origin" {
+		t.Errorf("%s: missing nosniff or Referrer-Policy: %v", what, r.header)
+	}
+	for _, bad := range []string{"<script>alert", "<b>look</b>", " style=", "onclick", "onload"} {
+		if strings.Contains(r.body, bad) {
+			t.Errorf("%s: body contains %q unescaped", what, bad)
+		}
+	}
+	if strings.Contains(r.body, "<script>") {
+		t.Errorf("%s: an inline <script> block", what)
+	}
+}
+
+// TestPages renders every page for every role on SQLite and PostgreSQL,
+// with hostile strings in a payload, an error and an alert.
+func TestPages(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{Tokens: testTokens})
+		s := seed(t, b, 2)
+		pages := []string{"/", "/live", "/queues", "/tasks", "/tasks?state=dead&type=mail.send&queue=default",
+			"/tasks?after=2020-01-01T00:00&before=2099-01-01", fmt.Sprintf("/tasks/%d", s.pending), fmt.Sprintf("/tasks/%d", s.dead[0]),
+			"/dead", "/dead?type=mail.send", "/alerts", "/nodes"}
+		for _, tok := range []string{adminToken, readToken, enqueueToken} {
+			for _, p := range pages {
+				r := b.do(t, "GET", p, tok, nil)
+				if r.status != http.StatusOK {
+					t.Errorf("%s as %s: status %d: %s", p, tok, r.status, r.body)
+					continue
+				}
+				checkPage(t, p, r)
+				hasForms := strings.Contains(r.body, `method="post" action="/queues/`) || strings.Contains(r.body, `id="task-retry"`) ||
+					strings.Contains(r.body, `id="task-cancel"`) || strings.Contains(r.body, `id="dead-selected"`)
+				if tok != adminToken && hasForms {
+					t.Errorf("%s as %s shows action forms", p, tok)
+				}
+			}
+		}
+		// The hostile strings are there, escaped.
+		for p, want := range map[string]string{
+			fmt.Sprintf("/tasks/%d", s.pending): "&lt;script&gt;alert(1)&lt;/script&gt;",
+			fmt.Sprintf("/tasks/%d", s.dead[0]): "&lt;script&gt;alert(2)&lt;/script&gt; refused",
+			"/dead":                             "&lt;script&gt;alert(2)&lt;/script&gt; refused",
+			"/alerts":                           "&lt;script&gt;alert(3)&lt;/script&gt; fired",
+			"/":                                 "&lt;script&gt;alert(3)&lt;/script&gt; fired",
+		} {
+			if r := b.do(t, "GET", p, readToken, nil); !strings.Contains(r.body, want) {
+				t.Errorf("%s: no %q in the page", p, want)
+			}
+		}
+		// Admin sees the actions.
+		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.dead[0]), adminToken, nil); !strings.Contains(r.body, `id="task-retry"`) {
+			t.Errorf("dead task page shows admin no retry button")
+		}
+		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.pending), adminToken, nil); !strings.Contains(r.body, `id="task-cancel"`) || !strings.Contains(r.body, `id="task-eta"`) {
+			t.Errorf("pending task page shows admin no cancel button or no ETA")
+		}
+		// The overview's backlog: the one pending task.
+		if r := b.do(t, "GET", "/live", readToken, nil); !strings.Contains(r.body, `<span class="big" id="backlog">1</span>`) {
+			t.Errorf("live overview: no backlog 1 in %s", r.body)
+		}
+		// The chart data.
+		for _, rg := range []string{"hour", "day", "week"} {
+			r := b.do(t, "GET", "/history.json?range="+rg, readToken, nil)
+			if r.status != http.StatusOK || !strings.Contains(r.body, `"backlog":[`) {
+				t.Errorf("history.json?range=%s: %d %s", rg, r.status, r.body)
+			}
+		}
+		// Errors in words.
+		for p, want := range map[string]int{"/tasks/999999": 404, "/tasks/abc": 400, "/nope": 404, "/tasks?state=weird": 400, "/tasks?after=yesterday": 400} {
+			r := b.do(t, "GET", p, readToken, nil)
+			if r.status != want || !strings.Contains(r.body, `id="error-message"`) {
+				t.Errorf("%s: status %d, want %d with an error message: %s", p, r.status, want, r.body)
+			}
+			checkPage(t, p, r)
+		}
+	})
+}
+
+// TestEmptyStates checks that an empty database explains itself.
+func TestEmptyStates(t *testing.T) {
+	b := setup(t, "sqlite", Options{})
+	for p, want := range map[string]string{
+		"/dead": "No dead letters", "/alerts": "No alerts", "/nodes": "No worker process is registered",
+		"/tasks": "No tasks match", "/": "No queues yet",
+	} {
+		r := b.do(t, "GET", p, "", nil)
+		if r.status != http.StatusOK || !strings.Contains(r.body, want) {
+			t.Errorf("%s: status %d, no %q", p, r.status, want)
+		}
+	}
+}
+
+// actions are every POST a page makes, for a seeded database.
+func actions(s seeded) []struct {
+	path string
+	form url.Values
+} {
+	return []struct {
+		path string
+		form url.Values
+	}{
+		{"/queues/reports", url.Values{"op": {"pause"}}},
+		{"/queues/reports", url.Values{"concurrency": {"3"}}},
+		{"/types/report.build", url.Values{"op": {"pause"}}},
+		{"/types/report.build", url.Values{"timeout": {"45s"}, "max_attempts": {"7"}}},
+		{fmt.Sprintf("/tasks/%d/cancel", s.pending), url.Values{}},
+		{fmt.Sprintf("/tasks/%d/retry", s.dead[0]), url.Values{}},
+		{"/dead/selected", url.Values{"action": {"requeue"}, "id": {fmt.Sprint(s.dead[1])}}},
+		{"/dead/selected", url.Values{"action": {"purge"}, "force": {"yes"}, "id": {fmt.Sprint(s.dead[2])}}},
+		{"/dead/matching", url.Values{"action": {"purge"}, "force": {"yes"}, "confirm": {"yes"}}},
+		{"/dead/matching", url.Values{"action": {"requeue"}, "confirm": {"yes"}}},
+	}
+}
+
+// TestActionsRefused: read and enqueue tokens are refused every action,
+// and nothing changes.
+func TestActionsRefused(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{Tokens: testTokens})
+		s := seed(t, b, 4)
+		before, err := b.client.Counts(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range actions(s) {
+			for _, tok := range []string{readToken, enqueueToken} {
+				r := b.do(t, "POST", a.path, tok, a.form)
+				if r.status != http.StatusForbidden || !strings.Contains(r.body, "needs an admin token") {
+					t.Errorf("POST %s %v as %s: status %d, want 403: %s", a.path, a.form, tok, r.status, r.body)
+				}
+				checkPage(t, a.path, r)
+			}
+			if r := b.do(t, "POST", a.path, "", a.form); r.status != http.StatusUnauthorized {
+				t.Errorf("POST %s without a session: status %d, want 401", a.path, r.status)
+			}
+		}
+		after, err := b.client.Counts(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(before) != fmt.Sprint(after) {
+			t.Errorf("refused actions changed the counts: %v, then %v", before, after)
+		}
+		qs, err := b.client.Queues(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if q.Paused || q.Concurrency != 0 {
+				t.Errorf("refused actions changed queue %s: %+v", q.Name, q)
+			}
+		}
+	})
+}
+
+// TestActionsAdmin: every action works for admin and changes the database.
+func TestActionsAdmin(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{Tokens: testTokens})
+		s := seed(t, b, 5)
+		ctx := t.Context()
+		post := func(path string, form url.Values, want int) response {
+			t.Helper()
+			r := b.do(t, "POST", path, adminToken, form)
+			if r.status != want {
+				t.Fatalf("POST %s %v: status %d, want %d: %s", path, form, r.status, want, r.body)
+			}
+			return r
+		}
+		state := func(id int64) keel.State {
+			t.Helper()
+			ti, err := b.client.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ti.State
+		}
+
+		r := post("/queues/reports", url.Values{"op": {"pause"}}, http.StatusSeeOther)
+		if loc := r.header.Get("Location"); loc != "/queues?done=queue&n=reports" {
+			t.Errorf("after pause: Location %q", loc)
+		}
+		if r := b.do(t, "GET", "/queues?done=queue&n=reports", adminToken, nil); !strings.Contains(r.body, `<p class="flash good" id="done">Queue reports updated`) {
+			t.Errorf("no message after pause")
+		}
+		for _, q := range []string{"?done=Your+account+is+locked", "?done=queue&n=%3Cb%3Ehi", "?done=queue&n=call+us"} {
+			if r := b.do(t, "GET", "/queues"+q, adminToken, nil); strings.Contains(r.body, `id="done"`) {
+				t.Errorf("/queues%s shows a message", q)
+			}
+		}
+		post("/queues/reports", url.Values{"concurrency": {"3"}}, http.StatusSeeOther)
+		qs, _ := b.client.Queues(ctx)
+		for _, q := range qs {
+			if q.Name == "reports" && (!q.Paused || q.Concurrency != 3) {
+				t.Errorf("queue reports after pause and concurrency 3: %+v", q)
+			}
+		}
+		post("/queues/reports", url.Values{"op": {"resume"}}, http.StatusSeeOther)
+		post("/queues/reports", url.Values{"concurrency": {"-1"}}, http.StatusBadRequest)
+		post("/types/report.build", url.Values{"op": {"pause"}}, http.StatusSeeOther)
+		post("/types/report.build", url.Values{"timeout": {"45s"}, "max_attempts": {"7"}, "backoff_base": {"2s"}, "backoff_max": {"1m"}}, http.StatusSeeOther)
+		post("/types/report.build", url.Values{"timeout": {"soon"}}, http.StatusBadRequest)
+		ts, _ := b.client.Types(ctx)
+		for _, ty := range ts {
+			if ty.Name == typeReport && (!ty.Paused || ty.Timeout.String() != "45s" || ty.MaxAttempts != 7 || ty.BackoffMax.String() != "1m0s") {
+				t.Errorf("type report.build after updates: %+v", ty)
+			}
+		}
+		if r := b.do(t, "GET", "/queues", adminToken, nil); !strings.Contains(r.body, `id="queue-reports-pause"`) || !strings.Contains(r.body, `id="type-report.build-settings"`) {
+			t.Errorf("queues page shows admin no forms")
+		}
+
+		post(fmt.Sprintf("/tasks/%d/cancel", s.pending), url.Values{}, http.StatusSeeOther)
+		if st := state(s.pending); st != keel.StateCancelled {
+			t.Errorf("cancelled task is %s", st)
+		}
+		post(fmt.Sprintf("/tasks/%d/cancel", s.pending), url.Values{}, http.StatusConflict)
+		post(fmt.Sprintf("/tasks/%d/retry", s.dead[0]), url.Values{}, http.StatusSeeOther)
+		if st := state(s.dead[0]); st != keel.StatePending {
+			t.Errorf("retried task is %s", st)
+		}
+
+		post("/dead/selected", url.Values{"action": {"requeue"}, "id": {fmt.Sprint(s.dead[1])}}, http.StatusSeeOther)
+		if st := state(s.dead[1]); st != keel.StatePending {
+			t.Errorf("requeued dead letter is %s", st)
+		}
+		post("/dead/selected", url.Values{"action": {"requeue"}, "id": {fmt.Sprint(s.dead[1])}}, http.StatusConflict) // no longer dead
+		// Purge needs force for dead letters younger than 7 days.
+		r = post("/dead/selected", url.Values{"action": {"purge"}, "id": {fmt.Sprint(s.dead[2])}}, http.StatusConflict)
+		if !strings.Contains(r.body, "younger than 7 days") {
+			t.Errorf("young purge refusal: %s", r.body)
+		}
+		post("/dead/selected", url.Values{"action": {"purge"}, "force": {"yes"}, "id": {fmt.Sprint(s.dead[2])}}, http.StatusSeeOther)
+		if _, err := b.client.Get(ctx, s.dead[2]); err == nil {
+			t.Errorf("purged dead letter %d still there", s.dead[2])
+		}
+
+		// By filter: confirm first, with the count; then do it.
+		r = post("/dead/matching", url.Values{"action": {"purge"}, "type": {typeMail}}, http.StatusOK)
+		if !strings.Contains(r.body, "Nothing to purge") {
+			t.Errorf("purge without force of young dead letters: %s", r.body)
+		}
+		r = post("/dead/matching", url.Values{"action": {"requeue"}, "type": {typeMail}}, http.StatusOK)
+		if !strings.Contains(r.body, `<strong>2</strong> dead letters of type <code>mail.send</code>`) || !strings.Contains(r.body, `id="confirm-yes"`) {
+			t.Errorf("requeue confirmation: %s", r.body)
+		}
+		checkPage(t, "confirm", r)
+		post("/dead/matching", url.Values{"action": {"requeue"}, "type": {typeMail}, "confirm": {"yes"}}, http.StatusSeeOther)
+		for _, id := range s.dead[3:] {
+			if st := state(id); st != keel.StatePending {
+				t.Errorf("requeued-by-filter task %d is %s", id, st)
+			}
+		}
+		post("/dead/selected", url.Values{"action": {"purge"}}, http.StatusBadRequest)
+		post("/dead/matching", url.Values{"action": {"explode"}}, http.StatusBadRequest)
+	})
+}
+
+// TestPurgeOld: dead letters older than 7 days purge without force, by id
+// and by filter.
+func TestPurgeOld(t *testing.T) {
+	b := setup(t, "sqlite", Options{})
+	s := seed(t, b, 3)
+	h, err := New(b.client, Options{Now: func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }, Logger: b.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	old := &bundle{srv: srv, client: b.client, drv: b.drv, log: b.log}
+	if r := old.do(t, "POST", "/dead/selected", "", url.Values{"action": {"purge"}, "id": {fmt.Sprint(s.dead[0]), fmt.Sprint(s.dead[1])}}); r.status != http.StatusSeeOther {
+		t.Fatalf("purge old selected: %d %s", r.status, r.body)
+	}
+	r := old.do(t, "POST", "/dead/matching", "", url.Values{"action": {"purge"}})
+	if !strings.Contains(r.body, "the 1 dead letter") && !strings.Contains(r.body, "<strong>1</strong> dead letter") {
+		t.Errorf("purge old by filter confirmation: %s", r.body)
+	}
+	if r := old.do(t, "POST", "/dead/matching", "", url.Values{"action": {"purge"}, "confirm": {"yes"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("purge old by filter: %d %s", r.status, r.body)
+	}
+	for _, id := range s.dead {
+		if _, err := b.client.Get(t.Context(), id); err == nil {
+			t.Errorf("old dead letter %d not purged", id)
+		}
+	}
+}

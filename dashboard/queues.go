@@ -1,0 +1,202 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// queuesData is the queues and types page.
+type queuesData struct {
+	Queues []queueRow
+	Types  map[string]keel.TypeInfo // settings by type name
+	Done   string                   // what the last action changed
+}
+
+type queueRow struct {
+	keel.QueueStats
+	Concurrency int
+}
+
+// queues is GET /queues: every queue and its types with their settings.
+func (d *dash) queues(w http.ResponseWriter, r *http.Request, v *viewer) error {
+	ctx := r.Context()
+	st, err := d.c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	qs, err := d.c.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	ts, err := d.c.Types(ctx)
+	if err != nil {
+		return err
+	}
+	conc := map[string]int{}
+	for _, q := range qs {
+		conc[q.Name] = q.Concurrency
+	}
+	data := queuesData{Types: map[string]keel.TypeInfo{}, Done: doneMessage(r.URL.Query())}
+	seen := map[string]bool{}
+	for _, q := range st.Queues {
+		data.Queues = append(data.Queues, queueRow{QueueStats: q, Concurrency: conc[q.Name]})
+		seen[q.Name] = true
+	}
+	for _, q := range qs { // configured or with settings, but no tasks yet
+		if !seen[q.Name] {
+			data.Queues = append(data.Queues, queueRow{QueueStats: keel.QueueStats{Name: q.Name, Paused: q.Paused}, Concurrency: q.Concurrency})
+		}
+	}
+	for _, t := range ts {
+		data.Types[t.Name] = t
+	}
+	return d.render(w, r, http.StatusOK, "queues", v, data)
+}
+
+// form reads a small form body.
+func form(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		return badRequest("could not read the form: %v", err)
+	}
+	return nil
+}
+
+// pausedField reads the pause/resume buttons: op=pause or op=resume.
+func pausedField(r *http.Request) *bool {
+	switch r.PostForm.Get("op") {
+	case "pause":
+		t := true
+		return &t
+	case "resume":
+		f := false
+		return &f
+	}
+	return nil
+}
+
+// intField reads an optional integer field; empty: nil.
+func intField(r *http.Request, name string) (*int, error) {
+	s := strings.TrimSpace(r.PostForm.Get(name))
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return nil, badRequest("%s must be a whole number, got %q", name, s)
+	}
+	return &n, nil
+}
+
+// durField reads an optional duration field ("30s", "0" clears); empty: nil.
+func durField(r *http.Request, name string) (*time.Duration, error) {
+	s := strings.TrimSpace(r.PostForm.Get(name))
+	if s == "" {
+		return nil, nil
+	}
+	if s == "0" {
+		var z time.Duration
+		return &z, nil
+	}
+	x, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, badRequest("%s must be a duration such as 30s, 5m or 1h (0 clears it), got %q", name, s)
+	}
+	return &x, nil
+}
+
+// updateQueue is POST /queues/{name}: pause, resume or set concurrency.
+func (d *dash) updateQueue(w http.ResponseWriter, r *http.Request, _ *viewer) error {
+	if err := form(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	u := keel.QueueUpdate{Paused: pausedField(r)}
+	var err error
+	if u.Paused == nil {
+		if u.Concurrency, err = intField(r, "concurrency"); err != nil {
+			return err
+		}
+	}
+	if _, err := d.c.UpdateQueue(r.Context(), name, u); err != nil {
+		return err
+	}
+	return d.back(w, r, "queues", "queue", name)
+}
+
+// updateType is POST /types/{name}: pause, resume, or change concurrency,
+// timeout, max attempts and backoff.
+func (d *dash) updateType(w http.ResponseWriter, r *http.Request, _ *viewer) error {
+	if err := form(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	u := keel.TypeUpdate{Paused: pausedField(r)}
+	if u.Paused == nil {
+		var err error
+		if u.Concurrency, err = intField(r, "concurrency"); err != nil {
+			return err
+		}
+		if u.MaxAttempts, err = intField(r, "max_attempts"); err != nil {
+			return err
+		}
+		if u.Timeout, err = durField(r, "timeout"); err != nil {
+			return err
+		}
+		if u.BackoffBase, err = durField(r, "backoff_base"); err != nil {
+			return err
+		}
+		if u.BackoffMax, err = durField(r, "backoff_max"); err != nil {
+			return err
+		}
+	}
+	if _, err := d.c.UpdateType(r.Context(), name, u); err != nil {
+		return err
+	}
+	return d.back(w, r, "queues", "type", name)
+}
+
+// back redirects after a successful action to path, saying what was done
+// (see doneMessage).
+func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done, arg string) error {
+	http.Redirect(w, r, d.prefix+path+query("done", done, "n", arg), http.StatusSeeOther)
+	return nil
+}
+
+// doneMessages are what an action tells after its redirect; the link
+// carries only a code and a name or number, so that nobody can make the
+// page say something else.
+var doneMessages = map[string]string{
+	"queue":     "Queue %s updated; every node applies it within seconds.",
+	"type":      "Type %s updated; every node applies it within seconds.",
+	"cancelled": "Task cancelled.",
+	"retried":   "Task sent back to pending: it runs again now, its attempts reset.",
+	"requeued":  "Requeued %s dead letters: they run again now.",
+	"purged":    "Purged %s dead letters for good.",
+}
+
+// doneMessage is the message of the done code in q, or "".
+func doneMessage(q url.Values) string {
+	msg, ok := doneMessages[q.Get("done")]
+	if !ok {
+		return ""
+	}
+	if !strings.Contains(msg, "%s") {
+		return msg
+	}
+	arg := q.Get("n")
+	if !nameRE.MatchString(arg) {
+		return ""
+	}
+	return fmt.Sprintf(msg, arg)
+}
+
+// nameRE is what a queue or type name (or a count) may be.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)

@@ -1,0 +1,73 @@
+package keel
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// HistoryPoint is one step of the history Client.History returns: the
+// per-minute counters of every queue and type summed over [At, At+step).
+// See the fields of driver.MinuteRow for what each counts.
+type HistoryPoint struct {
+	At time.Time
+	// Enqueued counts inserted tasks; Hits enqueues that found their
+	// idempotency key held and returned the existing task.
+	Enqueued, Hits int64
+	// Attempts counts claims (attempts started); Ended attempts that ended
+	// (not given back); Failed those that recorded an error.
+	Attempts, Ended, Failed int64
+	// Succeeded, Dead and Cancelled count transitions into those states.
+	Succeeded, Dead, Cancelled int64
+	// DurationMS sums the run time of the attempts that ended.
+	DurationMS int64
+}
+
+// maxHistoryPoints bounds what one History call returns.
+const maxHistoryPoints = 2000
+
+// History reads the per-minute history kept for Config.HistoryRetention
+// (default 8 days) from since to now, summed over every queue and type in
+// steps of step (a whole number of minutes), aligned to multiples of step
+// since the Unix epoch. Every step is returned, zero when nothing
+// happened, oldest first; at most 2000 of them. Like Stats it never reads
+// the task table.
+func (c *Client) History(ctx context.Context, since time.Time, step time.Duration) ([]HistoryPoint, error) {
+	if step < time.Minute || step%time.Minute != 0 {
+		return nil, invalid("history step must be a whole number of minutes, got %v", step)
+	}
+	now := c.cfg.Now()
+	if since.IsZero() || !since.Before(now) {
+		return nil, invalid("history since must be before now")
+	}
+	first := since.Truncate(step)
+	n := int(now.Sub(first)/step) + 1
+	if n > maxHistoryPoints {
+		return nil, invalid("history from %v in steps of %v is %d points, more than %d", since.Format(time.RFC3339), step, n, maxHistoryPoints)
+	}
+	rows, err := c.drv.Minutes(ctx, first)
+	if err != nil {
+		return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
+	}
+	out := make([]HistoryPoint, n)
+	for i := range out {
+		out[i].At = first.Add(time.Duration(i) * step)
+	}
+	for _, m := range rows {
+		i := int(time.Unix(m.Minute*60, 0).Sub(first) / step)
+		if i < 0 || i >= n {
+			continue
+		}
+		p := &out[i]
+		p.Enqueued += m.Enqueued
+		p.Hits += m.Hits
+		p.Attempts += m.Attempts
+		p.Ended += m.Ended
+		p.Failed += m.Failed
+		p.Succeeded += m.Succeeded
+		p.Dead += m.Dead
+		p.Cancelled += m.Cancelled
+		p.DurationMS += m.DurationMS
+	}
+	return out, nil
+}
