@@ -177,6 +177,7 @@
 //	PollInterval       1s
 //	RescueInterval     10s
 //	ReconcileInterval  5m
+//	MaintainInterval   1m
 //	HistoryRetention   192h (8 days)
 //	SettingsInterval   2s
 //	ClaimBatch         100

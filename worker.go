@@ -33,7 +33,8 @@ func (c *Client) Start(ctx context.Context) error {
 		MaxSnoozes: c.cfg.MaxSnoozes, TypeMaxSnoozes: map[string]int{},
 
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
-		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval, HistoryRetention: c.cfg.HistoryRetention,
+		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval,
+		MaintainInterval: c.cfg.MaintainInterval, HistoryRetention: c.cfg.HistoryRetention,
 		SettingsInterval: c.cfg.SettingsInterval,
 		ClaimBatch:       c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
 		Tracer:   c.trace,

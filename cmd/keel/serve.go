@@ -275,7 +275,8 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		MaxAttempts: e.MaxAttempts, Timeout: e.Timeout.D(),
 		BackoffBase: e.BackoffBase.D(), BackoffMax: e.BackoffMax.D(), BackoffJitter: jitter,
 		LeaseTTL: e.LeaseTTL.D(), HeartbeatInterval: e.HeartbeatInterval.D(), PollInterval: e.PollInterval.D(),
-		RescueInterval: e.RescueInterval.D(), ReconcileInterval: e.ReconcileInterval.D(), HistoryRetention: e.HistoryRetention.D(),
+		RescueInterval: e.RescueInterval.D(), ReconcileInterval: e.ReconcileInterval.D(),
+		MaintainInterval: e.MaintainInterval.D(), HistoryRetention: e.HistoryRetention.D(),
 		SettingsInterval: e.SettingsInterval.D(), ClaimBatch: e.ClaimBatch,
 		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes,
 	}
