@@ -259,6 +259,7 @@ func (b *benchRun) prefillSucceeded(ctx context.Context, out io.Writer, o benchO
 		return err
 	}
 	<-b.reached
+	took := time.Since(start)
 	settled, err := b.settle(ctx, o.settle)
 	if err != nil {
 		return err
@@ -282,7 +283,7 @@ func (b *benchRun) prefillSucceeded(ctx context.Context, out io.Writer, o benchO
 		}
 		vacuumed = ", then vacuumed (--vacuum)"
 	}
-	fmt.Fprintf(out, "prefilled %d succeeded tasks in %v%s%s (not measured)\n", o.prefill, time.Since(start).Round(time.Millisecond), settled, vacuumed)
+	fmt.Fprintf(out, "prefilled %d succeeded tasks in %v%s%s (not measured)\n", o.prefill, took.Round(time.Millisecond), settled, vacuumed)
 	return nil
 }
 
