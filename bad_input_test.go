@@ -235,6 +235,7 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"negative PollInterval":         func(c *keel.Config) { c.PollInterval = -time.Second },
 		"negative RescueInterval":       func(c *keel.Config) { c.RescueInterval = -time.Second },
 		"negative ReconcileInterval":    func(c *keel.Config) { c.ReconcileInterval = -time.Second },
+		"negative MaintainInterval":     func(c *keel.Config) { c.MaintainInterval = -time.Second },
 		"negative HistoryRetention":     func(c *keel.Config) { c.HistoryRetention = -time.Hour },
 		"HistoryRetention below 1h":     func(c *keel.Config) { c.HistoryRetention = 59 * time.Minute },
 		"negative TimeoutGrace":         func(c *keel.Config) { c.TimeoutGrace = -time.Second },

@@ -204,6 +204,7 @@
 //	PollInterval       1s
 //	RescueInterval     10s
 //	ReconcileInterval  5m
+//	MaintainInterval   1m
 //	HistoryRetention   192h (8 days)
 //	RetainSucceeded    720h (30 days; also the idempotency window of a
 //	                   succeeded task: an archived task holds no key)

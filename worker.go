@@ -34,7 +34,8 @@ func (c *Client) Start(ctx context.Context) error {
 		MaxSnoozes: c.cfg.MaxSnoozes, TypeMaxSnoozes: map[string]int{},
 
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
-		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval, HistoryRetention: c.cfg.HistoryRetention,
+		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval,
+		MaintainInterval: c.cfg.MaintainInterval, HistoryRetention: c.cfg.HistoryRetention,
 		SettingsInterval: c.cfg.SettingsInterval,
 		RetainSucceeded:  c.cfg.RetainSucceeded, RetainDead: c.cfg.RetainDead,
 		DeleteArchivedAfter: c.cfg.DeleteArchivedAfter, ArchiveInterval: c.cfg.ArchiveInterval, ArchiveBatch: c.cfg.ArchiveBatch,

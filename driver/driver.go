@@ -221,6 +221,34 @@ type PoolStater interface {
 	PoolStats() PoolStats
 }
 
+// MaintainReport says what a Maintainer found in the task table and
+// what it did about it.
+type MaintainReport struct {
+	// LiveRows and DeadRows are the task table's rows and its dead row
+	// versions, as the database's statistics count them.
+	LiveRows, DeadRows int64
+	// Threshold is the number of dead rows from which the table needs a
+	// vacuum.
+	Threshold int64
+	// Autovacuum: the database vacuums the task table by itself.
+	Autovacuum bool
+	// Vacuumed: Maintain vacuumed the table, which took Took.
+	Vacuumed bool
+	Took     time.Duration
+	// Reason says in a few words why it vacuumed or did not.
+	Reason string
+}
+
+// Maintainer is implemented by drivers whose database needs upkeep that it
+// may not do by itself: on PostgreSQL, a VACUUM of the task table when
+// autovacuum is off for it (or falls behind), or the dead row versions
+// every claimed task leaves in the claim index slow every later claim.
+// The engine's leader calls Maintain every Config.MaintainInterval; it
+// reads a few statistics and does nothing more when nothing is needed.
+type Maintainer interface {
+	Maintain(ctx context.Context) (MaintainReport, error)
+}
+
 // ListenParams configures Notifier.Listen.
 type ListenParams struct {
 	// Wake is called with the queue a task became ready in, as soon as

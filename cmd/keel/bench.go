@@ -36,6 +36,8 @@ type benchOptions struct {
 	sync      string
 	batch     int
 	profile   string
+	vacuum    bool
+	settle    time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -63,6 +65,8 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&o.separate, "separate-producer", false, "with --rate: enqueue through a second, enqueue-only client, as another process would")
 	f.IntVar(&o.producers, "producers", 4, "with --duration (no --rate): goroutines inserting at once")
 	f.IntVar(&o.prefill, "prefill", 0, "work this many tasks down first (not measured), so the run starts on a table of succeeded rows")
+	f.DurationVar(&o.settle, "settle", 3*time.Minute, "with --prefill on PostgreSQL: keep the prefill's client, and so its leader, running until the task table's dead rows are below the vacuum threshold (vacuumed by the leader or autovacuum), at most this long; 0: start measuring at once")
+	f.BoolVar(&o.vacuum, "vacuum", false, "with --prefill on PostgreSQL: VACUUM (ANALYZE) the task table after the prefill; by default the bench does no maintenance of its own, only the client's leader does")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
 	f.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -91,6 +95,12 @@ func (o benchOptions) validate() error {
 		return fmt.Errorf("--prefill must not be negative, got %d", o.prefill)
 	case o.batch < 1:
 		return fmt.Errorf("--insert-batch must be positive, got %d", o.batch)
+	case o.settle < 0:
+		return fmt.Errorf("--settle must not be negative, got %v", o.settle)
+	case o.vacuum && o.prefill == 0:
+		return errors.New("--vacuum needs --prefill")
+	case o.vacuum && !isPostgresDSN(o.dsn):
+		return errors.New("--vacuum needs a PostgreSQL --dsn")
 	}
 	return nil
 }
@@ -249,22 +259,69 @@ func (b *benchRun) prefillSucceeded(ctx context.Context, out io.Writer, o benchO
 		return err
 	}
 	<-b.reached
+	took := time.Since(start)
+	settled, err := b.settle(ctx, o.settle)
+	if err != nil {
+		return err
+	}
 	if err := pre.Stop(ctx); err != nil {
 		return err
 	}
 	b.worked.Store(0)
 	b.reached, b.once = make(chan struct{}), sync.Once{}
-	// A table that has held its succeeded rows for a while has been
-	// vacuumed (autovacuum); a server with autovacuum off needs it done.
+	// By default the measured phase starts on the table as the prefill
+	// left it: whatever maintenance it needs is the leader's (or
+	// autovacuum's) to do, as in a deployment. --vacuum does it here.
 	vacuumed := ""
-	if v, ok := b.drv.(interface{ Vacuum(context.Context) error }); ok {
+	if o.vacuum {
+		v, ok := b.drv.(interface{ Vacuum(context.Context) error })
+		if !ok {
+			return errors.New("--vacuum: the driver has no Vacuum")
+		}
 		if err := v.Vacuum(ctx); err != nil {
 			return err
 		}
-		vacuumed = ", then vacuumed"
+		vacuumed = ", then vacuumed (--vacuum)"
 	}
-	fmt.Fprintf(out, "prefilled %d succeeded tasks in %v%s (not measured)\n", o.prefill, time.Since(start).Round(time.Millisecond), vacuumed)
+	fmt.Fprintf(out, "prefilled %d succeeded tasks in %v%s%s (not measured)\n", o.prefill, took.Round(time.Millisecond), settled, vacuumed)
 	return nil
+}
+
+// settle waits, at most d, until the task table's dead rows are below the
+// threshold from which it needs a vacuum: the bench does no maintenance,
+// but a table that has held its finished rows for a while has been
+// maintained by the leader or autovacuum, and the prefill made them all in
+// the last minutes. It reports what it found, for the prefill's line.
+func (b *benchRun) settle(ctx context.Context, d time.Duration) (string, error) {
+	c, ok := b.drv.(interface {
+		CheckMaintenance(context.Context) (driver.MaintainReport, error)
+	})
+	if !ok || d == 0 {
+		return "", nil
+	}
+	start := time.Now()
+	for {
+		r, err := c.CheckMaintenance(ctx)
+		if err != nil {
+			return "", err
+		}
+		who := "the leader; autovacuum off"
+		if r.Autovacuum {
+			who = "autovacuum; on"
+		}
+		waited := time.Since(start).Round(time.Second)
+		if r.DeadRows < r.Threshold {
+			return fmt.Sprintf(", settled in %v (%d dead rows, below %d; vacuums by %s)", waited, r.DeadRows, r.Threshold, who), nil
+		}
+		if time.Since(start) >= d {
+			return fmt.Sprintf(", not settled in %v (%d dead rows, threshold %d; vacuums by %s)", waited, r.DeadRows, r.Threshold, who), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) error {

@@ -20,6 +20,8 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{[]string{"--workers", "0"}, "--workers must be positive, got 0"},
 		{[]string{"--insert-batch", "-1"}, "--insert-batch must be positive, got -1"},
 		{[]string{"--rate", "10"}, "--rate needs --duration"},
+		{[]string{"--vacuum"}, "--vacuum needs --prefill"},
+		{[]string{"--vacuum", "--prefill", "10"}, "--vacuum needs a PostgreSQL --dsn"},
 	} {
 		db := filepath.Join(t.TempDir(), "bench.db")
 		out, err := runKeel(t, append([]string{"bench", "-n", "10", "--db", db}, c.args...)...)

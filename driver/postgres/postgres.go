@@ -64,6 +64,7 @@ type Driver struct {
 	sql      queries
 	db       *sql.DB // lazily opened database/sql view of the pool
 	wakes    wakeHub
+	maint    maintState // what Maintain remembers between calls
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string), applies the
@@ -167,9 +168,10 @@ var (
 	_ driver.PoolStater = (*Driver)(nil)
 )
 
-// Vacuum runs VACUUM (ANALYZE) on keel's task table. keel relies on
-// autovacuum, which the migrations tune for a queue's churn; call Vacuum
-// after bulk work on a server whose autovacuum is off, or before measuring.
+// Vacuum runs VACUUM (ANALYZE) on keel's task table. The migrations tune
+// autovacuum for a queue's churn, and where autovacuum is off the leader
+// vacuums (see Maintain); call Vacuum yourself after bulk work that should
+// not wait for either.
 func (d *Driver) Vacuum(ctx context.Context) error {
 	if _, err := d.pool.Exec(ctx, d.q(`VACUUM (ANALYZE) {schema}.keel_tasks`)); err != nil {
 		return fmt.Errorf("postgres: vacuum: %w", err)

@@ -81,7 +81,6 @@ type Config struct {
 	PollInterval      time.Duration
 	RescueInterval    time.Duration
 	ReconcileInterval time.Duration
-	HistoryRetention  time.Duration
 	// Archival (see archiveRound): retention of succeeded and cancelled
 	// tasks and of dead ones, how long archived rows are kept (0: for
 	// ever), how often the leader archives and how many tasks one batch
@@ -91,9 +90,13 @@ type Config struct {
 	DeleteArchivedAfter time.Duration
 	ArchiveInterval     time.Duration
 	ArchiveBatch        int
-	SettingsInterval    time.Duration
-	ClaimBatch          int
-	TimeoutGrace        time.Duration
+	// MaintainInterval is how often the leader has a driver.Maintainer
+	// maintain the task table; 0: never.
+	MaintainInterval time.Duration
+	HistoryRetention time.Duration
+	SettingsInterval time.Duration
+	ClaimBatch       int
+	TimeoutGrace     time.Duration
 	// MaxRunaway is how many handlers may ignore their ended context and
 	// keep running before the engine stops claiming; 0: no bound.
 	MaxRunaway int
@@ -142,12 +145,13 @@ type Engine struct {
 	// a claim takes, so no worker claims a task it cannot run.
 	handled []string
 
-	settings  settings
-	reconcile *service.Loop // the leader's counter check
-	archive   *service.Loop // the leader's archiver
-	archived  archiveCounters
-	loops     []*service.Loop // Config.Loops
-	runaway   atomic.Int64    // handlers running past TimeoutGrace after their context ended
+	settings   settings
+	reconcile  *service.Loop // the leader's counter check
+	archive    *service.Loop // the leader's archiver
+	archived   archiveCounters
+	maintainer maintainer      // the leader's upkeep of the database
+	loops      []*service.Loop // Config.Loops
+	runaway    atomic.Int64    // handlers running past TimeoutGrace after their context ended
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
@@ -172,7 +176,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Now: cfg.Now, Logger: log, Running: e.runningIDs, Lost: e.leaseLost,
 	})
 	e.elector = leader.New(leader.Config{Driver: e.drv, Owner: cfg.Node, TTL: cfg.LeaseTTL, Now: cfg.Now, Logger: log,
-		OnLead: func() { e.rescuer.Kick() }}) // a new leader rescues at once
+		OnLead: func() { e.rescuer.Kick(); e.kickMaintainer() }}) // a new leader rescues and maintains at once
 	e.rescuer = rescuer.New(rescuer.Config{
 		Driver: e.drv, Node: cfg.Node, Interval: cfg.RescueInterval, Now: cfg.Now, Logger: log,
 		Decide: e.decideExpired, Leading: e.elector.Leading,
@@ -213,6 +217,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	for _, l := range cfg.Loops {
 		e.loops = append(e.loops, service.Start(ctx, func(ctx context.Context) { service.Every(ctx, l.Interval, l.Run) }))
 	}
+	e.startMaintainer(ctx)
 	e.completer.Start(ctx)
 	e.heartbeat.Start(ctx)
 	e.elector.Start(ctx)
@@ -284,6 +289,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.settings.loop.Stop()
 	e.reconcile.Stop()
 	e.archive.Stop()
+	e.maintainer.loop.Stop()
 	e.elector.Stop()
 	e.listener.Stop()
 	e.cfg.Logger.Info("keel: workers stopped", "node", e.cfg.Node, "cancelled_in_flight", forced)

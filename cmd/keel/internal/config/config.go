@@ -167,6 +167,10 @@ type Engine struct {
 	// ReconcileInterval is how often the leader checks the live counters
 	// against the task table. Default "5m".
 	ReconcileInterval Duration `toml:"reconcile_interval"`
+	// MaintainInterval is how often the leader checks whether the database
+	// needs upkeep it is not doing itself (PostgreSQL: a VACUUM of the task
+	// table where autovacuum is off). Default "1m".
+	MaintainInterval Duration `toml:"maintain_interval"`
 	// HistoryRetention is how long the per-minute history is kept, at
 	// least "1h". Default "8d".
 	HistoryRetention Duration `toml:"history_retention"`
@@ -369,6 +373,7 @@ func Defaults() *Config {
 			PollInterval:      Duration(time.Second),
 			RescueInterval:    Duration(10 * time.Second),
 			ReconcileInterval: Duration(5 * time.Minute),
+			MaintainInterval:  Duration(time.Minute),
 			HistoryRetention:  Duration(8 * 24 * time.Hour),
 			SettingsInterval:  Duration(2 * time.Second),
 			ClaimBatch:        100,

@@ -53,6 +53,7 @@ var fields = []Field{
 	{"engine.poll_interval", "KEEL_ENGINE_POLL_INTERVAL", func(c *Config) any { return &c.Engine.PollInterval }},
 	{"engine.rescue_interval", "KEEL_ENGINE_RESCUE_INTERVAL", func(c *Config) any { return &c.Engine.RescueInterval }},
 	{"engine.reconcile_interval", "KEEL_ENGINE_RECONCILE_INTERVAL", func(c *Config) any { return &c.Engine.ReconcileInterval }},
+	{"engine.maintain_interval", "KEEL_ENGINE_MAINTAIN_INTERVAL", func(c *Config) any { return &c.Engine.MaintainInterval }},
 	{"engine.history_retention", "KEEL_ENGINE_HISTORY_RETENTION", func(c *Config) any { return &c.Engine.HistoryRetention }},
 	{"engine.settings_interval", "KEEL_ENGINE_SETTINGS_INTERVAL", func(c *Config) any { return &c.Engine.SettingsInterval }},
 	{"engine.claim_batch", "KEEL_ENGINE_CLAIM_BATCH", func(c *Config) any { return &c.Engine.ClaimBatch }},

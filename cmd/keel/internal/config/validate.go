@@ -179,7 +179,8 @@ func (c *Config) validateEngine(v *checker) {
 		{"engine.backoff_base", e.BackoffBase}, {"engine.backoff_max", e.BackoffMax},
 		{"engine.lease_ttl", e.LeaseTTL}, {"engine.heartbeat_interval", e.HeartbeatInterval},
 		{"engine.poll_interval", e.PollInterval}, {"engine.rescue_interval", e.RescueInterval},
-		{"engine.reconcile_interval", e.ReconcileInterval}, {"engine.history_retention", e.HistoryRetention},
+		{"engine.reconcile_interval", e.ReconcileInterval}, {"engine.maintain_interval", e.MaintainInterval},
+		{"engine.history_retention", e.HistoryRetention},
 		{"engine.settings_interval", e.SettingsInterval}, {"engine.timeout_grace", e.TimeoutGrace},
 	} {
 		v.positive(p.key, p.d)
