@@ -57,8 +57,8 @@ type Config struct {
 	Node   string
 	// Version is the keel version the node registry shows for this process.
 	Version string
-	Logger *slog.Logger
-	Now    func() time.Time
+	Logger  *slog.Logger
+	Now     func() time.Time
 	// Queues maps each queue this process works to its MaxWorkers.
 	Queues map[string]int
 	// QueuePoll overrides PollInterval for some queues: keel's own queue,
