@@ -53,6 +53,10 @@ type Config struct {
 	// Node names this process in leases and error histories. Default
 	// hostname-pid-random.
 	Node string
+	// Version is the version this process shows in the node registry
+	// (keel nodes, the dashboard). Default keel's module version from the
+	// program's build information ("" when it has none).
+	Version string
 	// Logger receives keel's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; tests inject their own. Default time.Now.
@@ -215,6 +219,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Version == "" {
+		c.Version = moduleVersion()
 	}
 	if c.Now == nil {
 		c.Now = time.Now

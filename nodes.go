@@ -19,6 +19,11 @@ type NodeInfo struct {
 	// Workers is how many tasks of each queue it runs at once (empty for
 	// a node running an older keel).
 	Workers map[string]int
+	// Version is the keel version it runs ("" for an older keel or an
+	// unknown build); Running how many tasks it ran at its last
+	// heartbeat.
+	Version string
+	Running int
 	// Lost: its last heartbeat is older than three heartbeat intervals
 	// (at least 30s) by this client's clock: crashed, stuck or cut off.
 	// Stats and the ETA count lost nodes as serving nothing.
@@ -35,7 +40,7 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	out := make([]NodeInfo, len(rows))
 	now := c.cfg.Now()
 	for i, r := range rows {
-		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers,
+		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers, Version: r.Version, Running: r.Running,
 			Lost: now.Sub(r.HeartbeatAt) > c.liveWindow()}
 	}
 	return out, nil

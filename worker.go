@@ -27,7 +27,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return err
 	}
 	cfg := engine.Config{
-		Driver: c.drv, Node: c.cfg.Node, Logger: c.cfg.Logger, Now: c.cfg.Now,
+		Driver: c.drv, Node: c.cfg.Node, Version: c.cfg.Version, Logger: c.cfg.Logger, Now: c.cfg.Now,
 		Queues:   make(map[string]int, len(c.cfg.Queues)),
 		Handlers: make(map[string]engine.Handler, len(c.cfg.Handlers.m)),
 		Backoff:  c.cfg.backoffPolicy(), TypeBackoff: map[string]backoff.Policy{},

@@ -219,6 +219,10 @@ type NodeParams struct {
 	Now       time.Time
 	// Workers is how many tasks of each queue it runs at once.
 	Workers map[string]int
+	// Version is the keel version the process runs; Running how many
+	// tasks it runs now.
+	Version string
+	Running int
 }
 
 // PruneNodesParams removes nodes whose last heartbeat is more than

@@ -204,4 +204,8 @@ type NodeRow struct {
 	// Workers is how many tasks of each queue it runs at once (empty for
 	// a row an older keel wrote).
 	Workers map[string]int
+	// Version is the keel version it runs ("" for an older keel);
+	// Running how many tasks it ran at its last heartbeat.
+	Version string
+	Running int
 }

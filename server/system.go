@@ -99,7 +99,7 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
 			workers = map[string]int{}
 		}
 		list.Nodes[i] = Node{Name: n.Name, Host: n.Host, PID: n.PID, Queues: queues, StartedAt: n.StartedAt.UTC(),
-			HeartbeatAt: n.HeartbeatAt.UTC(), Workers: workers, Lost: n.Lost}
+			HeartbeatAt: n.HeartbeatAt.UTC(), Workers: workers, Version: n.Version, Running: n.Running, Lost: n.Lost}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

@@ -264,6 +264,10 @@ type Node struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// Workers is how many tasks of each queue the node runs at once.
 	Workers map[string]int `json:"workers"`
+	// Version is the keel version it runs ("" when unknown); Running how
+	// many tasks it ran at its last heartbeat.
+	Version string `json:"version"`
+	Running int    `json:"running"`
 	// Lost: no heartbeat for three heartbeat intervals (at least 30s).
 	Lost bool `json:"lost"`
 }

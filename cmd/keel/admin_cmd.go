@@ -352,7 +352,7 @@ func printNodes(out io.Writer, nodes []server.Node) error {
 		return nil
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "NODE	STATUS	HOST	PID	QUEUES (WORKERS)	STARTED	HEARTBEAT")
+	fmt.Fprintln(tw, "NODE	STATUS	HOST	PID	QUEUES (WORKERS)	RUNNING	VERSION	STARTED	HEARTBEAT")
 	for _, n := range nodes {
 		queues := make([]string, len(n.Queues))
 		for i, q := range n.Queues {
@@ -365,7 +365,7 @@ func printNodes(out io.Writer, nodes []server.Node) error {
 		if n.Lost {
 			status = "LOST"
 		}
-		fmt.Fprintf(tw, "%s	%s	%s	%d	%s	%s	%s\n", n.Name, status, n.Host, n.PID, orDash(strings.Join(queues, ",")), stamp(n.StartedAt), ago(n.HeartbeatAt))
+		fmt.Fprintf(tw, "%s	%s	%s	%d	%s	%d	%s	%s	%s\n", n.Name, status, n.Host, n.PID, orDash(strings.Join(queues, ",")), n.Running, orDash(n.Version), stamp(n.StartedAt), ago(n.HeartbeatAt))
 	}
 	return tw.Flush()
 }

@@ -300,7 +300,7 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		RescueInterval: e.RescueInterval.D(), ReconcileInterval: e.ReconcileInterval.D(),
 		MaintainInterval: e.MaintainInterval.D(), HistoryRetention: e.HistoryRetention.D(),
 		SettingsInterval: e.SettingsInterval.D(), ClaimBatch: e.ClaimBatch,
-		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes,
+		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes, Version: keelVersion(),
 		RetainSucceeded: r.Succeeded.D(), RetainDead: r.Dead.D(),
 		DeleteArchivedAfter: r.Archive.D(), ArchiveInterval: r.Interval.D(),
 		Alerts: alertConfig(cfg.Alerts),

@@ -47,7 +47,7 @@ func checkNode(t *testing.T, got driver.NodeRow, want driver.NodeParams) {
 	}
 	if got.Name != want.Name || got.Host != want.Host || got.PID != want.PID || !slices.Equal(got.Queues, queues) ||
 		!got.StartedAt.Equal(want.StartedAt) || !got.HeartbeatAt.Equal(want.Now) || len(got.Workers) != len(want.Workers) ||
-		!maps.Equal(got.Workers, want.Workers) && len(want.Workers) > 0 {
+		!maps.Equal(got.Workers, want.Workers) && len(want.Workers) > 0 || got.Version != want.Version || got.Running != want.Running {
 		t.Fatalf("node\n got %+v\nwant %+v (heartbeat at Now)", got, want)
 	}
 }
@@ -58,7 +58,7 @@ func testNodeRegistry(t *testing.T, e *env) {
 	}
 	t0 := e.clock.Now()
 	b := driver.NodeParams{Name: "node-b", Host: "host-2", PID: 22, Queues: []string{"default", "mail"}, StartedAt: t0, Now: t0,
-		Workers: map[string]int{"default": 10, "mail": 2}}
+		Workers: map[string]int{"default": 10, "mail": 2}, Version: "v1.2.3", Running: 7}
 	a := driver.NodeParams{Name: "node-a", Host: "host-1", PID: 11, StartedAt: t0.Add(-time.Minute), Now: t0}
 	e.registerNode(b)
 	e.registerNode(a)
@@ -71,7 +71,7 @@ func testNodeRegistry(t *testing.T, e *env) {
 
 	// A refresh updates the row in place: one row per name.
 	t1 := e.clock.Advance(5 * time.Second)
-	b.Now, b.Queues, b.PID, b.Workers = t1, []string{"mail"}, 23, map[string]int{"mail": 4}
+	b.Now, b.Queues, b.PID, b.Workers, b.Running = t1, []string{"mail"}, 23, map[string]int{"mail": 4}, 0
 	e.registerNode(b)
 	got = e.nodes()
 	if len(got) != 2 {
@@ -137,7 +137,7 @@ func testEngineNodes(t *testing.T, e *env) {
 		for _, q := range queues {
 			qs[q] = keel.QueueConfig{}
 		}
-		return keel.Config{Node: node, Queues: qs, LeaseTTL: ttl, HeartbeatInterval: 10 * time.Millisecond}
+		return keel.Config{Node: node, Queues: qs, LeaseTTL: ttl, HeartbeatInterval: 10 * time.Millisecond, Version: "v9.9.9-test"}
 	}
 	a := e.worker(cfg("worker-a", "default"), noop)
 	e.worker(cfg("worker-b", "mail", "default"), noop)
@@ -158,7 +158,8 @@ func testEngineNodes(t *testing.T, e *env) {
 		if n.Name == "worker-b" {
 			wantQueues = []string{"default", "keel", "mail"}
 		}
-		if n.PID <= 0 || n.Host == "" || !slices.Equal(n.Queues, wantQueues) || !n.StartedAt.Equal(now) || !n.HeartbeatAt.Equal(now) {
+		if n.PID <= 0 || n.Host == "" || !slices.Equal(n.Queues, wantQueues) || !n.StartedAt.Equal(now) || !n.HeartbeatAt.Equal(now) ||
+			n.Version != "v9.9.9-test" || n.Running != 0 {
 			t.Fatalf("node %+v: want a pid, a host, queues %v, started and heartbeat at %v", n, wantQueues, now)
 		}
 	}
@@ -171,4 +172,25 @@ func testEngineNodes(t *testing.T, e *env) {
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("Nodes from an enqueue-only client: %d nodes, %v; want 2", len(infos), err)
 	}
+}
+
+// testEngineNodeRunning: a node's registry row counts the tasks it runs,
+// refreshed with its heartbeat.
+func testEngineNodeRunning(t *testing.T, e *env) {
+	release := make(chan struct{})
+	block := func(ctx context.Context, _ *keel.Task[args]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	c := e.worker(keel.Config{Node: "busy", HeartbeatInterval: 10 * time.Millisecond}, block)
+	defer close(release)
+	e.enqueue(c, 1)
+	e.enqueue(c, 2)
+	waitFor(t, "the registry to show two running tasks", func() bool {
+		ns := e.nodes()
+		return len(ns) == 1 && ns[0].Running == 2
+	})
 }

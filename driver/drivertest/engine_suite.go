@@ -45,6 +45,7 @@ var engineTests = []test{
 	{"CompleteTxLeaseLost", testEngineCompleteTxLeaseLost},
 	{"StaleWorkerRescuedByOtherClient", testEngineStaleWorker},
 	{"NodeRegistry", testEngineNodes},
+	{"NodeRunning", testEngineNodeRunning},
 	{"HeartbeatCancelsLostTask", testEngineHeartbeatLost},
 	{"HeartbeatFailingCancelsHandlers", testEngineHeartbeatFailing},
 	{"EnqueueContextEndsWritesAllOrNothing", testEngineEnqueueCancelled},

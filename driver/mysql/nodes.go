@@ -31,7 +31,7 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	}
 	err = d.retry(ctx, func() error {
 		_, err := d.db.ExecContext(ctx, sqlRegisterNode.text,
-			sqlRegisterNode.args(d.now(p.Now), p.Name, p.Host, p.PID, string(qs), started, workers)...)
+			sqlRegisterNode.args(d.now(p.Now), p.Name, p.Host, p.PID, string(qs), started, workers, p.Version, p.Running)...)
 		return err
 	})
 	if err != nil {

@@ -344,12 +344,13 @@ var sqlNow = prepare(`SELECT {now}`)
 // queries, every statement starts from one now: the caller's clock or the
 // database's UTC_TIMESTAMP(6).
 
-var sqlRegisterNode = prepare(`INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at, workers)
-VALUES (?, ?, ?, ?, COALESCE(?, {now}), {now}, ?)
+var sqlRegisterNode = prepare(`INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at, workers, version, running)
+VALUES (?, ?, ?, ?, COALESCE(?, {now}), {now}, ?, ?, ?)
 ON DUPLICATE KEY UPDATE host = VALUES(host), pid = VALUES(pid), queues = VALUES(queues),
-	started_at = VALUES(started_at), heartbeat_at = VALUES(heartbeat_at), workers = VALUES(workers)`)
+	started_at = VALUES(started_at), heartbeat_at = VALUES(heartbeat_at), workers = VALUES(workers),
+	version = VALUES(version), running = VALUES(running)`)
 
-const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, COALESCE(workers, '{}') FROM keel_nodes ORDER BY name`
+const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, COALESCE(workers, '{}'), version, running FROM keel_nodes ORDER BY name`
 
 const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 

@@ -24,7 +24,7 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	if _, err := d.pool.Exec(ctx, d.q(sqlRegisterNode), d.now(p.Now), p.Name, p.Host, p.PID, queues, started, workers); err != nil {
+	if _, err := d.pool.Exec(ctx, d.q(sqlRegisterNode), d.now(p.Now), p.Name, p.Host, p.PID, queues, started, workers, p.Version, p.Running); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
 	return nil

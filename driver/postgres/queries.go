@@ -374,12 +374,13 @@ func qualified(alias, cols string) string {
 // else the database's now(). The registry is written once per heartbeat per
 // process, so the schema is put in at each call.
 
-const sqlRegisterNode = nowCTE + `INSERT INTO {schema}.keel_nodes AS n (name, host, pid, queues, started_at, heartbeat_at, workers)
-SELECT $2, $3, $4, $5, coalesce($6::timestamptz, t.now), t.now, $7 FROM t
+const sqlRegisterNode = nowCTE + `INSERT INTO {schema}.keel_nodes AS n (name, host, pid, queues, started_at, heartbeat_at, workers, version, running)
+SELECT $2, $3, $4, $5, coalesce($6::timestamptz, t.now), t.now, $7, $8, $9 FROM t
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, workers = excluded.workers`
+	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, workers = excluded.workers,
+	version = excluded.version, running = excluded.running`
 
-const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, workers FROM {schema}.keel_nodes ORDER BY name`
+const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, workers, version, running FROM {schema}.keel_nodes ORDER BY name`
 
 const sqlRemoveNode = `DELETE FROM {schema}.keel_nodes WHERE name = $1`
 

@@ -25,7 +25,7 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	}
 	return d.write(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, sqlRegisterNode, p.Name, p.Host, p.PID, string(qs),
-			micros(p.StartedAt), micros(p.Now), workers); err != nil {
+			micros(p.StartedAt), micros(p.Now), workers, p.Version, p.Running); err != nil {
 			return fmt.Errorf("register node: %w", err)
 		}
 		return nil

@@ -276,12 +276,13 @@ const sqlResign = `DELETE FROM keel_leaders WHERE name = ? AND owner = ?`
 
 // The node registry (keel_nodes, migration 002).
 
-const sqlRegisterNode = `INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at, workers)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+const sqlRegisterNode = `INSERT INTO keel_nodes (name, host, pid, queues, started_at, heartbeat_at, workers, version, running)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, workers = excluded.workers`
+	started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, workers = excluded.workers,
+	version = excluded.version, running = excluded.running`
 
-const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, workers FROM keel_nodes ORDER BY name`
+const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, workers, version, running FROM keel_nodes ORDER BY name`
 
 const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 

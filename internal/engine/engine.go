@@ -55,8 +55,10 @@ type Handler func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, er
 type Config struct {
 	Driver driver.Driver
 	Node   string
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Version is the keel version the node registry shows for this process.
+	Version string
+	Logger  *slog.Logger
+	Now     func() time.Time
 	// Queues maps each queue this process works to its MaxWorkers.
 	Queues map[string]int
 	// QueuePoll overrides PollInterval for some queues: keel's own queue,
@@ -196,7 +198,8 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	e.registrar = nodes.New(nodes.Config{
 		Driver: e.drv,
 		Node: driver.NodeParams{Name: cfg.Node, Host: host, PID: os.Getpid(), Queues: names, StartedAt: cfg.Now(),
-			Workers: maps.Clone(cfg.Queues)},
+			Workers: maps.Clone(cfg.Queues), Version: cfg.Version},
+		Running:  func() int { return len(e.runningIDs()) },
 		Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
 		Now: cfg.Now, Logger: log, Leading: e.elector.Leading,
 	})

@@ -35,6 +35,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Leading gates pruning: only the elected leader prunes.
 	Leading func() bool
+	// Running, when set, counts the tasks the process runs, written with
+	// each refresh.
+	Running func() int
 }
 
 // Registrar is the node-registry service.
@@ -64,6 +67,9 @@ func (r *Registrar) Start(ctx context.Context) {
 func (r *Registrar) RunOnce(ctx context.Context) {
 	p := r.cfg.Node
 	p.Now = r.clk.Now()
+	if r.cfg.Running != nil {
+		p.Running = r.cfg.Running()
+	}
 	// The refresh is not abandoned when Stop cancels ctx: a statement cut
 	// off client-side can still commit on the server after Stop's
 	// RemoveNode, putting the stopped node back. It is bounded instead.

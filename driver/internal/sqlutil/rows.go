@@ -136,7 +136,7 @@ func ScanNode[T, Q any](scan Scan, at func(T) time.Time, queues func(Q) ([]strin
 		started, heart T
 		workers        string
 	)
-	if err := scan(&n.Name, &n.Host, &n.PID, &qs, &started, &heart, &workers); err != nil {
+	if err := scan(&n.Name, &n.Host, &n.PID, &qs, &started, &heart, &workers, &n.Version, &n.Running); err != nil {
 		return nil, err
 	}
 	var err error
