@@ -19,6 +19,11 @@ import (
 //	FinishedAfter, FinishedBefore  finish time, inclusive / exclusive; an unfinished task matches neither
 //	BeforeID                       ids below it, for paging (List only)
 //	Limit                          List: default 100, at most 1000; bulk: per call, default 1000, at most 10000
+//	IDs                            only these tasks, at most 1000 (bulk only; List refuses it)
+//
+// With IDs, a bulk operation still takes only the listed tasks that match
+// the other fields (dead, or cancelled when asked), so a listed id of a
+// task in another state is left alone and not counted.
 type Filter = driver.Filter
 
 // bulk applies the bulk operations' defaults to f and validates it.

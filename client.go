@@ -377,6 +377,28 @@ func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 	return infoFromRow(row), nil
 }
 
+// GetByKey returns the task holding the idempotency key given with
+// IdempotencyKey (the same key, before keel stores it namespaced): the
+// pending, running or succeeded task with that key. Dead and cancelled
+// tasks released their key and are not found by it, nor are archived
+// ones; no holder is ErrNotFound. A UniqueBy key cannot be looked up:
+// what keel stores is a digest of the type, the natural key and the
+// payload, so the lookup would need the payload too. It reads one row
+// through the key's unique index.
+func (c *Client) GetByKey(ctx context.Context, key string) (*TaskInfo, error) {
+	if key == "" || len(key) > 255 {
+		return nil, invalid("idempotency key must be 1-255 bytes, got %d", len(key))
+	}
+	if err := checkText("idempotency key", key); err != nil {
+		return nil, err
+	}
+	row, err := c.drv.GetByKey(ctx, digest.ExplicitKey(key))
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	return infoFromRow(row), nil
+}
+
 // Cancel stops a pending or running task for good (state cancelled; a
 // running handler in this process has its context cancelled, elsewhere its
 // completion is rejected). Finished tasks, archived ones too, return
@@ -414,6 +436,9 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	}
 	if p.Limit < 0 || p.Limit > 1000 {
 		return nil, invalid("limit must be in 0..1000, got %d", p.Limit)
+	}
+	if p.IDs != nil {
+		return nil, invalid("ids select tasks for RetryMatching and PurgeMatching only; use Get for one task")
 	}
 	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
 		return nil, invalid("created_after must be before created_before")

@@ -146,7 +146,10 @@
 // Config.SettingsInterval (2s), so a change made anywhere applies on every
 // node without a restart. RetryMatching and PurgeMatching requeue or
 // delete dead letters in bulk by type, queue and finish time, a page at a
-// time. Stats reports, per queue and type, the tasks by View (ready,
+// time, or a chosen set by Filter.IDs. GetByKey finds the task holding an
+// IdempotencyKey. Latency computes pickup and run time P50/P95 and the
+// attempts used over the newest finished tasks (a bounded read on the
+// finish-time index). Stats reports, per queue and type, the tasks by View (ready,
 // scheduled, retrying, running, dead), the finish rates over the last 1, 5
 // and 15 minutes of work, the oldest ready task, the time to drain and the
 // dead letters of the last hour (Alert above AlertDeadPerHour). It reads

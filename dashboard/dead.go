@@ -112,7 +112,9 @@ func (d *dash) deadSelected(w http.ResponseWriter, r *http.Request, _ *viewer) e
 		if err != nil || id <= 0 {
 			return badRequest("a task id is a positive whole number, got %q", shorten.String(s, 32))
 		}
-		ids = append(ids, id)
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
 	}
 	if len(ids) == 0 {
 		return badRequest("no dead letter selected: tick at least one")
@@ -133,8 +135,10 @@ func (d *dash) deadSelected(w http.ResponseWriter, r *http.Request, _ *viewer) e
 		}
 		tasks[i] = t
 	}
-	force := r.PostForm.Get("force") == "yes"
-	if action == "purge" && !force {
+	// One bulk call by ids: it takes only those still dead when it runs,
+	// and a purge without force only those dead for 7 days.
+	f := keel.Filter{State: keel.StateDead, IDs: ids, Limit: len(ids)}
+	if action == "purge" && r.PostForm.Get("force") != "yes" {
 		week := d.now().Add(-minDeadAge)
 		for _, t := range tasks {
 			if t.FinishedAt.After(week) {
@@ -142,80 +146,24 @@ func (d *dash) deadSelected(w http.ResponseWriter, r *http.Request, _ *viewer) e
 					fmt.Sprintf("Task %d died %s: dead letters are kept at least 7 days. Tick \"also younger than 7 days\" to purge it anyway. Nothing was changed.", t.ID, ago(d.now(), t.FinishedAt))}
 			}
 		}
+		f.FinishedBefore = week
 	}
 	if action == "requeue" {
-		for _, t := range tasks {
-			if _, err := d.c.Retry(ctx, t.ID); err != nil {
-				return fmt.Errorf("requeue task %d: %w", t.ID, err)
-			}
+		n, err := d.c.RetryMatching(ctx, f)
+		if err != nil {
+			return err
 		}
-		return d.back(w, r, "dead", "requeued", strconv.Itoa(len(tasks)))
+		done := "requeued"
+		if n < int64(len(tasks)) {
+			done = "requeued-some"
+		}
+		return d.back(w, r, "dead", done, strconv.FormatInt(n, 10))
 	}
-	n, err := d.purgeTasks(r, tasks)
+	n, err := d.c.PurgeMatching(ctx, f)
 	if err != nil {
 		return err
 	}
 	return d.back(w, r, "dead", "purged", strconv.FormatInt(n, 10))
-}
-
-// purgeTasks deletes the given dead letters. The library deletes dead
-// letters by filter only, lowest ids first, so each is matched by its
-// type, queue and exact finish time (a worker dead-letters a batch at one
-// instant): the selected ones of such a group must be its lowest ids, or
-// nothing of the group is deleted and the error names the others.
-func (d *dash) purgeTasks(r *http.Request, tasks []*keel.TaskInfo) (int64, error) {
-	type key struct {
-		typ, queue string
-		at         int64
-	}
-	groups := map[key][]int64{}
-	var order []key
-	for _, t := range tasks {
-		k := key{t.Type, t.Queue, t.FinishedAt.UnixNano()}
-		if groups[k] == nil {
-			order = append(order, k)
-		}
-		if !slices.Contains(groups[k], t.ID) {
-			groups[k] = append(groups[k], t.ID)
-		}
-	}
-	filter := func(k key, limit int) keel.Filter {
-		at := time.Unix(0, k.at)
-		return keel.Filter{State: keel.StateDead, Type: k.typ, Queue: k.queue, FinishedAfter: at, FinishedBefore: at.Add(time.Millisecond), Limit: limit}
-	}
-	ctx := r.Context()
-	for _, k := range order {
-		match, err := d.c.List(ctx, filter(k, deadScan))
-		if err != nil {
-			return 0, err
-		}
-		ids := make([]int64, len(match))
-		for i, m := range match {
-			ids[i] = m.ID
-		}
-		slices.Sort(ids)
-		sel := slices.Sorted(slices.Values(groups[k]))
-		if len(ids) < len(sel) || !slices.Equal(ids[:len(sel)], sel) {
-			var others []string
-			for _, id := range ids {
-				if !slices.Contains(sel, id) {
-					others = append(others, strconv.FormatInt(id, 10))
-				}
-			}
-			return 0, userError{http.StatusConflict, "Cannot purge these alone",
-				fmt.Sprintf("Dead letter %d died in the same batch as %s (same type, queue and instant). The dead letters of a batch can be purged lowest id first only: select those too, or purge by filter. Nothing was changed.",
-					sel[0], shorten.String(strings.Join(others, ", "), 200))}
-		}
-	}
-	var n int64
-	for _, k := range order {
-		got, err := d.c.PurgeMatching(ctx, filter(k, len(groups[k])))
-		if err != nil {
-			return n, err
-		}
-		n += got
-	}
-	return n, nil
 }
 
 // confirmData is the confirmation of a requeue or purge by filter.

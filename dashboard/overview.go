@@ -21,10 +21,42 @@ type overviewData struct {
 	// The last hour's history, summed.
 	Hour  keel.HistoryPoint
 	Range string // the charts' range: hour, day or week
+	// Latency is pickup and run time over the newest finished tasks;
+	// Attempts its attempts-used distribution as table rows.
+	Latency     *keel.Latency
+	Attempts    []attemptsRow
+	SampleLimit int
+}
+
+// latencySample is how many of the newest finished tasks the overview's
+// pickup, run time and attempts figures are computed from.
+const latencySample = 1000
+
+// attemptsRow is one state's tasks by attempts used (1, 2, 3, 4, 5+), as
+// counts and shares of the row's total.
+type attemptsRow struct {
+	State  keel.State
+	Total  int64
+	Counts [keel.AttemptBuckets]int64
+}
+
+// attemptsRows turns l's distribution into rows, leaving out empty ones.
+func attemptsRows(l *keel.Latency) []attemptsRow {
+	var out []attemptsRow
+	for _, r := range []attemptsRow{{State: keel.StateSucceeded, Counts: l.Succeeded}, {State: keel.StateDead, Counts: l.Dead}} {
+		for _, n := range r.Counts {
+			r.Total += n
+		}
+		if r.Total > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // overviewRead reads what the overview shows: counters, history, alerts
-// and nodes, never the task table.
+// and nodes, and of the task table only the newest finished tasks through
+// the finish-time index (Client.Latency: at most latencySample rows).
 func (d *dash) overviewRead(r *http.Request) (*overviewData, error) {
 	ctx := r.Context()
 	st, err := d.c.Stats(ctx)
@@ -64,6 +96,10 @@ func (d *dash) overviewRead(r *http.Request) (*overviewData, error) {
 			o.NodesAlive++
 		}
 	}
+	if o.Latency, err = d.c.Latency(ctx, keel.LatencyParams{Limit: latencySample}); err != nil {
+		return nil, err
+	}
+	o.Attempts, o.SampleLimit = attemptsRows(o.Latency), latencySample
 	hist, err := d.c.History(ctx, st.At.Add(-time.Hour), time.Minute)
 	if err != nil {
 		return nil, err
@@ -126,6 +162,9 @@ type chartData struct {
 	Throughput []float64 `json:"throughput"`
 	Failures   []float64 `json:"failures"`
 	Enqueued   []float64 `json:"enqueued"`
+	// ErrorRate: failed attempts per ended attempt, in percent; null for
+	// a step in which no attempt ended.
+	ErrorRate []*float64 `json:"error_rate"`
 	// Backlog: pending tasks at each step's end, estimated (see the page).
 	Backlog []int64 `json:"backlog"`
 }
@@ -149,11 +188,22 @@ func (d *dash) historyJSON(w http.ResponseWriter, r *http.Request, _ *viewer) er
 		c.Throughput = append(c.Throughput, float64(p.Succeeded+p.Dead)/perMin)
 		c.Failures = append(c.Failures, float64(p.Failed)/perMin)
 		c.Enqueued = append(c.Enqueued, float64(p.Enqueued)/perMin)
+		c.ErrorRate = append(c.ErrorRate, errorRate(p))
 	}
 	c.Backlog = backlogCurve(counts, hist)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	return json.NewEncoder(w).Encode(c)
+}
+
+// errorRate is p's failed attempts per ended attempt in percent, or nil
+// when none ended.
+func errorRate(p keel.HistoryPoint) *float64 {
+	if p.Ended == 0 {
+		return nil
+	}
+	r := 100 * float64(p.Failed) / float64(p.Ended)
+	return &r
 }
 
 // backlogCurve estimates the pending tasks at the end of each step by

@@ -179,7 +179,9 @@ var doneMessages = map[string]string{
 	"cancelled": "Task cancelled.",
 	"retried":   "Task sent back to pending: it runs again now, its attempts reset.",
 	"requeued":  "Requeued %s dead letters: they run again now.",
-	"purged":    "Purged %s dead letters for good.",
+	"requeued-some": "Requeued %s of the selected dead letters: they run again now. The others stay dead: " +
+		"a newer task holds their idempotency key, or they were requeued or purged meanwhile.",
+	"purged": "Purged %s dead letters for good.",
 }
 
 // doneMessage is the message of the done code in q, or "".

@@ -162,6 +162,8 @@ func (e errorData) title() string { return e.Heading }
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
 	"num":   num,
+	"numi":  func(n int) string { return num(int64(n)) },
+	"lat":   lat,
 	"dur":   dur,
 	"ago":   ago,
 	"stamp": stamp,
@@ -231,6 +233,18 @@ func dur(x time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(x.Hours()), int(x.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%02dh", int(x.Hours())/24, int(x.Hours())%24)
+}
+
+// lat writes a latency: like dur, but 0 is "0s" and below a millisecond
+// keeps its microseconds.
+func lat(x time.Duration) string {
+	switch {
+	case x <= 0:
+		return "0s"
+	case x < time.Millisecond:
+		return x.Round(time.Microsecond).String()
+	}
+	return dur(x)
 }
 
 // ago writes how long before now t was: "3m10s ago"; "never" for zero.

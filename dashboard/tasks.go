@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // pageSize is how many tasks the task list shows at once.
@@ -40,7 +41,8 @@ func parseTime(name, s string) (time.Time, error) {
 }
 
 // tasks is GET /tasks: tasks newest first, filtered, a page at a time
-// (keyset pagination on the id); ?id= opens one task.
+// (keyset pagination on the id); ?id= opens one task, ?key= the task
+// holding an idempotency key (Client.GetByKey).
 func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	q := r.URL.Query()
 	if id := strings.TrimSpace(q.Get("id")); id != "" {
@@ -49,6 +51,19 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 			return badRequest("a task id is a positive whole number, got %q", id)
 		}
 		http.Redirect(w, r, d.prefix+"tasks/"+strconv.FormatInt(n, 10), http.StatusSeeOther)
+		return nil
+	}
+	if key := q.Get("key"); strings.TrimSpace(key) != "" {
+		t, err := d.c.GetByKey(r.Context(), key)
+		if errors.Is(err, keel.ErrNotFound) {
+			return userError{http.StatusNotFound, "No task holds that key",
+				fmt.Sprintf("No pending, running or succeeded task has the idempotency key %q. Dead and cancelled tasks release their key, "+
+					"archived tasks are not searched, and a UniqueBy natural key cannot be looked up (keel stores a digest of it with the payload).", shorten.String(key, 100))}
+		}
+		if err != nil {
+			return err
+		}
+		http.Redirect(w, r, d.prefix+"tasks/"+strconv.FormatInt(t.ID, 10), http.StatusSeeOther)
 		return nil
 	}
 	data := tasksData{State: q.Get("state"), Type: q.Get("type"), Queue: q.Get("queue"), After: q.Get("after"), Before: q.Get("before")}

@@ -80,8 +80,17 @@ type Driver interface {
 	// its attempts reset (ErrWrongState otherwise, also for an archived
 	// task: archived tasks are never requeued), and returns it.
 	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
+	// GetByKey loads the task that holds the stored idempotency key key
+	// (pending, running or succeeded: dead and cancelled tasks release
+	// their key), through the key's unique index, or returns ErrNotFound.
+	// keel_archive is not searched.
+	GetByKey(ctx context.Context, key string) (*TaskRow, error)
 	// List returns tasks matching params.
 	List(ctx context.Context, params Filter) ([]TaskRow, error)
+	// RecentFinished returns the newest params.Limit succeeded and dead
+	// tasks (see RecentParams), newest first, read through an index on
+	// finish time: a bounded read however large the table.
+	RecentFinished(ctx context.Context, params RecentParams) ([]FinishedSample, error)
 	// Counts returns the live counters (see CountRow), summed over the
 	// rows a driver keeps per connection, without zero rows, ordered by
 	// queue, type, kind, priority and due. It never reads keel_tasks.

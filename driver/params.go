@@ -145,6 +145,11 @@ type RescueTask struct {
 // share a free key it requeues only the lowest id (the others then find it
 // held), so calling it until it returns 0 requeues everything that can be
 // requeued.
+//
+// IDs, for the bulk operations only, restricts them to those tasks (at most
+// MaxBulkIDs, each positive); the other fields still apply, so a listed id
+// that is not a dead or cancelled task is left alone. List does not take
+// IDs.
 type Filter struct {
 	State          State
 	Type           string
@@ -155,12 +160,16 @@ type Filter struct {
 	FinishedBefore time.Time
 	BeforeID       int64
 	Limit          int
+	IDs            []int64
 }
+
+// MaxBulkIDs is how many ids one bulk operation's Filter.IDs may list.
+const MaxBulkIDs = 1000
 
 // ValidateBulk rejects a filter a bulk operation cannot take: it touches
 // only dead or cancelled tasks, at most 10000 at a time, and selects them
-// by type, queue and finish time only. Drivers call it before running any
-// SQL.
+// by type, queue, finish time and ids (at most MaxBulkIDs, positive) only.
+// Drivers call it before running any SQL.
 func (f Filter) ValidateBulk() error {
 	switch {
 	case f.State != StateDead && f.State != StateCancelled:
@@ -171,6 +180,33 @@ func (f Filter) ValidateBulk() error {
 		return errors.New("created_after and created_before do not apply to bulk operations")
 	case f.BeforeID != 0:
 		return errors.New("before_id does not apply to bulk operations")
+	case len(f.IDs) > MaxBulkIDs:
+		return fmt.Errorf("at most %d ids at once, got %d", MaxBulkIDs, len(f.IDs))
+	}
+	for _, id := range f.IDs {
+		if id <= 0 {
+			return fmt.Errorf("a task id is positive, got %d", id)
+		}
+	}
+	return nil
+}
+
+// MaxRecentLimit is the largest Limit of RecentFinished.
+const MaxRecentLimit = 10000
+
+// RecentParams asks RecentFinished for the newest Limit (1..MaxRecentLimit)
+// succeeded and dead tasks, newest first by finish time, of those that
+// finished at or after Since (zero: any time).
+type RecentParams struct {
+	Limit int
+	Since time.Time
+}
+
+// Validate rejects params RecentFinished cannot take; drivers call it
+// before running any SQL.
+func (p RecentParams) Validate() error {
+	if p.Limit < 1 || p.Limit > MaxRecentLimit {
+		return fmt.Errorf("limit must be in 1..%d, got %d", MaxRecentLimit, p.Limit)
 	}
 	return nil
 }

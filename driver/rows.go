@@ -209,3 +209,21 @@ type NodeRow struct {
 	Version string
 	Running int
 }
+
+// FinishedSample is what RecentFinished reads of one finished task: its
+// columns for latency and retry figures, never its payload.
+type FinishedSample struct {
+	ID    int64
+	Queue string
+	Type  string
+	State State // succeeded or dead
+	// Attempt is the attempts the task used (snoozes give theirs back).
+	Attempt   int
+	CreatedAt time.Time
+	// RunAt is when the last attempt became due (a retry or snooze moves
+	// it).
+	RunAt time.Time
+	// AttemptedAt is when the last attempt started; zero if it never ran.
+	AttemptedAt time.Time
+	FinishedAt  time.Time
+}

@@ -388,3 +388,47 @@ func TestHealth(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadByIDs: requeue and purge take a list of ids, and touch only the
+// listed dead letters.
+func TestDeadByIDs(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		dead := deadLetters(t, b, `{"type":"email.send","payload":1}`, `{"type":"email.send","payload":2}`, `{"type":"email.send","payload":3}`)
+		pending := b.enqueue(t, `{"type":"email.send","queue":"idle"}`)
+		var n BulkResponse
+		b.call(t, "POST", "/v1/dead/requeue", fmt.Sprintf(`{"ids":[%d,%d]}`, dead[2], pending.ID)).ok(t, http.StatusOK, &n)
+		if n.Count != 1 {
+			t.Fatalf("requeued %d, want 1", n.Count)
+		}
+		waitState(t, b, dead[2], "pending")
+		b.call(t, "POST", "/v1/dead/purge", fmt.Sprintf(`{"ids":[%d]}`, dead[1])).ok(t, http.StatusOK, &n)
+		if n.Count != 1 {
+			t.Fatalf("purged %d, want 1", n.Count)
+		}
+		b.call(t, "GET", fmt.Sprintf("/v1/tasks/%d", dead[1]), "").problem(t, http.StatusNotFound, "not found")
+		waitState(t, b, dead[0], "dead")
+		b.call(t, "POST", "/v1/dead/purge", `{"ids":[0]}`).problem(t, http.StatusBadRequest, "positive")
+		b.call(t, "POST", "/v1/dead/purge", `{"ids":"1"}`).problem(t, http.StatusBadRequest, "ids")
+	})
+}
+
+// TestTaskByIdempotencyKey: GET /v1/tasks?idempotency_key= lists the task
+// holding the key, or nothing.
+func TestTaskByIdempotencyKey(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		task := b.enqueue(t, `{"type":"email.send","idempotency_key":"order 7"}`)
+		var l TaskList
+		b.call(t, "GET", "/v1/tasks?idempotency_key=order+7", "").ok(t, http.StatusOK, &l)
+		if !slices.Equal(ids(l), []int64{task.ID}) {
+			t.Fatalf("by key: %v, want [%d]", ids(l), task.ID)
+		}
+		b.call(t, "GET", "/v1/tasks?idempotency_key=order+8", "").ok(t, http.StatusOK, &l)
+		if l.Tasks == nil || len(l.Tasks) != 0 {
+			t.Fatalf("unknown key: %+v", l)
+		}
+		b.call(t, "GET", "/v1/tasks?idempotency_key=order+7&state=pending", "").problem(t, http.StatusBadRequest, "idempotency_key")
+		b.call(t, "GET", "/v1/tasks?idempotency_key=", "").problem(t, http.StatusBadRequest, "idempotency key")
+	})
+}

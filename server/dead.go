@@ -57,7 +57,7 @@ func (s *server) decodeFilter(w http.ResponseWriter, r *http.Request) (keel.Filt
 	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return keel.Filter{}, err
 	}
-	f := keel.Filter{State: keel.State(req.State), Type: req.Type, Queue: req.Queue, Limit: req.Limit}
+	f := keel.Filter{State: keel.State(req.State), Type: req.Type, Queue: req.Queue, Limit: req.Limit, IDs: req.IDs}
 	f.FinishedAfter = valueOr(req.FinishedAfter, time.Time{})
 	f.FinishedBefore = valueOr(req.FinishedBefore, time.Time{})
 	if req.Limit < 0 {

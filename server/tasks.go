@@ -169,9 +169,25 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
 
 // listTasks handles GET /v1/tasks: newest first, a page at a time.
 func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
-	q, err := queryParams(r, "state", "type", "queue", "created_after", "created_before", "finished_after", "finished_before", "cursor", "limit")
+	q, err := queryParams(r, "state", "type", "queue", "created_after", "created_before", "finished_after", "finished_before", "cursor", "limit", "idempotency_key")
 	if err != nil {
 		return err
+	}
+	if key, ok := q["idempotency_key"]; ok {
+		if len(q) > 1 {
+			return badRequest("query parameter \"idempotency_key\" takes no other parameter")
+		}
+		list := TaskList{Tasks: []Task{}}
+		info, err := s.c.GetByKey(r.Context(), key)
+		switch {
+		case errors.Is(err, keel.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			list.Tasks = append(list.Tasks, taskFromInfo(info))
+		}
+		writeJSON(w, http.StatusOK, list)
+		return nil
 	}
 	p := keel.Filter{State: keel.State(q["state"]), Type: q["type"], Queue: q["queue"]}
 	if p.CreatedAfter, err = queryTime(q, "created_after"); err != nil {

@@ -132,6 +132,8 @@ type BulkRequest struct {
 	FinishedAfter  *time.Time `json:"finished_after,omitempty"`
 	FinishedBefore *time.Time `json:"finished_before,omitempty"`
 	Limit          int        `json:"limit,omitempty"`
+	// IDs, when set, restricts the call to these tasks (at most 1000).
+	IDs []int64 `json:"ids,omitempty"`
 }
 
 // BulkResponse says how many tasks a bulk call changed.

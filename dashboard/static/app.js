@@ -32,9 +32,10 @@
         draw(document.getElementById("chart-throughput"), "finished/min", d.at, d.throughput, colour("succeeded"), "rgba(22,163,74,.12)");
         draw(document.getElementById("chart-failures"), "failed/min", d.at, d.failures, colour("dead"), "rgba(220,38,38,.12)");
         draw(document.getElementById("chart-backlog"), "pending", d.at, d.backlog, colour("pending"), "rgba(37,99,235,.12)");
+        draw(document.getElementById("chart-error-rate"), "error %", d.at, d.error_rate, colour("retrying"), "rgba(217,119,6,.12)");
       })
       .catch(function (e) {
-        ["chart-throughput", "chart-failures", "chart-backlog"].forEach(function (id) {
+        ["chart-throughput", "chart-failures", "chart-backlog", "chart-error-rate"].forEach(function (id) {
           var el = document.getElementById(id);
           if (el) { el.textContent = "Could not load the history: " + e.message; }
         });

@@ -43,8 +43,13 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	for range retryMatchingAttempts {
 		err = d.inTx(ctx, func(tx *sql.Tx) error {
 			n = 0
-			rows, err := tx.QueryContext(ctx, sqlRetryMatchingPick.text,
-				sqlRetryMatchingPick.args(d.now(now), matchArgs(p)...)...)
+			pick := sqlRetryMatchingPick
+			args := matchArgs(p)
+			if len(p.IDs) > 0 {
+				pick = sqlRetryMatchingPickIDs.with("{ids}", "?", len(p.IDs), 1)
+				args = append(idArgs(p.IDs), args...)
+			}
+			rows, err := tx.QueryContext(ctx, pick.text, pick.args(d.now(now), args...)...)
 			if err != nil {
 				return err
 			}
@@ -108,8 +113,12 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 		n = 0
 		var ids []int64
 		var tally sqlutil.Tally
-		err := sqlutil.Query(ctx, tx, sqlPurgeMatchingPick.text,
-			sqlPurgeMatchingPick.args(nil, matchArgs(p)...)...)(func(scan sqlutil.Scan) error {
+		pick, args := sqlPurgeMatchingPick, matchArgs(p)
+		if len(p.IDs) > 0 {
+			pick = sqlPurgeMatchingPickIDs.with("{ids}", "?", len(p.IDs), 1)
+			args = append(idArgs(p.IDs), args...)
+		}
+		err := sqlutil.Query(ctx, tx, pick.text, pick.args(nil, args...)...)(func(scan sqlutil.Scan) error {
 			var id int64
 			o := sqlutil.RowState{State: p.State}
 			if err := scan(&id, &o.Queue, &o.Type); err != nil {
@@ -134,6 +143,34 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	return n, nil
+}
+
+// RecentFinished implements driver.Driver.
+func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("read recent finished tasks: %w", err)
+	}
+	since := p.Since.UTC()
+	if p.Since.IsZero() {
+		since = time.Unix(0, 0).UTC()
+	}
+	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
+	err := sqlutil.Query(ctx, d.db, sqlRecentFinished, since, p.Limit, since, p.Limit, p.Limit)(func(scan sqlutil.Scan) error {
+		var s driver.FinishedSample
+		var state string
+		var attempted sql.NullTime
+		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &s.CreatedAt, &s.RunAt, &attempted, &s.FinishedAt); err != nil {
+			return err
+		}
+		s.State, s.AttemptedAt = driver.State(state), optTime(attempted)
+		s.CreatedAt, s.RunAt, s.FinishedAt = s.CreatedAt.UTC(), s.RunAt.UTC(), s.FinishedAt.UTC()
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read recent finished tasks: %w", err)
+	}
+	return out, nil
 }
 
 // matchArgs are the arguments of matchWhere, in order (each optional

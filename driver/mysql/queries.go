@@ -174,6 +174,24 @@ FOR UPDATE SKIP LOCKED`)
 
 	sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
 
+	// sqlGetByKey reads the task holding a key, on keel_tasks_idem.
+	sqlGetByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ?`
+
+	// sqlRecentFinished reads the newest ? succeeded and dead tasks that
+	// finished at or after ?: the newest of each state backwards along
+	// keel_tasks_finished (finished_state, finished_at, queue), merged.
+	// Each half reads at most the limit, whatever the table's size (one
+	// range over both states would sort all of them).
+	sqlRecentFinished = `(SELECT id, queue, type, state, attempt, created_at, run_at, attempted_at, finished_at
+	FROM keel_tasks FORCE INDEX (keel_tasks_finished)
+	WHERE finished_state = 'succeeded' AND finished_at >= ? ORDER BY finished_at DESC LIMIT ?)
+UNION ALL
+(SELECT id, queue, type, state, attempt, created_at, run_at, attempted_at, finished_at
+	FROM keel_tasks FORCE INDEX (keel_tasks_finished)
+	WHERE finished_state = 'dead' AND finished_at >= ? ORDER BY finished_at DESC LIMIT ?)
+ORDER BY finished_at DESC
+LIMIT ?`
+
 	// sqlGetLocked locks a task before a single-row change and reads the
 	// now the change is then made at.
 	sqlGetLocked = prepare(`SELECT ` + taskColumns + `, {now} FROM keel_tasks WHERE id = ? FOR UPDATE`)
@@ -216,6 +234,21 @@ WHERE id IN ({ids}) AND state IN ('dead', 'cancelled')`)
 
 	sqlPurgeMatchingPick = prepare(`SELECT id, queue, type FROM keel_tasks FORCE INDEX (keel_tasks_state)
 WHERE ` + matchWhere + `
+ORDER BY id
+LIMIT ?
+FOR UPDATE`)
+
+	// The bulk operations restricted to a list of ids, read by primary
+	// key: the same picks with id IN ({ids}) first.
+	sqlRetryMatchingPickIDs = prepare(`SELECT id, idem_key, queue, type, priority, {now} FROM keel_tasks k
+WHERE id IN ({ids}) AND ` + matchWhere + `
+	AND (idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM keel_tasks h WHERE h.idem_held = k.idem_key))
+ORDER BY id
+LIMIT ?
+FOR UPDATE`)
+
+	sqlPurgeMatchingPickIDs = prepare(`SELECT id, queue, type FROM keel_tasks
+WHERE id IN ({ids}) AND ` + matchWhere + `
 ORDER BY id
 LIMIT ?
 FOR UPDATE`)

@@ -436,6 +436,18 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 	return row, err
 }
 
+// GetByKey implements driver.Driver.
+func (d *Driver) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
+	got, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlGetByKey, key), scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("get task by idempotency key: %w", err)
+	}
+	if len(got) == 0 {
+		return nil, driver.ErrNotFound
+	}
+	return &got[0], nil
+}
+
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGet, id), scanTask)
 	if err != nil {

@@ -40,7 +40,10 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("retry tasks: %w", err)
 	}
-	args := append([]any{d.now(now)}, matchArgs(p)...)
+	args, query := append([]any{d.now(now)}, matchArgs(p)...), d.sql.retryMatching
+	if len(p.IDs) > 0 {
+		args, query = append(args, p.IDs), d.sql.retryMatchingIDs
+	}
 	var n int64
 	var queues []string
 	var err error
@@ -48,7 +51,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{db: tx}
 			n, queues = 0, nil
-			err := q.query(ctx, d.sql.retryMatching, args, func(scan func(...any) error) error {
+			err := q.query(ctx, query, args, func(scan func(...any) error) error {
 				var queue string
 				if err := scan(&queue); err != nil {
 					return err
@@ -81,11 +84,39 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 	if err := p.ValidateBulk(); err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
-	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.sql.purgeMatching, append([]any{nil}, matchArgs(p)...))
+	args, query := append([]any{nil}, matchArgs(p)...), d.sql.purgeMatching
+	if len(p.IDs) > 0 {
+		args, query = append(args, p.IDs), d.sql.purgeMatchingIDs
+	}
+	n, err := pgxQuerier{db: d.pool}.exec(ctx, query, args)
 	if err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	return n, nil
+}
+
+// RecentFinished implements driver.Driver.
+func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("read recent finished tasks: %w", err)
+	}
+	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.recentFinished, []any{p.Since, p.Limit}, func(scan func(...any) error) error {
+		var s driver.FinishedSample
+		var state string
+		var attempted *time.Time
+		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &s.CreatedAt, &s.RunAt, &attempted, &s.FinishedAt); err != nil {
+			return err
+		}
+		s.State, s.AttemptedAt = driver.State(state), optTime(attempted)
+		s.CreatedAt, s.RunAt, s.FinishedAt = s.CreatedAt.UTC(), s.RunAt.UTC(), s.FinishedAt.UTC()
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read recent finished tasks: %w", err)
+	}
+	return out, nil
 }
 
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.

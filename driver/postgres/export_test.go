@@ -11,3 +11,7 @@ func (d *Driver) HeartbeatSQL() string   { return d.sql.heartbeat }
 func (d *Driver) ArchiveSQL(state string) string {
 	return map[string]string{"succeeded": d.sql.archiveSucceeded, "cancelled": d.sql.archiveCancelled, "dead": d.sql.archiveDead}[state]
 }
+func (d *Driver) RecentFinishedSQL() string   { return d.sql.recentFinished }
+func (d *Driver) ByKeySQL() string            { return d.sql.byKey }
+func (d *Driver) RetryMatchingIDsSQL() string { return d.sql.retryMatchingIDs }
+func (d *Driver) PurgeMatchingIDsSQL() string { return d.sql.purgeMatchingIDs }

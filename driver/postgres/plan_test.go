@@ -97,6 +97,8 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 			"keel_tasks_finished", "finished_at <", true},
 		{"archive cancelled", d.ArchiveSQL("cancelled"), "timestamptz, bigint, bigint", "NULL, -3600000000, 1000",
 			"keel_tasks_cancelled", "finished_at <", true},
+		// A task by its key, on the key's index.
+		{"by key", d.ByKeySQL(), "text", "'k:x'", "keel_tasks_idem", "idem_key =", false},
 	}
 	// After VACUUM the table has a row count but no column statistics (the
 	// state the bad plan needed); after ANALYZE it has both.
@@ -121,6 +123,55 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 					t.Errorf("after %s, %s (%s): want %s read with %q (sorted: %v), got\n%s",
 						maintenance, st.name, mode, st.index, st.cond, sorted, b)
 				}
+			}
+		}
+	}
+}
+
+// TestPlansOfTheDashboardReads: with a table of finished tasks (19,000
+// dead, 1,000 succeeded), the newest finished tasks are read backwards
+// along keel_tasks_finished without a sort, and the bulk operations by id
+// read the primary key, not every dead letter.
+func TestPlansOfTheDashboardReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t, postgres.Options{})
+	fill(t, d, 20000)
+	if _, err := pool.Exec(ctx, `UPDATE `+d.Schema()+`.keel_tasks SET state = CASE WHEN id % 20 = 0 THEN 'succeeded' ELSE 'dead' END,
+		attempt = 1, attempted_at = now() - interval '1 hour', finished_at = now() - id * interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	var idList []string
+	for i := range 1000 {
+		idList = append(idList, fmt.Sprint(i*7+1))
+	}
+	ids := "'{" + strings.Join(idList, ",") + "}'"
+	statements := []struct{ name, sql, types, args, index, cond string }{
+		{"recent finished", d.RecentFinishedSQL(), "timestamptz, integer", "'1970-01-01', 1000", "keel_tasks_finished", "finished_at >="},
+		{"retry by ids", d.RetryMatchingIDsSQL(), "timestamptz, text, text, text, timestamptz, timestamptz, integer, bigint[]",
+			"NULL, 'dead', NULL, NULL, NULL, NULL, 1000, " + ids, "keel_tasks_pkey", "id ="},
+		{"purge by ids", d.PurgeMatchingIDsSQL(), "timestamptz, text, text, text, timestamptz, timestamptz, integer, bigint[]",
+			"NULL, 'dead', NULL, NULL, NULL, NULL, 1000, " + ids, "keel_tasks_pkey", "id ="},
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+d.Schema()+".keel_tasks"); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range statements {
+		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+			plan := explain(t, ctx, d.Schema(), st.sql, st.types, st.args, mode)
+			var sorted, onIndex bool
+			plan.walk(func(n planNode) {
+				if n.Type == "Sort" || n.Type == "Incremental Sort" {
+					sorted = true
+				}
+				if n.Index == st.index && strings.Contains(n.IndexCond, st.cond) {
+					onIndex = true
+				}
+			})
+			// The bulk operations sort the ids they found, to lock in order.
+			if (sorted && st.index == "keel_tasks_finished") || !onIndex {
+				b, _ := json.MarshalIndent(plan, "", "  ")
+				t.Errorf("%s (%s): want %s read with %q (sorted: %v), got\n%s", st.name, mode, st.index, st.cond, sorted, b)
 			}
 		}
 	}

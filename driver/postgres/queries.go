@@ -37,7 +37,8 @@ type queries struct {
 	reserveIDs,
 	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
 	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
-	lead, resign, list, countAhead, retryMatching, purgeMatching, patchSetting, listSettings,
+	lead, resign, list, countAhead, retryMatching, retryMatchingIDs, purgeMatching, purgeMatchingIDs, recentFinished,
+	patchSetting, listSettings,
 	declareType, listTypes, listTypesNamed,
 	archiveSucceeded, archiveCancelled, archiveDead, getArchived, purgeArchive string
 }
@@ -89,6 +90,44 @@ RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fenc
 const matchWhere = `k.state IN ('dead', 'cancelled') AND k.state = $2
 		AND ($3::text IS NULL OR k.type = $3) AND ($4::text IS NULL OR k.queue = $4)
 		AND ($5::timestamptz IS NULL OR k.finished_at >= $5) AND ($6::timestamptz IS NULL OR k.finished_at < $6)`
+
+// retryMatchingTmpl is Retry (same columns) for the first $7 matching
+// tasks. A task whose key another task holds is skipped, and of tasks
+// sharing a key only the lowest id is taken, so the unique index does not
+// fail the batch (a key taken by a concurrent insert still can: the caller
+// runs the statement again). {ids} is empty or idsFilter.
+const retryMatchingTmpl = nowCTE + `, c AS (
+	SELECT k.id, k.idem_key FROM {schema}.keel_tasks k
+	WHERE ` + matchWhere + `{ids}
+		AND (k.idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM {schema}.keel_tasks h
+			WHERE h.idem_key = k.idem_key AND h.state IN ('pending', 'running', 'succeeded')))
+	ORDER BY k.id
+	LIMIT $7
+	FOR UPDATE OF k),
+picked AS (
+	SELECT id FROM c WHERE idem_key IS NULL
+	UNION ALL
+	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)
+UPDATE {schema}.keel_tasks k
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
+FROM picked, t
+WHERE k.id = picked.id AND k.state IN ('dead', 'cancelled')
+RETURNING k.queue`
+
+// purgeMatchingTmpl deletes the first $7 matching tasks (t is unused:
+// every statement's first argument is its now); {ids} is empty or
+// idsFilter.
+const purgeMatchingTmpl = nowCTE + `DELETE FROM {schema}.keel_tasks
+WHERE id IN (
+	SELECT k.id FROM {schema}.keel_tasks k
+	WHERE ` + matchWhere + `{ids}
+	ORDER BY k.id
+	LIMIT $7
+	FOR UPDATE OF k)
+	AND state IN ('dead', 'cancelled')`
+
+// idsFilter restricts a bulk operation to the ids $8, read by primary key.
+const idsFilter = ` AND k.id = ANY($8::bigint[])`
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at`
@@ -288,39 +327,19 @@ ON CONFLICT (minute, queue, type, shard) DO UPDATE SET hits = m.hits + excluded.
 		AND k.run_at >= $6 AND (k.run_at, k.id) < ($4::timestamptz, $5::bigint)
 	LIMIT $7) a`),
 
-		// Retry (same columns) for the first $7 matching tasks. A task
-		// whose key another task holds is skipped, and of tasks sharing a
-		// key only the lowest id is taken, so the unique index does not
-		// fail the batch (a key taken by a concurrent insert still can:
-		// the caller runs the statement again).
-		retryMatching: q(nowCTE + `, c AS (
-	SELECT k.id, k.idem_key FROM {schema}.keel_tasks k
-	WHERE ` + matchWhere + `
-		AND (k.idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM {schema}.keel_tasks h
-			WHERE h.idem_key = k.idem_key AND h.state IN ('pending', 'running', 'succeeded')))
-	ORDER BY k.id
-	LIMIT $7
-	FOR UPDATE OF k),
-picked AS (
-	SELECT id FROM c WHERE idem_key IS NULL
-	UNION ALL
-	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)
-UPDATE {schema}.keel_tasks k
-SET state = 'pending', attempt = 0, snoozes = 0, run_at = t.now, finished_at = NULL, updated_at = t.now
-FROM picked, t
-WHERE k.id = picked.id AND k.state IN ('dead', 'cancelled')
-RETURNING k.queue`),
+		retryMatching:    q(strings.Replace(retryMatchingTmpl, "{ids}", "", 1)),
+		retryMatchingIDs: q(strings.Replace(retryMatchingTmpl, "{ids}", idsFilter, 1)),
+		purgeMatching:    q(strings.Replace(purgeMatchingTmpl, "{ids}", "", 1)),
+		purgeMatchingIDs: q(strings.Replace(purgeMatchingTmpl, "{ids}", idsFilter, 1)),
 
-		// Deletes the first $7 matching tasks (t is unused: every
-		// statement's first argument is its now).
-		purgeMatching: q(nowCTE + `DELETE FROM {schema}.keel_tasks
-WHERE id IN (
-	SELECT k.id FROM {schema}.keel_tasks k
-	WHERE ` + matchWhere + `
-	ORDER BY k.id
-	LIMIT $7
-	FOR UPDATE OF k)
-	AND state IN ('dead', 'cancelled')`),
+		// The newest $2 succeeded and dead tasks that finished at or after
+		// $1, backwards along keel_tasks_finished: $2 index entries and
+		// rows, whatever the table's size.
+		recentFinished: q(`SELECT k.id, k.queue, k.type, k.state, k.attempt, k.created_at, k.run_at, k.attempted_at, k.finished_at
+FROM {schema}.keel_tasks k
+WHERE k.state IN ('succeeded', 'dead') AND k.finished_at >= $1
+ORDER BY k.finished_at DESC
+LIMIT $2`),
 
 		// One upsert: a NULL argument keeps the stored value (0 on a new
 		// row); the conflicting row is locked, so concurrent patches of

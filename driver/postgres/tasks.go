@@ -404,6 +404,18 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 	return row, nil
 }
 
+// GetByKey implements driver.Driver.
+func (d *Driver) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
+	row, err := d.one(ctx, pgxQuerier{db: d.pool}.byID(), d.sql.byKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("get task by idempotency key: %w", err)
+	}
+	if row == nil {
+		return nil, driver.ErrNotFound
+	}
+	return row, nil
+}
+
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	row, err := d.one(ctx, q.byID(), d.sql.get, id)
 	if err != nil {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -31,7 +32,11 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	err := d.write(ctx, func(tx querier) error {
 		n = 0
 		var tally sqlutil.Tally
-		err := sqlutil.Query(ctx, tx, sqlRetryMatching, append(matchArgs(p), micros(now))...)(func(scan sqlutil.Scan) error {
+		query, args := sqlRetryMatching, append(matchArgs(p), micros(now))
+		if len(p.IDs) > 0 {
+			query, args = sqlRetryMatchingIDs, append(args, int64List(p.IDs))
+		}
+		err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
 			o := sqlutil.RowState{State: p.State}
 			if err := scan(&o.Queue, &o.Type, &o.Priority); err != nil {
 				return err
@@ -59,7 +64,11 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 	err := d.write(ctx, func(tx querier) error {
 		n = 0
 		var tally sqlutil.Tally
-		err := sqlutil.Query(ctx, tx, sqlPurgeMatching, matchArgs(p)...)(func(scan sqlutil.Scan) error {
+		query, args := sqlPurgeMatching, matchArgs(p)
+		if len(p.IDs) > 0 {
+			query, args = sqlPurgeMatchingIDs, append(args, int64List(p.IDs))
+		}
+		err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
 			o := sqlutil.RowState{State: p.State}
 			if err := scan(&o.Queue, &o.Type); err != nil {
 				return err
@@ -74,6 +83,34 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 		return count(ctx, tx, &tally)
 	})
 	return n, err
+}
+
+// RecentFinished implements driver.Driver.
+func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("read recent finished tasks: %w", err)
+	}
+	var since int64
+	if !p.Since.IsZero() {
+		since = micros(p.Since)
+	}
+	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
+	err := sqlutil.Query(ctx, d.rdb, sqlRecentFinished, since, p.Limit)(func(scan sqlutil.Scan) error {
+		var s driver.FinishedSample
+		var state string
+		var created, runAt, finished int64
+		var attempted sql.NullInt64
+		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &created, &runAt, &attempted, &finished); err != nil {
+			return err
+		}
+		s.State, s.CreatedAt, s.RunAt, s.AttemptedAt, s.FinishedAt = driver.State(state), fromMicros(created), fromMicros(runAt), optTime(attempted), fromMicros(finished)
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read recent finished tasks: %w", err)
+	}
+	return out, nil
 }
 
 // matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.

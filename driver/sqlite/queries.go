@@ -20,7 +20,9 @@ VALUES ((SELECT max(m) + 1 FROM (SELECT max(id) AS m FROM keel_tasks UNION ALL S
 ON CONFLICT DO NOTHING
 RETURNING ` + taskColumns
 
-const sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks
+// sqlByKey reads the task holding key ? on keel_tasks_idem (Insert,
+// GetByKey).
+const sqlByKey = `SELECT ` + taskColumns + ` FROM keel_tasks INDEXED BY keel_tasks_idem
 WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 
 // claimColumns are what a worker needs to run a task; fewer columns than
@@ -204,6 +206,43 @@ WHERE id IN (
 	ORDER BY id
 	LIMIT ?6)
 RETURNING queue, type`
+
+// sqlRetryMatchingIDs and sqlPurgeMatchingIDs are the bulk operations
+// restricted to the ids in the JSON array ?8 (retry) or ?7 (purge), read
+// by primary key.
+const (
+	sqlRetryMatchingIDs = `UPDATE keel_tasks
+SET state = 'pending', attempt = 0, snoozes = 0, run_at = ?7, finished_at = NULL, updated_at = ?7
+WHERE id IN (
+	WITH c AS (
+		SELECT id, idem_key FROM keel_tasks k
+		WHERE id IN (SELECT value FROM json_each(?8)) AND ` + matchWhere + `
+			AND (idem_key IS NULL OR NOT EXISTS (SELECT 1 FROM keel_tasks h
+				WHERE h.idem_key = k.idem_key AND h.state IN ('pending', 'running', 'succeeded')))
+		ORDER BY id
+		LIMIT ?6)
+	SELECT id FROM c WHERE idem_key IS NULL
+	UNION ALL
+	SELECT min(id) FROM c WHERE idem_key IS NOT NULL GROUP BY idem_key)
+RETURNING queue, type, priority`
+	sqlPurgeMatchingIDs = `DELETE FROM keel_tasks
+WHERE id IN (
+	SELECT id FROM keel_tasks
+	WHERE id IN (SELECT value FROM json_each(?7)) AND ` + matchWhere + `
+	ORDER BY id
+	LIMIT ?6)
+RETURNING queue, type`
+)
+
+// sqlRecentFinished reads the newest ?2 succeeded and dead tasks that
+// finished at or after ?1, newest first, backwards along
+// keel_tasks_finished: ?2 index entries and rows, whatever the table's
+// size.
+const sqlRecentFinished = `SELECT id, queue, type, state, attempt, created_at, run_at, attempted_at, finished_at
+FROM keel_tasks INDEXED BY keel_tasks_finished
+WHERE state IN ('succeeded', 'dead') AND finished_at >= ?1
+ORDER BY finished_at DESC
+LIMIT ?2`
 
 // Archival (migration 006). Each pick reads the oldest finished tasks of
 // one state by finish time on an index: keel_tasks_finished for succeeded

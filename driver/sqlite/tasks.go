@@ -372,6 +372,18 @@ func getAny(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	return row, err
 }
 
+// GetByKey implements driver.Driver.
+func (d *Driver) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
+	row, err := scanTask(d.rdb.QueryRowContext(ctx, sqlByKey, key).Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task by idempotency key: %w", err)
+	}
+	return row, nil
+}
+
 func getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	row, err := scanTask(q.QueryRowContext(ctx, sqlGet, id).Scan)
 	if errors.Is(err, sql.ErrNoRows) {

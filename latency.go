@@ -1,0 +1,148 @@
+package keel
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// LatencyParams configures Client.Latency; zero fields take their
+// defaults.
+type LatencyParams struct {
+	// Limit is how many of the newest finished tasks to read, at most
+	// 10000. Default 1000.
+	Limit int
+	// Since, when set, leaves out tasks that finished before it. Default
+	// zero: any time.
+	Since time.Time
+}
+
+// AttemptBuckets is how many buckets a distribution of attempts has:
+// 1, 2, 3, 4, and 5 or more attempts.
+const AttemptBuckets = 5
+
+// Latency is pickup and run time percentiles and the attempts tasks used,
+// computed over a bounded sample: the newest finished (succeeded or dead)
+// tasks, read through an index on finish time, never the whole table.
+// Cancelled tasks are not in it.
+type Latency struct {
+	// Sample is how many finished tasks were read: at most the Limit
+	// asked for, fewer when fewer finished (since Since).
+	Sample int
+	// Oldest and Newest are the finish times of the oldest and newest task
+	// read; zero when Sample is 0.
+	Oldest, Newest time.Time
+	// All is the figures over the whole sample, Queues per queue (ordered
+	// by name).
+	All    LatencyFigures
+	Queues []QueueLatency
+	// Succeeded and Dead count the sampled tasks of that state by the
+	// attempts they used: index 0 is 1 attempt (no retry), 1 two attempts,
+	// and so on; the last bucket holds AttemptBuckets attempts or more.
+	Succeeded, Dead [AttemptBuckets]int64
+}
+
+// LatencyFigures are percentiles of the last attempt of the sampled tasks
+// (earlier attempts of a retried task keep no start time):
+//
+//	pickup    start of the last attempt − when it became due (the later of
+//	          created_at and run_at; a retry or snooze moves run_at)
+//	run time  finish − start of the last attempt (for a task rescued after
+//	          its worker vanished, this includes the lease it waited out)
+//
+// Percentiles are nearest-rank over Tasks; all zero when Tasks is 0.
+type LatencyFigures struct {
+	// Tasks is how many sampled tasks have a last attempt start (a task
+	// dead-lettered without ever running has none).
+	Tasks                int
+	PickupP50, PickupP95 time.Duration
+	RunP50, RunP95       time.Duration
+}
+
+// QueueLatency is one queue's latency figures.
+type QueueLatency struct {
+	Queue string
+	LatencyFigures
+}
+
+// Latency computes pickup and run time P50/P95, overall and per queue,
+// and the distribution of attempts used by succeeded and dead tasks, over
+// the newest p.Limit (default 1000) finished tasks: a bounded read on an
+// index, cheap enough for a dashboard that refreshes every few seconds, at
+// the cost of describing only the recent past (see Latency.Oldest).
+func (c *Client) Latency(ctx context.Context, p LatencyParams) (*Latency, error) {
+	if p.Limit < 0 || p.Limit > driver.MaxRecentLimit {
+		return nil, invalid("latency limit must be in 0..%d, got %d", driver.MaxRecentLimit, p.Limit)
+	}
+	rows, err := c.drv.RecentFinished(ctx, driver.RecentParams{Limit: cmp.Or(p.Limit, 1000), Since: p.Since})
+	if err != nil {
+		return nil, fmt.Errorf("keel: read recent finished tasks: %w", unavailable(ctx, err))
+	}
+	return latencyOf(rows), nil
+}
+
+// latencyOf computes Latency from finished tasks in any order.
+func latencyOf(rows []driver.FinishedSample) *Latency {
+	l := &Latency{Sample: len(rows)}
+	type durations struct{ pickup, run []time.Duration }
+	all := &durations{}
+	byQueue := map[string]*durations{}
+	for _, r := range rows {
+		if l.Oldest.IsZero() || r.FinishedAt.Before(l.Oldest) {
+			l.Oldest = r.FinishedAt
+		}
+		if r.FinishedAt.After(l.Newest) {
+			l.Newest = r.FinishedAt
+		}
+		b := min(max(r.Attempt, 1), AttemptBuckets) - 1
+		switch r.State {
+		case driver.StateSucceeded:
+			l.Succeeded[b]++
+		case driver.StateDead:
+			l.Dead[b]++
+		}
+		q := byQueue[r.Queue]
+		if q == nil {
+			q = &durations{}
+			byQueue[r.Queue] = q
+		}
+		if r.AttemptedAt.IsZero() {
+			continue
+		}
+		due := r.CreatedAt
+		if r.RunAt.After(due) {
+			due = r.RunAt
+		}
+		// Clocks of different nodes may disagree by a little: never below 0.
+		pickup, run := max(r.AttemptedAt.Sub(due), 0), max(r.FinishedAt.Sub(r.AttemptedAt), 0)
+		for _, d := range []*durations{all, q} {
+			d.pickup, d.run = append(d.pickup, pickup), append(d.run, run)
+		}
+	}
+	figures := func(d *durations) LatencyFigures {
+		slices.Sort(d.pickup)
+		slices.Sort(d.run)
+		return LatencyFigures{Tasks: len(d.pickup),
+			PickupP50: percentile(d.pickup, 50), PickupP95: percentile(d.pickup, 95),
+			RunP50: percentile(d.run, 50), RunP95: percentile(d.run, 95)}
+	}
+	l.All = figures(all)
+	for _, name := range slices.Sorted(maps.Keys(byQueue)) {
+		l.Queues = append(l.Queues, QueueLatency{Queue: name, LatencyFigures: figures(byQueue[name])})
+	}
+	return l
+}
+
+// percentile is the nearest-rank p-th percentile of sorted; 0 when empty.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 × n), at least 1
+	return sorted[max(rank, 1)-1]
+}
