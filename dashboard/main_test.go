@@ -26,7 +26,18 @@ import (
 	"github.com/keelq/keel/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(cleanAfter{m}) }
+
+// cleanAfter runs afterAll once every test and benchmark has run.
+type cleanAfter struct{ m *testing.M }
+
+func (c cleanAfter) Run() int {
+	code := c.m.Run()
+	for _, f := range afterAll {
+		f()
+	}
+	return code
+}
 
 // The test tokens, one per role.
 const (

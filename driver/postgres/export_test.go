@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/keelq/keel/driver"
+
 // Statements the plan tests explain.
 func (d *Driver) ClaimSQL() string       { return d.sql.claim }
 func (d *Driver) ClaimTypesSQL() string  { return d.sql.claimTypes }
@@ -8,6 +10,9 @@ func (d *Driver) CountAheadSQL() string  { return d.sql.countAhead }
 func (d *Driver) SucceedManySQL() string { return d.sql.succeedMany }
 func (d *Driver) TransitionSQL() string  { return d.sql.transition }
 func (d *Driver) HeartbeatSQL() string   { return d.sql.heartbeat }
+
+// ListSQL is List's query and arguments for p.
+func (d *Driver) ListSQL(p driver.Filter) (string, []any) { return d.listSQL(p) }
 func (d *Driver) ArchiveSQL(state string) string {
 	return map[string]string{"succeeded": d.sql.archiveSucceeded, "cancelled": d.sql.archiveCancelled, "dead": d.sql.archiveDead}[state]
 }

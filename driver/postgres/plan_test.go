@@ -497,3 +497,62 @@ func claimAll(t *testing.T, d *postgres.Driver, n int, lease time.Duration) []dr
 	}
 	return rows
 }
+
+// TestListPlansUseAnIndex: List by a rare type or queue reads that
+// column's index in id order, by dead or cancelled state the partial index
+// of failed tasks, by running state the lease index (sorting only the
+// running tasks), and never walks every id backwards: the dashboard's task
+// lists on a table of millions. List plans each call for its values, as
+// EXPLAIN does here.
+func TestListPlansUseAnIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := open(t, postgres.Options{})
+	fill(t, d, 20000)
+	claimAll(t, d, 100, 30*time.Second)
+	if _, err := pool.Exec(ctx, "ANALYZE "+d.Schema()+".keel_tasks"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		f      driver.Filter
+		index  string
+		sortOK bool
+	}{
+		{"rare type", driver.Filter{Type: "rare"}, "keel_tasks_type", false},
+		{"rare queue", driver.Filter{Queue: "rare"}, "keel_tasks_queue", false},
+		{"rare type and queue", driver.Filter{Type: "rare", Queue: "rare"}, "", false},
+		{"dead", driver.Filter{State: driver.StateDead}, "keel_tasks_failed", false},
+		{"cancelled", driver.Filter{State: driver.StateCancelled}, "keel_tasks_failed", false},
+		{"dead of a rare type", driver.Filter{State: driver.StateDead, Type: "rare"}, "", false},
+		{"running", driver.Filter{State: driver.StateRunning}, "keel_tasks_lease", true},
+	} {
+		c.f.Limit = 51
+		q, args := d.ListSQL(c.f)
+		var raw []byte
+		if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw); err != nil {
+			t.Fatalf("%s: explain: %v", c.name, err)
+		}
+		var out []struct {
+			Plan planNode `json:"Plan"`
+		}
+		if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+			t.Fatalf("%s: explain output %s: %v", c.name, raw, err)
+		}
+		var sorted, onIndex bool
+		out[0].Plan.walk(func(n planNode) {
+			switch {
+			case n.Type == "Sort" || n.Type == "Incremental Sort":
+				sorted = true
+			case n.Index == "keel_tasks_pkey" || n.Type == "Seq Scan":
+				// Walking every id, or the table.
+			case n.Index != "" && (c.index == "" || n.Index == c.index):
+				onIndex = true
+			}
+		})
+		if (sorted && !c.sortOK) || !onIndex {
+			b, _ := json.MarshalIndent(out[0].Plan, "", "  ")
+			t.Errorf("List by %s: want an index read (%q; sorted: %v), got\n%s", c.name, c.index, sorted, b)
+		}
+	}
+}

@@ -478,13 +478,21 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 
 // List implements driver.Driver.
 func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
-	q, args := sqlutil.ListQuery(d.sql.list, p, func(n int) string { return "$" + strconv.Itoa(n) },
-		func(t time.Time) any { return t })
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, q, args...), scanTask)
+	q, args := d.listSQL(p)
+	// Planned for its values each time (byID): a cached generic plan
+	// cannot tell a rare type or queue, best read on its index, from a
+	// common one, best read by walking the ids.
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}.byID(), q, args...), scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return out, nil
+}
+
+// listSQL is List's query and arguments for p.
+func (d *Driver) listSQL(p driver.Filter) (string, []any) {
+	return sqlutil.ListQuery(d.sql.list, p, func(n int) string { return "$" + strconv.Itoa(n) },
+		func(t time.Time) any { return t })
 }
 
 // Lead implements driver.Driver.

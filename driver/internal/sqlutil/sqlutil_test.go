@@ -19,12 +19,17 @@ func TestListQueryPlaceholders(t *testing.T) {
 	p := driver.Filter{State: driver.StateDead, Queue: "q", FinishedAfter: at, BeforeID: 9}
 	dollar := func(n int) string { return "$" + strconv.Itoa(n) }
 	q, args := ListQuery("SELECT x FROM t", p, dollar, func(t time.Time) any { return t.UnixMicro() })
-	want := "SELECT x FROM t WHERE state = $1 AND queue = $2 AND finished_at >= $3 AND id < $4 ORDER BY id DESC LIMIT $5"
+	// The state's implication, in the words of the partial index.
+	want := "SELECT x FROM t WHERE state = $1 AND state IN ('dead', 'cancelled') AND queue = $2 AND finished_at >= $3 AND id < $4 ORDER BY id DESC LIMIT $5"
 	if q != want {
 		t.Errorf("query\n got %s\nwant %s", q, want)
 	}
 	if wantArgs := []any{"dead", "q", at.UnixMicro(), int64(9), 100}; !reflect.DeepEqual(args, wantArgs) {
 		t.Errorf("args %#v, want %#v", args, wantArgs)
+	}
+	q, _ = ListQuery("SELECT x FROM t", driver.Filter{State: driver.StateRunning}, Question, nil)
+	if want := "SELECT x FROM t WHERE state = ? AND state = 'running' AND lease_expires_at IS NOT NULL ORDER BY id DESC LIMIT ?"; q != want {
+		t.Errorf("running\n got %s\nwant %s", q, want)
 	}
 	q, args = ListQuery("SELECT x FROM t", driver.Filter{Limit: 5}, Question, nil)
 	if q != "SELECT x FROM t ORDER BY id DESC LIMIT ?" || !reflect.DeepEqual(args, []any{5}) {

@@ -71,6 +71,17 @@ func ListQuery(base string, p driver.Filter, mark func(n int) string, at func(ti
 	}
 	if p.State != "" {
 		add("state = ", string(p.State))
+		// What the state implies, written as the partial indexes say it,
+		// so that a planner can prove their predicate from the query text:
+		// SQLite cannot from a bound parameter, and the running tasks'
+		// index on PostgreSQL names only their lease (every running task
+		// has one).
+		switch p.State {
+		case driver.StateDead, driver.StateCancelled:
+			where = append(where, "state IN ('dead', 'cancelled')")
+		case driver.StateRunning:
+			where = append(where, "state = 'running'", "lease_expires_at IS NOT NULL")
+		}
 	}
 	if p.Type != "" {
 		add("type = ", p.Type)

@@ -1,0 +1,6 @@
+package sqlite
+
+import "github.com/keelq/keel/driver"
+
+// ListSQL is List's query and arguments for p.
+func (d *Driver) ListSQL(p driver.Filter) (string, []any) { return d.listSQL(p) }

@@ -1,0 +1,55 @@
+package sqlite_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/keelq/keel/driver"
+)
+
+// TestListPlansUseAnIndex: List by type or queue reads that column's
+// index in id order, by dead or cancelled state the partial index of
+// failed tasks (the query states its predicate in words SQLite can match:
+// it cannot from a bound parameter), by running state the lease index,
+// and none of them but the running tasks is sorted: the
+// dashboard's task lists on a table of millions.
+func TestListPlansUseAnIndex(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	for _, c := range []struct {
+		name, index string
+		f           driver.Filter
+	}{
+		{"type", "keel_tasks_type", driver.Filter{Type: "rare"}},
+		{"queue", "keel_tasks_queue", driver.Filter{Queue: "rare"}},
+		{"dead", "keel_tasks_failed", driver.Filter{State: driver.StateDead}},
+		{"cancelled", "keel_tasks_failed", driver.Filter{State: driver.StateCancelled}},
+		{"running", "keel_tasks_lease", driver.Filter{State: driver.StateRunning}},
+	} {
+		c.f.Limit = 51
+		q, args := d.ListSQL(c.f)
+		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		all := strings.Join(plan, "; ")
+		// The running tasks, however few, are sorted.
+		sorted := strings.Contains(all, "TEMP B-TREE") && c.f.State != driver.StateRunning
+		if sorted || !strings.Contains(all, "INDEX "+c.index+" ") {
+			t.Errorf("List by %s: want a read of %s in order, got %s", c.name, c.index, all)
+		} else {
+			t.Logf("List by %s: %s", c.name, all)
+		}
+	}
+}
