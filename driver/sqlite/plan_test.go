@@ -21,8 +21,6 @@ func TestListPlansUseAnIndex(t *testing.T) {
 		name, index string
 		f           driver.Filter
 	}{
-		{"type", "keel_tasks_type", driver.Filter{Type: "rare"}},
-		{"queue", "keel_tasks_queue", driver.Filter{Queue: "rare"}},
 		{"dead", "keel_tasks_failed", driver.Filter{State: driver.StateDead}},
 		{"cancelled", "keel_tasks_failed", driver.Filter{State: driver.StateCancelled}},
 		{"running", "keel_tasks_lease", driver.Filter{State: driver.StateRunning}},
