@@ -190,6 +190,7 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 	var (
 		d          dlqFilter
 		yes, force bool
+		ids        []int64
 	)
 	short := "Requeue matching dead letters: pending again, runnable now, attempts reset"
 	if action == "purge" {
@@ -203,6 +204,14 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 			after, before, err := d.times()
 			if err != nil {
 				return err
+			}
+			if len(ids) > bulkPage {
+				return fmt.Errorf("--id: at most %d ids per call, got %d", bulkPage, len(ids))
+			}
+			for _, id := range ids {
+				if id < 1 {
+					return fmt.Errorf("--id: task ids are positive, got %d", id)
+				}
 			}
 			api, err := f.client()
 			if err != nil {
@@ -234,6 +243,14 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 			if !after.IsZero() {
 				req.FinishedAfter = &after
 			}
+			if len(ids) > 0 {
+				req.IDs = ids
+				if action == "purge" && !yes {
+					fmt.Fprintf(cmd.OutOrStdout(), "purge would delete those of the %d given tasks that are dead%s for good: run it again with --yes\n",
+						len(ids), map[bool]string{true: "", false: " and older than 7 days"}[force])
+					return nil
+				}
+			}
 			if action == "purge" && !yes {
 				return confirmPurge(cmd, api, f.json, &d, req, st, after, before)
 			}
@@ -254,6 +271,7 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 		cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
 		cmd.Flags().BoolVar(&force, "force", false, "also delete dead letters younger than 7 days")
 	}
+	cmd.Flags().Int64SliceVar(&ids, "id", nil, "only these tasks (repeat the flag or separate ids by commas; at most 1000); the other filters still apply")
 	return cmd
 }
 

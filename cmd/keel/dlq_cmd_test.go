@@ -91,6 +91,19 @@ func TestDLQ(t *testing.T) {
 	if out := s.keel(t, "dlq", "requeue", "--queue", "other"); out != "requeued 0 dead tasks\n" {
 		t.Fatalf("requeue of another queue: %q", out)
 	}
+	// --id takes exactly the given dead letters.
+	dead := decode[server.TaskList](t, s.keel(t, "dlq", "list", "--json")).Tasks
+	one := strconv.FormatInt(dead[0].ID, 10)
+	if out := s.keel(t, "dlq", "requeue", "--id", one+",999999"); out != "requeued 1 dead tasks\n" {
+		t.Fatalf("requeue --id: %q", out)
+	}
+	if err := s.keelErr(t, "dlq", "requeue", "--id", "0"); !strings.Contains(err.Error(), "task ids are positive") {
+		t.Fatalf("requeue --id 0: %v", err)
+	}
+	if out := s.keel(t, "dlq", "purge", "--force", "--id", one); !strings.Contains(out, "purge would delete those of the 1 given tasks that are dead for good") {
+		t.Fatalf("purge --id without --yes: %q", out)
+	}
+	waitState(t, s.client, keel.StateDead, 3)
 	if out := s.keel(t, "dlq", "requeue", "--type", "email"); out != "requeued 3 dead tasks\n" {
 		t.Fatalf("requeue: %q", out)
 	}
