@@ -22,7 +22,7 @@ const deadShown = 100
 
 // minDeadAge is how long a dead letter is kept unless a purge is forced
 // (seed 000 §3.2; the same rule as keel dlq purge --force).
-const minDeadAge = 7 * 24 * time.Hour
+const minDeadAge = keel.MinRetainDead
 
 // maxCount bounds how many dead letters a confirmation counts.
 const maxCount = 10 * deadScan

@@ -10,6 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/keelq/keel"
 	"github.com/keelq/keel/server"
 )
 
@@ -276,7 +277,7 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 }
 
 // minDeadAge is how long dlq purge keeps a dead letter without --force.
-const minDeadAge = 7 * 24 * time.Hour
+const minDeadAge = keel.MinRetainDead
 
 // maxConfirmCount bounds how many dead letters confirmPurge lists to count
 // them, when no count the API keeps answers exactly.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keelq/keel"
 )
 
 // namePattern is keel's rule for queue and type names.
@@ -24,7 +26,7 @@ var (
 
 // MinDeadRetention is the shortest dead-letter retention allowed (seed 000
 // §3.2: keep dead letters at least a week).
-const MinDeadRetention = 7 * 24 * time.Hour
+const MinDeadRetention = keel.MinRetainDead
 
 // MinSucceededRetention is the shortest retention of succeeded and
 // cancelled tasks allowed: a minute, so a test can watch archival happen.
