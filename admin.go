@@ -18,6 +18,7 @@ import (
 //	CreatedAfter, CreatedBefore    arrival time, inclusive / exclusive (List only)
 //	FinishedAfter, FinishedBefore  finish time, inclusive / exclusive; an unfinished task matches neither
 //	BeforeID                       ids below it, for paging (List only)
+//	AfterID                        ids above it: a bounded window to search (List only)
 //	Limit                          List: default 100, at most 1000; bulk: per call, default 1000, at most 10000
 //	IDs                            only these tasks, at most 1000 (bulk only; List refuses it)
 //

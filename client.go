@@ -440,6 +440,9 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if p.IDs != nil {
 		return nil, invalid("ids select tasks for RetryMatching and PurgeMatching only; use Get for one task")
 	}
+	if p.BeforeID < 0 || p.AfterID < 0 {
+		return nil, invalid("before_id and after_id must not be negative, got %d and %d", p.BeforeID, p.AfterID)
+	}
 	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
 		return nil, invalid("created_after must be before created_before")
 	}

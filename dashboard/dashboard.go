@@ -43,6 +43,8 @@ type Options struct {
 	Prefix string
 	// Now is the clock, for tests. Default time.Now.
 	Now func() time.Time
+	// window overrides searchWindow, for tests.
+	window int64
 }
 
 // CSP is the Content-Security-Policy of every response: scripts and

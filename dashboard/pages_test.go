@@ -2,9 +2,11 @@ package dashboard
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +305,49 @@ func TestPurgeOld(t *testing.T) {
 		if _, err := b.client.Get(t.Context(), id); err == nil {
 			t.Errorf("old dead letter %d not purged", id)
 		}
+	}
+}
+
+// TestTasksWindow: a list filtered by type or queue reads a bounded
+// window of ids a page and offers to search the next one, so that a rare
+// type costs a bounded read on a table of millions.
+func TestTasksWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "sqlite", Options{window: 5})
+	ctx := t.Context()
+	// Ids 1 and 2 are reports, 3..12 mail.
+	for i := range 12 {
+		typ := typeMail
+		if i < 2 {
+			typ = typeReport
+		}
+		if _, err := b.client.Enqueue(ctx, typ, map[string]int{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := b.do(t, "GET", "/tasks?type="+typeReport, "", nil)
+	if res.status != http.StatusOK || !strings.Contains(res.body, `id="tasks-empty"`) || !strings.Contains(res.body, "among tasks 8 to 12") {
+		t.Fatalf("first window: %d\n%s", res.status, res.body)
+	}
+	m := regexp.MustCompile(`id="search-older" href="([^"]+)"`).FindStringSubmatch(res.body)
+	if m == nil {
+		t.Fatalf("no link to search older tasks:\n%s", res.body)
+	}
+	// Tasks 3..7: none; then 1..2: both reports, and nothing below.
+	res = b.do(t, "GET", html.UnescapeString(m[1]), "", nil)
+	if !strings.Contains(res.body, "among tasks 3 to 7") {
+		t.Fatalf("second window:\n%s", res.body)
+	}
+	m = regexp.MustCompile(`id="search-older" href="([^"]+)"`).FindStringSubmatch(res.body)
+	if m == nil {
+		t.Fatalf("no link to the third window:\n%s", res.body)
+	}
+	res = b.do(t, "GET", html.UnescapeString(m[1]), "", nil)
+	if !strings.Contains(res.body, `id="task-1"`) || !strings.Contains(res.body, `id="task-2"`) || strings.Contains(res.body, `id="search-older"`) {
+		t.Fatalf("last window:\n%s", res.body)
+	}
+	// Without a type or queue filter there is no window.
+	if res := b.do(t, "GET", "/tasks", "", nil); strings.Contains(res.body, "window-note") || !strings.Contains(res.body, `id="task-12"`) {
+		t.Fatalf("unfiltered list:\n%s", res.body)
 	}
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +18,22 @@ import (
 // pageSize is how many tasks the task list shows at once.
 const pageSize = 50
 
+// searchWindow is how many task ids one page of a list filtered by type
+// or queue reads at most. Those filters have no index of their own (one
+// would cost every claim and finish on PostgreSQL), so they walk the ids
+// backwards; the window keeps a page fast on a table of millions, and
+// the page offers to search the next window.
+const searchWindow = 200_000
+
 // tasksData is the task list.
 type tasksData struct {
 	State, Type, Queue, After, Before string
 	Tasks                             []*keel.TaskInfo
 	Next                              int64 // BeforeID of the next page; 0: none
 	First                             bool  // no BeforeID: the newest tasks
+	// Window: a type or queue filter searched only ids Window..WindowTop;
+	// Older is the cursor that searches below it (0: nothing is below).
+	Window, WindowTop, Older int64
 }
 
 // parseTime reads a form time: RFC 3339, "2006-01-02T15:04" (an HTML
@@ -81,12 +92,32 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		}
 	}
 	data.First = f.BeforeID == 0
+	if f.Type != "" || f.Queue != "" {
+		top := f.BeforeID // the window ends below the cursor, or above the newest task
+		if top == 0 {
+			newest, err := d.c.List(r.Context(), keel.Filter{Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(newest) > 0 {
+				top = newest[0].ID + 1
+			}
+		}
+		window := cmp.Or(d.opts.window, searchWindow)
+		if top > window+1 {
+			f.AfterID = top - 1 - window
+			data.Window, data.WindowTop = f.AfterID+1, top-1
+		}
+	}
 	if data.Tasks, err = d.c.List(r.Context(), f); err != nil {
 		return err
 	}
-	if len(data.Tasks) > pageSize {
+	switch {
+	case len(data.Tasks) > pageSize:
 		data.Tasks = data.Tasks[:pageSize]
 		data.Next = data.Tasks[pageSize-1].ID
+	case f.AfterID > 0:
+		data.Older = f.AfterID + 1 // ids at or below the window's bottom
 	}
 	return d.render(w, r, http.StatusOK, "tasks", v, data)
 }

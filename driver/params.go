@@ -159,8 +159,11 @@ type Filter struct {
 	FinishedAfter  time.Time
 	FinishedBefore time.Time
 	BeforeID       int64
-	Limit          int
-	IDs            []int64
+	// AfterID bounds List to ids above it (0: none): a window of ids
+	// that a filter without an index of its own reads at most.
+	AfterID int64
+	Limit   int
+	IDs     []int64
 }
 
 // MaxBulkIDs is how many ids one bulk operation's Filter.IDs may list.
@@ -178,8 +181,8 @@ func (f Filter) ValidateBulk() error {
 		return fmt.Errorf("limit must be in 1..10000, got %d", f.Limit)
 	case !f.CreatedAfter.IsZero() || !f.CreatedBefore.IsZero():
 		return errors.New("created_after and created_before do not apply to bulk operations")
-	case f.BeforeID != 0:
-		return errors.New("before_id does not apply to bulk operations")
+	case f.BeforeID != 0 || f.AfterID != 0:
+		return errors.New("before_id and after_id do not apply to bulk operations")
 	case len(f.IDs) > MaxBulkIDs:
 		return fmt.Errorf("at most %d ids at once, got %d", MaxBulkIDs, len(f.IDs))
 	}

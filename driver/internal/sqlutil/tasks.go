@@ -104,6 +104,9 @@ func ListQuery(base string, p driver.Filter, mark func(n int) string, at func(ti
 	if p.BeforeID > 0 {
 		add("id < ", p.BeforeID)
 	}
+	if p.AfterID > 0 {
+		add("id > ", p.AfterID)
+	}
 	q := base
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
