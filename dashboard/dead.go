@@ -34,6 +34,7 @@ type deadData struct {
 	Tasks              []*keel.TaskInfo // the newest, to select from
 	Scanned            int              // how many were read to group
 	Bounded            bool             // there may be more than were read
+	Window, WindowTop  int64            // a type or queue filter grouped only tasks Window..WindowTop
 	Done               string
 }
 
@@ -70,11 +71,17 @@ func (d *dash) dead(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		return err
 	}
 	f.Limit = deadScan
-	tasks, err := d.c.List(r.Context(), f)
+	lf := f // the listing reads a bounded window when filtered by type or queue
+	from, to, err := d.window(r.Context(), &lf)
 	if err != nil {
 		return err
 	}
-	data := deadData{Type: f.Type, Queue: f.Queue, After: q.Get("after"), Scanned: len(tasks), Bounded: len(tasks) == deadScan, Done: doneMessage(q)}
+	tasks, err := d.c.List(r.Context(), lf)
+	if err != nil {
+		return err
+	}
+	data := deadData{Type: f.Type, Queue: f.Queue, After: q.Get("after"), Scanned: len(tasks), Bounded: len(tasks) == deadScan, Done: doneMessage(q),
+		Window: from, WindowTop: to}
 	groups := map[[2]string]*deadGroup{}
 	for _, t := range tasks {
 		k := [2]string{t.Type, lastError(t)}

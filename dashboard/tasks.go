@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,22 +93,8 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		}
 	}
 	data.First = f.BeforeID == 0
-	if f.Type != "" || f.Queue != "" {
-		top := f.BeforeID // the window ends below the cursor, or above the newest task
-		if top == 0 {
-			newest, err := d.c.List(r.Context(), keel.Filter{Limit: 1})
-			if err != nil {
-				return err
-			}
-			if len(newest) > 0 {
-				top = newest[0].ID + 1
-			}
-		}
-		window := cmp.Or(d.opts.window, searchWindow)
-		if top > window+1 {
-			f.AfterID = top - 1 - window
-			data.Window, data.WindowTop = f.AfterID+1, top-1
-		}
+	if data.Window, data.WindowTop, err = d.window(r.Context(), &f); err != nil {
+		return err
 	}
 	if data.Tasks, err = d.c.List(r.Context(), f); err != nil {
 		return err
@@ -120,6 +107,32 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		data.Older = f.AfterID + 1 // ids at or below the window's bottom
 	}
 	return d.render(w, r, http.StatusOK, "tasks", v, data)
+}
+
+// window bounds a list filtered by type or queue (which has no index of
+// its own) to searchWindow ids below f.BeforeID, or below the newest task,
+// by setting f.AfterID; it returns the ids searched, zero when the list is
+// not bounded.
+func (d *dash) window(ctx context.Context, f *keel.Filter) (from, to int64, err error) {
+	if f.Type == "" && f.Queue == "" {
+		return 0, 0, nil
+	}
+	top := f.BeforeID
+	if top == 0 {
+		newest, err := d.c.List(ctx, keel.Filter{Limit: 1})
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(newest) > 0 {
+			top = newest[0].ID + 1
+		}
+	}
+	window := cmp.Or(d.opts.window, searchWindow)
+	if top <= window+1 {
+		return 0, 0, nil
+	}
+	f.AfterID = top - 1 - window
+	return f.AfterID + 1, top - 1, nil
 }
 
 // taskData is the task detail page.
