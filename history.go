@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/keelq/keel/driver"
 )
 
 // HistoryPoint is one step of the history Client.History returns: the
@@ -49,25 +51,17 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
 	}
-	out := make([]HistoryPoint, n)
-	for i := range out {
-		out[i].At = first.Add(time.Duration(i) * step)
-	}
+	sums := make([]driver.MinuteRow, n)
 	for _, m := range rows {
-		i := int(time.Unix(m.Minute*60, 0).Sub(first) / step)
-		if i < 0 || i >= n {
-			continue
+		if i := int(time.Unix(m.Minute*60, 0).Sub(first) / step); i >= 0 && i < n {
+			sums[i].Add(m)
 		}
-		p := &out[i]
-		p.Enqueued += m.Enqueued
-		p.Hits += m.Hits
-		p.Attempts += m.Attempts
-		p.Ended += m.Ended
-		p.Failed += m.Failed
-		p.Succeeded += m.Succeeded
-		p.Dead += m.Dead
-		p.Cancelled += m.Cancelled
-		p.DurationMS += m.DurationMS
+	}
+	out := make([]HistoryPoint, n)
+	for i, m := range sums {
+		out[i] = HistoryPoint{At: first.Add(time.Duration(i) * step), Enqueued: m.Enqueued, Hits: m.Hits,
+			Attempts: m.Attempts, Ended: m.Ended, Failed: m.Failed, Succeeded: m.Succeeded, Dead: m.Dead,
+			Cancelled: m.Cancelled, DurationMS: m.DurationMS}
 	}
 	return out, nil
 }

@@ -7,9 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -225,19 +223,3 @@ func (d *dash) safeNext(next string) string {
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
-
-// loopbackHost reports whether host, a request's Host with or without a
-// port, names this machine: localhost, an address in 127.0.0.0/8, or ::1
-// (the same check as the API's).
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(host, ".")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	addr, err := netip.ParseAddr(host)
-	return err == nil && addr.Unmap().IsLoopback()
-}

@@ -168,7 +168,7 @@ func (d *dash) secure(h http.Handler) http.Handler {
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("X-Frame-Options", "DENY")
-		if !d.auth.enabled() && !loopbackHost(r.Host) {
+		if !d.auth.enabled() && !server.LoopbackHost(r.Host) {
 			d.errorPage(w, r, http.StatusForbidden, "Not a loopback address",
 				fmt.Sprintf("Host %q is not a loopback name or address: without tokens the dashboard answers only requests to localhost, 127.0.0.1 or [::1], so that no web page can reach it through DNS rebinding. Configure tokens to serve other hosts.", shorten.String(r.Host, 64)))
 			return

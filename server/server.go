@@ -238,7 +238,7 @@ func (s *server) guard(rt route) http.Handler {
 // ServeHTTP dispatches to the mux, answering its 404 and 405 with problems
 // and any panic with a generic 500.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(s.creds) == 0 && !loopbackHost(r.Host) {
+	if len(s.creds) == 0 && !LoopbackHost(r.Host) {
 		writeProblem(w, http.StatusForbidden, fmt.Sprintf("Host %q is not a loopback name or address: without tokens this API answers only requests to localhost, 127.0.0.1 or [::1] (so that no web page can reach it through DNS rebinding); configure tokens to serve other hosts", shorten.String(r.Host, 64)))
 		return
 	}
@@ -268,9 +268,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// loopbackHost reports whether host, a request's Host with or without a
+// LoopbackHost reports whether host, a request's Host with or without a
 // port, names this machine: localhost, an address in 127.0.0.0/8, or ::1.
-func loopbackHost(host string) bool {
+// Without tokens the API (and the dashboard) answer only such requests.
+func LoopbackHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}

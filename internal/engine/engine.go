@@ -199,7 +199,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Driver: e.drv,
 		Node: driver.NodeParams{Name: cfg.Node, Host: host, PID: os.Getpid(), Queues: names, StartedAt: cfg.Now(),
 			Workers: maps.Clone(cfg.Queues), Version: cfg.Version},
-		Running:  func() int { return len(e.runningIDs()) },
+		Running:  e.runningCount,
 		Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
 		Now: cfg.Now, Logger: log, Leading: e.elector.Leading,
 	})
@@ -355,6 +355,13 @@ func (e *Engine) Cancel(id int64) {
 	if ex := e.running[id]; ex != nil {
 		ex.cancel(ErrCancelled)
 	}
+}
+
+// runningCount is how many tasks this process runs now.
+func (e *Engine) runningCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.running)
 }
 
 func (e *Engine) runningIDs() []int64 {
