@@ -74,6 +74,10 @@ var driverTests = []test{
 	{"AlertDeliveries", testAlertDeliveries},
 	{"AlertBadInputWritesNothing", testAlertBadInput},
 	{"Meta", testMeta},
+	{"ScheduleUpsert", testScheduleUpsert},
+	{"ScheduleTickOnce", testScheduleTickOnce},
+	{"SchedulePause", testSchedulePause},
+	{"ScheduleBadInputWritesNothing", testScheduleBadInput},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
