@@ -124,8 +124,15 @@ func parseSchedule(spec, zone string) (cron.Schedule, *time.Location, error) {
 	return s, loc, nil
 }
 
+// Validate reports what is wrong with s (ErrInvalid), naming the
+// schedule and the field; NewClient checks Config.Schedules with it.
+func (s Schedule) Validate() error {
+	_, err := s.params()
+	return err
+}
+
 // params validates s and returns it as the driver stores it.
-func (s Schedule) params(c *Client) (driver.ScheduleParams, error) {
+func (s Schedule) params() (driver.ScheduleParams, error) {
 	p := driver.ScheduleParams{Name: s.Name, Spec: s.Spec, TimeZone: s.TimeZone, Type: s.Type, Queue: s.Queue,
 		Priority: s.Priority, Missed: string(s.Missed)}
 	if p.TimeZone == "" {
@@ -158,11 +165,20 @@ func (s Schedule) params(c *Client) (driver.ScheduleParams, error) {
 	if _, _, err := parseSchedule(s.Spec, p.TimeZone); err != nil {
 		return p, invalid("schedule %q: %v", s.Name, err)
 	}
-	raw, err := c.encodePayload(s.Payload)
-	if err != nil {
-		return p, fmt.Errorf("schedule %q: payload: %w", s.Name, err)
+	switch v := s.Payload.(type) {
+	case json.RawMessage:
+		p.Payload = v
+	case []byte:
+		p.Payload = v
+	case nil:
+		p.Payload = json.RawMessage("{}")
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return p, invalid("schedule %q: payload cannot be encoded as JSON: %v", s.Name, err)
+		}
+		p.Payload = raw
 	}
-	p.Payload = raw
 	p.Now = time.Unix(1, 0) // checked here; the write sets its own time
 	if err := p.Validate(); err != nil {
 		return p, invalid("%v", err)
@@ -175,9 +191,12 @@ func (c *Client) validateSchedules() ([]driver.ScheduleParams, error) {
 	seen := map[string]bool{}
 	var out []driver.ScheduleParams
 	for i, s := range c.cfg.Schedules {
-		p, err := s.params(c)
+		p, err := s.params()
 		if err != nil {
 			return nil, fmt.Errorf("Config.Schedules[%d]: %w", i, err)
+		}
+		if len(p.Payload) > c.cfg.MaxPayloadBytes {
+			return nil, fmt.Errorf("Config.Schedules[%d]: schedule %q: %w: %d bytes, the limit is %d", i, s.Name, ErrPayloadTooLarge, len(p.Payload), c.cfg.MaxPayloadBytes)
 		}
 		if seen[s.Name] {
 			return nil, invalid("Config.Schedules[%d]: schedule name %q used twice", i, s.Name)
