@@ -1,6 +1,7 @@
 package keel
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -59,5 +60,29 @@ func TestNextAfter(t *testing.T) {
 	hourly, _, _ := parseSchedule("@hourly", "UTC")
 	if got, want := nextAfter(hourly, last, last.Add(150*time.Minute)), time.Date(2031, 1, 1, 3, 0, 0, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("@hourly: %v, want %v", got, want)
+	}
+}
+
+// TestScheduleDST pins robfig/cron's daylight-saving behaviour, which the
+// README describes: 02:30 in Berlin is skipped on the spring-forward day
+// and comes twice (two instants, two ticks) on the fall-back day.
+func TestScheduleDST(t *testing.T) {
+	s, loc, err := parseSchedule("30 2 * * *", "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(from time.Time, n int) []string {
+		var out []string
+		for range n {
+			from = s.Next(from)
+			out = append(out, from.UTC().Format(time.RFC3339))
+		}
+		return out
+	}
+	if got, want := next(time.Date(2031, 3, 29, 12, 0, 0, 0, loc), 2), []string{"2031-03-31T00:30:00Z", "2031-04-01T00:30:00Z"}; !slices.Equal(got, want) {
+		t.Errorf("spring forward: %v, want %v (no 02:30 on March 30)", got, want)
+	}
+	if got, want := next(time.Date(2031, 10, 25, 12, 0, 0, 0, loc), 3), []string{"2031-10-26T00:30:00Z", "2031-10-26T01:30:00Z", "2031-10-27T01:30:00Z"}; !slices.Equal(got, want) {
+		t.Errorf("fall back: %v, want %v (02:30 CEST and 02:30 CET)", got, want)
 	}
 }
