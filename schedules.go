@@ -89,7 +89,7 @@ type ScheduleInfo struct {
 	// was first stored.
 	LastTick time.Time
 	// NextRun is the next tick after now, in the schedule's zone; zero
-	// when the spec has no further tick.
+	// while paused, or when the spec has no further tick.
 	NextRun time.Time
 	// Due is set when a tick came due that no leader enqueued yet (none
 	// runs, or it is about to).
@@ -374,6 +374,9 @@ func scheduleInfo(r *driver.ScheduleRow, now time.Time) *ScheduleInfo {
 	info.LastTick = r.LastTick.In(loc)
 	if next := sched.Next(r.LastTick); !next.IsZero() && !next.After(now) && !r.Paused {
 		info.Due = true
+	}
+	if r.Paused {
+		return info // no next run until resumed, which restarts the count
 	}
 	if next := nextAfter(sched, r.LastTick, now); !next.IsZero() {
 		info.NextRun = next.In(loc)

@@ -23,7 +23,8 @@ type ScheduleRecord struct {
 	// LastTick is the last tick enqueued or passed over (at first, when
 	// the schedule was stored).
 	LastTick time.Time `json:"last_tick"`
-	// NextRun is the next tick after now; absent when there is none.
+	// NextRun is the next tick after now; absent while paused or when
+	// the spec has no further tick.
 	NextRun *time.Time `json:"next_run,omitempty"`
 	// Due: a tick came due that no leader enqueued yet.
 	Due       bool      `json:"due"`
