@@ -74,6 +74,10 @@ var driverTests = []test{
 	{"AlertDeliveries", testAlertDeliveries},
 	{"AlertBadInputWritesNothing", testAlertBadInput},
 	{"Meta", testMeta},
+	{"Steps", testSteps},
+	{"StepsFenced", testStepsFenced},
+	{"StepsBadParams", testStepsBadParams},
+	{"StepsKeptByRetryAndArchive", testStepsKeptByRetryAndArchive},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
