@@ -84,3 +84,58 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	}
 	return v, nil
 }
+
+// SaveStep stores result as step name of task id for a worker outside this
+// process that holds the task's claim with fencing token fence: an HTTP
+// target, through POST /v1/tasks/{id}/steps, with the fence keel sent it
+// in the Keel-Fence header. It applies only while the task is running
+// with that fence; otherwise nothing is stored and the error wraps
+// ErrNotFound (no such task), ErrWrongState (the task is not running) or
+// ErrLeaseLost (it runs under a newer claim, or its claim ended meanwhile).
+// A step of the same name is replaced. name and result follow Step's
+// rules (result is JSON; a task's results take at most MaxStepsBytes,
+// else ErrStepsTooLarge). It returns the task with its steps.
+func (c *Client) SaveStep(ctx context.Context, id, fence int64, name string, result json.RawMessage) (*TaskInfo, error) {
+	switch {
+	case id <= 0:
+		return nil, invalid("task id must be positive, got %d", id)
+	case fence <= 0:
+		return nil, invalid("fence must be positive, got %d", fence)
+	}
+	if err := driver.ValidateStepName(name); err != nil {
+		return nil, invalid("step %q: %v", name, err)
+	}
+	switch {
+	case len(result) == 0:
+		return nil, invalid("step %q: result is required (JSON; null for none)", name)
+	case !json.Valid(result):
+		return nil, invalid("step %q: result is not valid JSON", name)
+	}
+	row, err := c.drv.Get(ctx, id)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	switch {
+	case row.State != driver.StateRunning:
+		return nil, fmt.Errorf("save step %q of task %d: the task is %s, not running: %w", name, id, row.State, ErrWrongState)
+	case row.Fence != fence:
+		return nil, fmt.Errorf("save step %q of task %d: fence %d is not the running claim's (%d): %w", name, id, fence, row.Fence, ErrLeaseLost)
+	}
+	size := driver.StepsSize(row.Steps) + len(result)
+	for _, s := range row.Steps {
+		if s.Name == name {
+			size -= len(s.Result)
+		}
+	}
+	if size > MaxStepsBytes {
+		return nil, fmt.Errorf("save step %q of task %d: %w (result of %d bytes)", name, id, ErrStepsTooLarge, len(result))
+	}
+	applied, err := c.drv.SaveStep(ctx, driver.StepParams{ID: id, Fence: fence, Name: name, Result: result, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, unavailable(ctx, fmt.Errorf("save step %q of task %d: %w", name, id, err))
+	}
+	if !applied {
+		return nil, fmt.Errorf("save step %q of task %d: %w", name, id, ErrLeaseLost)
+	}
+	return c.Get(ctx, id)
+}
