@@ -1,13 +1,21 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/keeltest"
+	"github.com/keelq/keel/server/httptarget"
 )
 
 // TestSaveStep: an HTTP target posts a step with the fence of the running
@@ -64,6 +72,106 @@ func TestSaveStep(t *testing.T) {
 		b.call(t, "GET", fmt.Sprintf("/v1/tasks/%d", task.ID), "").ok(t, http.StatusOK, &got)
 		if len(got.Steps) != 3 || got.State != "succeeded" {
 			t.Fatalf("finished task: %s with %d steps", got.State, len(got.Steps))
+		}
+	})
+}
+
+// TestHTTPTargetSteps: an HTTP target stores a step through the API with
+// the Keel-Fence of its delivery, fails the delivery, and on the retry
+// reads the stored step with GET /v1/tasks/{id} and does not redo it; a
+// post with the first delivery's fence is refused once the task was sent
+// again.
+func TestHTTPTargetSteps(t *testing.T) {
+	forAllDBs(t, func(t *testing.T, db string) {
+		var api string // the API's URL, known once the server runs
+		var mu sync.Mutex
+		runs := map[string]int{}
+		var staleStatus int
+		call := func(method, path, body string) (int, []byte) {
+			req, err := http.NewRequest(method, api+path, strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return 0, nil
+			}
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return 0, nil
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			return res.StatusCode, b
+		}
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, fence := r.Header.Get("Keel-Task-Id"), r.Header.Get("Keel-Fence")
+			_, body := call("GET", "/v1/tasks/"+id, "")
+			var task Task
+			if err := json.Unmarshal(body, &task); err != nil {
+				t.Errorf("GET task: %v: %s", err, body)
+			}
+			done := map[string]bool{}
+			for _, s := range task.Steps {
+				done[s.Name] = true
+			}
+			step := func(name string) {
+				if done[name] {
+					return
+				}
+				mu.Lock()
+				runs[name]++
+				mu.Unlock()
+				if status, b := call("POST", "/v1/tasks/"+id+"/steps", `{"name":"`+name+`","fence":`+fence+`,"result":{"by":`+fence+`}}`); status != http.StatusOK {
+					t.Errorf("post step %s: %d %s", name, status, b)
+				}
+			}
+			step("a")
+			if fence == "1" {
+				w.WriteHeader(http.StatusServiceUnavailable) // retried
+				return
+			}
+			// The first delivery's claim is over: its fence no longer writes.
+			status, _ := call("POST", "/v1/tasks/"+id+"/steps", `{"name":"late","fence":1,"result":1}`)
+			mu.Lock()
+			staleStatus = status
+			mu.Unlock()
+			step("b")
+		}))
+		t.Cleanup(target.Close)
+		b := setup(t, db, Options{}, func(cfg *keel.Config) {
+			h := keel.NewHandlers()
+			if err := httptarget.Register(h, "hook.steps", httptarget.Target{URL: target.URL}); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Handlers = h
+			cfg.PollInterval, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffJitter = 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond, -1
+		})
+		api = b.url
+		if err := b.client.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			b.client.Stop(ctx) //nolint:errcheck // the test has its answer
+		})
+		task := b.enqueue(t, `{"type":"hook.steps","payload":{}}`)
+		done := keeltest.WaitFinished(t, b.client, task.ID, 0)
+		if done.State != keel.StateSucceeded || done.Attempt != 2 {
+			t.Fatalf("task %s after %d attempts, want succeeded after 2", done.State, done.Attempt)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if runs["a"] != 1 || runs["b"] != 1 || staleStatus != http.StatusConflict {
+			t.Fatalf("step runs %v, stale post %d; want a and b once, 409", runs, staleStatus)
+		}
+		var got Task
+		b.call(t, "GET", fmt.Sprintf("/v1/tasks/%d", task.ID), "").ok(t, http.StatusOK, &got)
+		if len(got.Steps) != 2 || got.Steps[0].Name != "a" || got.Steps[1].Name != "b" ||
+			string(got.Steps[0].Result) != `{"by":1}` || string(got.Steps[1].Result) != `{"by":2}` {
+			t.Fatalf("steps %+v", got.Steps)
 		}
 	})
 }
