@@ -46,7 +46,7 @@ func testSteps(t *testing.T, e *env) {
 	t0 := e.clock.Now()
 	c := e.claimOne("w", t0)
 	// Names a JSON path would misread are stored as they are.
-	odd := "a.b[0] $c 'd' é"
+	odd := "a.b[0] $c 'd' é *x** "
 	t1 := e.clock.Advance(time.Second)
 	for _, p := range []driver.StepParams{
 		{ID: row.ID, Fence: c.Fence, Owner: "w", Name: "fetch", Result: []byte(`{"rows": [1, 2, 3], "next": null}`), Now: t1},
