@@ -78,6 +78,10 @@ var driverTests = []test{
 	{"ScheduleTickOnce", testScheduleTickOnce},
 	{"SchedulePause", testSchedulePause},
 	{"ScheduleBadInputWritesNothing", testScheduleBadInput},
+	{"Steps", testSteps},
+	{"StepsFenced", testStepsFenced},
+	{"StepsBadParams", testStepsBadParams},
+	{"StepsKeptByRetryAndArchive", testStepsKeptByRetryAndArchive},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
