@@ -233,6 +233,10 @@ func (c *Client) undeclared(jobs []TaskSpec) []string {
 // defaults are this client's registration of the type, or when that sets
 // none, the type's stored declaration (stored, from storedDefaults).
 func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults) (driver.InsertParams, error) {
+	if o := (options{}).merge(j.Options); o.idemKey != nil && strings.HasPrefix(*o.idemKey, scheduleKeyPrefix) {
+		// A held tick key would fail the schedule's tick until released.
+		return driver.InsertParams{}, invalid("idempotency key %q: keys starting with %q are reserved for schedules' ticks", *o.idemKey, scheduleKeyPrefix)
+	}
 	return c.prepareTask(j, now, stored, c.cfg.AnyType)
 }
 

@@ -73,7 +73,7 @@ func (c *Client) runSchedule(ctx context.Context, r *driver.ScheduleRow, sched c
 	missed := many || now.Sub(tick) > SkipGrace
 	var task *driver.InsertParams
 	if r.Missed != driver.MissedSkip || now.Sub(tick) <= SkipGrace {
-		key := fmt.Sprintf("keel.schedule:%s:%d", r.Name, tick.Unix())
+		key := fmt.Sprintf("%s%s:%d", scheduleKeyPrefix, r.Name, tick.Unix())
 		var err error
 		task, err = c.scheduleTask(ctx, r, key, map[string]string{metaSchedule: r.Name, metaTick: tick.UTC().Format(time.RFC3339)}, now)
 		if err != nil {

@@ -317,7 +317,7 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, e
 		return nil, err
 	}
 	now := c.cfg.Now()
-	key := fmt.Sprintf("keel.schedule:%s:manual:%d", row.Name, now.UnixNano())
+	key := fmt.Sprintf("%s%s:manual:%d", scheduleKeyPrefix, row.Name, now.UnixNano())
 	p, err := c.scheduleTask(ctx, row, key, map[string]string{metaSchedule: row.Name, metaTrigger: "manual"}, now)
 	if err != nil {
 		return nil, err
@@ -333,6 +333,10 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, e
 	info.Duplicate = res[0].Duplicate
 	return info, nil
 }
+
+// scheduleKeyPrefix begins the idempotency keys of schedules' tasks;
+// users' keys cannot.
+const scheduleKeyPrefix = "keel.schedule:"
 
 // The meta keys of a schedule's tasks.
 const (

@@ -65,3 +65,20 @@ func TestScheduleConfigBadInput(t *testing.T) {
 		t.Fatalf("schedules stored by refused configs: %v %v", list, err)
 	}
 }
+
+// TestScheduleKeysReserved: users cannot take a schedule tick's
+// idempotency key (a held key with another payload would stop the tick).
+func TestScheduleKeysReserved(t *testing.T) {
+	t.Parallel()
+	c, _ := setup(t)
+	_, err := c.Enqueue(t.Context(), "t.known", nil, keel.IdempotencyKey("keel.schedule:nightly:1893456000"))
+	if !errors.Is(err, keel.ErrInvalid) || !strings.Contains(err.Error(), "reserved for schedules' ticks") {
+		t.Fatalf("enqueue with a tick's key: %v, want ErrInvalid", err)
+	}
+	if n, err := c.Counts(t.Context()); err != nil || len(n) != 0 {
+		t.Fatalf("the refused enqueue wrote %v (%v)", n, err)
+	}
+	if _, err := c.Enqueue(t.Context(), "t.known", nil, keel.IdempotencyKey("keel.schedulex")); err != nil {
+		t.Fatalf("a key that only looks alike: %v", err)
+	}
+}
