@@ -100,7 +100,7 @@ func (c *Client) runSchedule(ctx context.Context, r *driver.ScheduleRow, sched c
 		}
 		if c.obs.active() {
 			c.obs.emit(Event{Kind: EventEnqueued, TaskID: res.Task.ID, Queue: res.Task.Queue, Type: res.Task.Type,
-				Duplicate: res.Duplicate, State: res.Task.State})
+				Duplicate: res.Duplicate, State: res.Task.State, Schedule: r.Name})
 		}
 	}
 	return nil

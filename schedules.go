@@ -329,6 +329,11 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, e
 	if !res[0].Duplicate {
 		c.wrote(res[0].Task)
 	}
+	if c.obs.active() {
+		t := res[0].Task
+		c.obs.emit(Event{Kind: EventEnqueued, TaskID: t.ID, Queue: t.Queue, Type: t.Type, Duplicate: res[0].Duplicate,
+			State: t.State, Schedule: row.Name})
+	}
 	info := infoFromRow(res[0].Task)
 	info.Duplicate = res[0].Duplicate
 	return info, nil
