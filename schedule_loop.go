@@ -21,13 +21,21 @@ const scheduleInterval = time.Second
 // so a schedule runs whichever process leads.
 func (c *Client) scheduleLoop() engine.Loop {
 	var warned sync.Map // schedule name + spec + zone: unreadable, logged once
+	var failures int    // in a row, to log a lasting failure every minute only
 	return engine.Loop{Interval: scheduleInterval, Run: func(ctx context.Context) {
 		e := c.engine()
 		if e == nil || !e.Leading() {
 			return
 		}
-		if err := c.runSchedules(ctx, &warned); err != nil && ctx.Err() == nil {
-			c.cfg.Logger.Warn("keel: enqueuing due schedule ticks failed; next try in a second", "error", err)
+		err := c.runSchedules(ctx, &warned)
+		switch {
+		case err == nil:
+			failures = 0
+		case ctx.Err() == nil:
+			if failures%60 == 0 {
+				c.cfg.Logger.Warn("keel: enqueuing due schedule ticks failed; retried every second", "error", err, "failures_in_a_row", failures+1)
+			}
+			failures++
 		}
 	}}
 }
