@@ -173,8 +173,9 @@ type Config struct {
 
 	// Schedules are periodic tasks (see Schedule), stored when Start runs:
 	// a definition replaces the stored one of its name, keeping a pause
-	// set through the API. The elected leader enqueues every stored
-	// schedule's ticks, whichever process defined it. Default none.
+	// set through the API (a changed spec or zone counts its ticks from
+	// then). The elected leader enqueues every stored schedule's ticks,
+	// whichever process defined it. Default none.
 	Schedules []Schedule
 }
 

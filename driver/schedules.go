@@ -87,7 +87,10 @@ type PauseScheduleParams struct {
 type ScheduleStore interface {
 	// UpsertSchedules stores definitions in one transaction, in name
 	// order: a new schedule is created unpaused with LastTick at Now; an
-	// existing one takes the new definition and keeps Paused and LastTick.
+	// existing one takes the new definition and keeps Paused and LastTick,
+	// except that a changed Spec or TimeZone moves LastTick to Now (never
+	// back): the new spec's ticks count from the change, none is due at
+	// once.
 	UpsertSchedules(ctx context.Context, params []ScheduleParams) error
 	// ListSchedules returns every schedule ordered by name.
 	ListSchedules(ctx context.Context) ([]ScheduleRow, error)

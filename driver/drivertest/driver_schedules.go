@@ -78,18 +78,37 @@ func testScheduleUpsert(t *testing.T, e *env) {
 		t.Fatalf("a: last tick %v created %v updated %v, want %v, %v, %v", a.LastTick, a.CreatedAt, a.UpdatedAt, start, now, now)
 	}
 
-	// A new definition keeps the pause and the last tick.
+	// A new definition keeps the pause and, with the same spec and zone,
+	// the last tick.
 	if _, err := e.drv.PauseSchedule(e.ctx, driver.PauseScheduleParams{Name: "a", Paused: true, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	later := e.clock.Advance(time.Hour)
 	e.upsertSchedules(e.schedule("a", func(p *driver.ScheduleParams) {
-		p.Spec, p.Queue, p.Payload, p.Priority, p.Missed = "@hourly", "q2", json.RawMessage(`[1,2]`), -3, driver.MissedRunOnce
+		p.Spec, p.TimeZone = "*/5 * * * *", "Europe/Berlin"
+		p.Queue, p.Payload, p.Priority, p.Missed = "q2", json.RawMessage(`[1,2]`), -3, driver.MissedRunOnce
 	}))
 	a = *e.getSchedule("a")
-	if a.Spec != "@hourly" || a.Queue != "q2" || !jsonEqual(a.Payload, []byte(`[1,2]`)) || a.Priority != -3 ||
+	if a.Queue != "q2" || !jsonEqual(a.Payload, []byte(`[1,2]`)) || a.Priority != -3 ||
 		a.Missed != driver.MissedRunOnce || !a.Paused || !a.LastTick.Equal(start) || !a.UpdatedAt.Equal(later) || !a.CreatedAt.Equal(now) {
 		t.Fatalf("redefined a = %+v", a)
+	}
+	// A changed spec counts its ticks from the change: no tick of the
+	// new spec between the last tick and now is due at once.
+	for _, mod := range []func(p *driver.ScheduleParams){
+		func(p *driver.ScheduleParams) { p.Spec, p.TimeZone = "@hourly", "Europe/Berlin" },
+		func(p *driver.ScheduleParams) { p.Spec, p.TimeZone = "@hourly", "UTC" },
+	} {
+		at := e.clock.Advance(time.Hour + 300*time.Millisecond)
+		e.upsertSchedules(e.schedule("a", mod))
+		if a = *e.getSchedule("a"); !a.LastTick.Equal(at.Truncate(time.Second)) || !a.Paused {
+			t.Fatalf("after a change of spec or zone: %+v, want last tick %v", a, at.Truncate(time.Second))
+		}
+	}
+	// A stale process's upsert with an older time never moves it back.
+	e.upsertSchedules(e.schedule("a", func(p *driver.ScheduleParams) { p.Spec, p.Now = "@daily", start }))
+	if got := e.getSchedule("a").LastTick; got.Before(start.Add(2 * time.Hour)) {
+		t.Fatalf("an older upsert moved the last tick back to %v", got)
 	}
 
 	if _, err := e.drv.GetSchedule(e.ctx, "nope"); !errors.Is(err, driver.ErrNotFound) {

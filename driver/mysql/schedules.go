@@ -9,7 +9,9 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Periodic tasks' schedules (see driver.ScheduleStore). Every time is the
+// Periodic tasks' schedules (see driver.ScheduleStore). The upsert sets
+// last_tick first: MySQL reads the columns a SET list already changed.
+// Every time is the
 // params' own (the leader's clock). A tick's compare-and-set and its
 // task's insert run in one transaction: a second leader's update waits for
 // the first's row lock, then reads the committed last_tick, finds it moved
@@ -18,7 +20,10 @@ import (
 const (
 	sqlUpsertSchedule = `INSERT INTO keel_schedules (` + sqlutil.ScheduleColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, FALSE, ?, ?, ?)
-ON DUPLICATE KEY UPDATE spec = VALUES(spec), time_zone = VALUES(time_zone), type = VALUES(type),
+ON DUPLICATE KEY UPDATE
+    last_tick = CASE WHEN spec <> VALUES(spec) OR time_zone <> VALUES(time_zone)
+        THEN GREATEST(last_tick, VALUES(last_tick)) ELSE last_tick END,
+    spec = VALUES(spec), time_zone = VALUES(time_zone), type = VALUES(type),
     queue = VALUES(queue), payload = VALUES(payload), priority = VALUES(priority), missed = VALUES(missed),
     updated_at = VALUES(updated_at)`
 	sqlListSchedules  = `SELECT ` + sqlutil.ScheduleColumns + ` FROM keel_schedules ORDER BY name`

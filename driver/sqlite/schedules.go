@@ -16,7 +16,10 @@ import (
 const (
 	sqlUpsertSchedule = `INSERT INTO keel_schedules (` + sqlutil.ScheduleColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
-ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, time_zone = excluded.time_zone, type = excluded.type,
+ON CONFLICT (name) DO UPDATE SET
+    last_tick = CASE WHEN keel_schedules.spec <> excluded.spec OR keel_schedules.time_zone <> excluded.time_zone
+        THEN max(keel_schedules.last_tick, excluded.last_tick) ELSE keel_schedules.last_tick END,
+    spec = excluded.spec, time_zone = excluded.time_zone, type = excluded.type,
     queue = excluded.queue, payload = excluded.payload, priority = excluded.priority, missed = excluded.missed,
     updated_at = excluded.updated_at`
 	sqlListSchedules  = `SELECT ` + sqlutil.ScheduleColumns + ` FROM keel_schedules ORDER BY name`
