@@ -103,6 +103,8 @@ func (c *Client) runSchedule(ctx context.Context, r *driver.ScheduleRow, sched c
 			c.cfg.Logger.Warn("keel: schedule ticks missed; one task runs for the latest", "schedule", r.Name,
 				"last_tick", r.LastTick, "tick", tick, "task_id", res.Task.ID)
 		}
+		c.cfg.Logger.Debug("keel: schedule tick enqueued", "schedule", r.Name, "tick", tick, "task_id", res.Task.ID,
+			"type", res.Task.Type, "queue", res.Task.Queue)
 		if !res.Duplicate {
 			c.wrote(res.Task)
 		}
