@@ -74,6 +74,11 @@ var driverTests = []test{
 	{"AlertDeliveries", testAlertDeliveries},
 	{"AlertBadInputWritesNothing", testAlertBadInput},
 	{"Meta", testMeta},
+	{"ClaimLimitedConcurrency", testClaimLimitedConcurrency},
+	{"ClaimLimitedConcurrent", testClaimLimitedConcurrent},
+	{"ClaimLimitedRate", testClaimLimitedRate},
+	{"ClaimLimitedBucketMath", testBucketMath},
+	{"ClaimLimitedBadParams", testClaimLimitedBadParams},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
