@@ -92,9 +92,9 @@ type QueueInfo struct {
 	// Rate, when set, caps how many of the queue's tasks start per second
 	// across the cluster, with bursts of up to Burst (0: max(1,
 	// ceil(Rate))). 0: not set.
-	Rate  float64
-	Burst int
-	UpdatedAt   time.Time // of the settings; zero if never set
+	Rate      float64
+	Burst     int
+	UpdatedAt time.Time // of the settings; zero if never set
 	// MaxWorkers is how many of the queue's tasks this client runs at once
 	// (its Config.Queues), 0 when it does not work the queue (not among
 	// its queues, or no handlers). A Concurrency above it caps nothing here.
@@ -290,8 +290,8 @@ type TypeUpdate struct {
 	// Rate caps the type's task starts per second across the cluster
 	// (a finite number up to 1,000,000; 0 clears it); Burst is its
 	// bucket size (1..1,000,000; 0: the default max(1, ceil(rate))).
-	Rate  *float64
-	Burst *int
+	Rate        *float64
+	Burst       *int
 	Timeout     *time.Duration // at least 1ms, or 0 to clear
 	MaxAttempts *int           // 1..1000, or 0 to clear
 	BackoffBase *time.Duration // positive, or 0 to clear
