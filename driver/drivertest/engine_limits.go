@@ -2,6 +2,8 @@ package drivertest
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,4 +151,117 @@ func testEngineRateLimit(t *testing.T, e *env) {
 		t.Fatalf("%d tasks started in 20 s after the burst (%d in all), want 1000 ± 10 %% at 50/s", n, total)
 	}
 	t.Logf("%d starts in 20 s: %.1f/s", n, float64(n)/20)
+}
+
+// typeConcurrency reads the stored concurrency of task type name.
+func (e *env) typeConcurrency(name string) int {
+	e.t.Helper()
+	all, err := e.drv.ListSettings(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, s := range all {
+		if s.Kind == driver.SettingType && s.Name == name {
+			return s.Concurrency
+		}
+	}
+	return 0
+}
+
+// waitRamp waits until the ramp of "dt.task" satisfies cond.
+func (e *env) waitRamp(c *keel.Client, what string, cond func(*keel.RampState) bool) *keel.RampState {
+	e.t.Helper()
+	var st *keel.RampState
+	waitFor(e.t, what, func() bool {
+		var err error
+		st, err = c.GetRamp(e.ctx, "dt.task")
+		if err != nil {
+			e.t.Fatalf("get ramp: %v", err)
+		}
+		return cond(st)
+	})
+	return st
+}
+
+// runBatch enqueues n tasks and waits until each succeeded or is dead.
+func (e *env) runBatch(c *keel.Client, n int, opts ...keel.Option) {
+	e.t.Helper()
+	var ids []int64
+	for i := range n {
+		ids = append(ids, e.enqueue(c, i, opts...).ID)
+	}
+	for _, id := range ids {
+		e.waitTask(id, "finished", func(r *driver.TaskRow) bool {
+			return r.State == driver.StateSucceeded || r.State == driver.StateDead
+		})
+	}
+}
+
+// testEngineRampAdvances: a ramp 1 → 2 → 3 waits for enough attempts,
+// then advances a step per interval while the tasks succeed.
+func testEngineRampAdvances(t *testing.T, e *env) {
+	admin := e.enqueuer()
+	if _, err := admin.GetRamp(e.ctx, "dt.task"); !errors.Is(err, keel.ErrNotFound) {
+		t.Fatalf("ramp before any: %v, want ErrNotFound", err)
+	}
+	e.worker(keel.Config{SettingsInterval: settingsInterval}, func(ctx context.Context, task *keel.Task[args]) error { return nil })
+	st, err := admin.StartRamp(e.ctx, "dt.task", keel.Ramp{Steps: []int{1, 2, 3}, Every: time.Minute, MinAttempts: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Step != 0 || st.MaxFailureRatio != 0.2 || !st.NextAt.Equal(e.clock.Now().Add(time.Minute)) || e.typeConcurrency("dt.task") != 1 {
+		t.Fatalf("started ramp %+v, concurrency %d; want step 0, default ratio 0.2, concurrency 1", st, e.typeConcurrency("dt.task"))
+	}
+	// Due without attempts: it waits for them.
+	e.clock.Advance(time.Minute)
+	e.waitRamp(admin, "a note that the ramp waits", func(s *keel.RampState) bool { return s.Note != "" })
+	if c := e.typeConcurrency("dt.task"); c != 1 {
+		t.Fatalf("concurrency %d without attempts, want 1", c)
+	}
+	e.runBatch(admin, 6)
+	e.waitRamp(admin, "step 2", func(s *keel.RampState) bool { return s.Step == 1 })
+	if c := e.typeConcurrency("dt.task"); c != 2 {
+		t.Fatalf("concurrency %d at step 2, want 2", c)
+	}
+	e.clock.Advance(time.Minute)
+	e.runBatch(admin, 6)
+	st = e.waitRamp(admin, "the last step", func(s *keel.RampState) bool { return s.Done })
+	if c := e.typeConcurrency("dt.task"); c != 3 || st.Step != 2 || st.Stopped {
+		t.Fatalf("ramp %+v with concurrency %d, want done at step 3, concurrency 3", st, c)
+	}
+}
+
+// testEngineRampStops: a step whose failure ratio passes the threshold
+// stops the ramp, says why and keeps the concurrency.
+func testEngineRampStops(t *testing.T, e *env) {
+	admin := e.enqueuer()
+	e.worker(keel.Config{SettingsInterval: settingsInterval}, func(ctx context.Context, task *keel.Task[args]) error {
+		if task.Args.N%2 == 0 {
+			return errors.New("downstream says no")
+		}
+		return nil
+	})
+	if _, err := admin.StartRamp(e.ctx, "dt.task", keel.Ramp{Steps: []int{1, 2, 5}, Every: time.Minute,
+		MinAttempts: 4, MaxFailureRatio: 0.25}); err != nil {
+		t.Fatal(err)
+	}
+	e.runBatch(admin, 8, keel.MaxAttempts(1)) // half of them fail: dead
+	e.clock.Advance(time.Minute)
+	st := e.waitRamp(admin, "the ramp to stop", func(s *keel.RampState) bool { return !s.Active() })
+	if !st.Stopped || st.Step != 0 || !strings.Contains(st.Reason, "failure ratio 0.50 (4 of 8 attempts)") {
+		t.Fatalf("ramp %+v, want stopped at step 1 with the failure ratio as reason", st)
+	}
+	if c := e.typeConcurrency("dt.task"); c != 1 {
+		t.Fatalf("concurrency %d after the stop, want 1 kept", c)
+	}
+	// Bad ramps are refused and change nothing.
+	for _, r := range []keel.Ramp{{}, {Steps: []int{2, 1}}, {Steps: []int{0, 1}}, {Steps: []int{1}, Every: time.Millisecond},
+		{Steps: []int{1}, MaxFailureRatio: 1.5}, {Steps: []int{1}, MinAttempts: -1}} {
+		if _, err := admin.StartRamp(e.ctx, "dt.task", r); !errors.Is(err, keel.ErrInvalid) {
+			t.Errorf("ramp %+v: %v, want ErrInvalid", r, err)
+		}
+	}
+	if again, err := admin.GetRamp(e.ctx, "dt.task"); err != nil || again.Reason != st.Reason {
+		t.Fatalf("ramp after refused starts: %+v, %v", again, err)
+	}
 }

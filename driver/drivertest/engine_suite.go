@@ -61,6 +61,8 @@ var engineTests = []test{
 	{"ClusterConcurrency", testEngineClusterConcurrency},
 	{"LimitedDoesNotDelayOthers", testEngineLimitedDoesNotDelay},
 	{"RateLimit", testEngineRateLimit},
+	{"RampAdvances", testEngineRampAdvances},
+	{"RampStops", testEngineRampStops},
 	{"TypeOverrides", testEngineTypeOverrides},
 	{"SettingsBadInputWritesNothing", testEngineSettingsBadInput},
 	{"BulkDeadLetters", testEngineBulkDeadLetters},
