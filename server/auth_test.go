@@ -48,36 +48,39 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // roleRules is the access policy, written out independently of the route
 // table: who may call each route (nil: no token needed).
 var roleRules = map[string][]Role{
-	"GET /healthz":                  nil,
-	"GET /readyz":                   nil,
-	"GET /v1/openapi.json":          nil,
-	"POST /v1/tasks":                {RoleAdmin, RoleEnqueue},
-	"POST /v1/tasks/batch":          {RoleAdmin, RoleEnqueue},
-	"GET /v1/tasks/{id}":            {RoleAdmin, RoleEnqueue, RoleRead},
-	"GET /v1/tasks":                 {RoleAdmin, RoleRead},
-	"POST /v1/tasks/{id}/cancel":    {RoleAdmin},
-	"POST /v1/tasks/{id}/retry":     {RoleAdmin},
-	"GET /v1/dead":                  {RoleAdmin, RoleRead},
-	"POST /v1/dead/requeue":         {RoleAdmin},
-	"POST /v1/dead/purge":           {RoleAdmin},
-	"GET /v1/queues":                {RoleAdmin, RoleRead},
-	"POST /v1/queues/{name}/pause":  {RoleAdmin},
-	"POST /v1/queues/{name}/resume": {RoleAdmin},
-	"PATCH /v1/queues/{name}":       {RoleAdmin},
-	"GET /v1/types":                 {RoleAdmin, RoleRead},
-	"POST /v1/types/{name}/pause":   {RoleAdmin},
-	"POST /v1/types/{name}/resume":  {RoleAdmin},
-	"PATCH /v1/types/{name}":        {RoleAdmin},
-	"GET /v1/stats":                 {RoleAdmin, RoleRead},
-	"GET /v1/nodes":                 {RoleAdmin, RoleRead},
-	"GET /v1/system":                {RoleAdmin, RoleRead},
-	"GET /metrics":                  {RoleAdmin, RoleRead},
-	"GET /v1/alerts":                {RoleAdmin, RoleRead},
-	"GET /v1/alerts/{id}":           {RoleAdmin, RoleRead},
-	"GET /v1/alerts/rules":          {RoleAdmin, RoleRead},
-	"PATCH /v1/alerts/rules":        {RoleAdmin},
-	"DELETE /v1/alerts/rules":       {RoleAdmin},
-	"POST /v1/drill":                {RoleAdmin},
+	"GET /healthz":                    nil,
+	"GET /readyz":                     nil,
+	"GET /v1/openapi.json":            nil,
+	"POST /v1/tasks":                  {RoleAdmin, RoleEnqueue},
+	"POST /v1/tasks/batch":            {RoleAdmin, RoleEnqueue},
+	"GET /v1/tasks/{id}":              {RoleAdmin, RoleEnqueue, RoleRead},
+	"GET /v1/tasks":                   {RoleAdmin, RoleRead},
+	"POST /v1/tasks/{id}/cancel":      {RoleAdmin},
+	"POST /v1/tasks/{id}/retry":       {RoleAdmin},
+	"GET /v1/dead":                    {RoleAdmin, RoleRead},
+	"POST /v1/dead/requeue":           {RoleAdmin},
+	"POST /v1/dead/purge":             {RoleAdmin},
+	"GET /v1/queues":                  {RoleAdmin, RoleRead},
+	"POST /v1/queues/{name}/pause":    {RoleAdmin},
+	"POST /v1/queues/{name}/resume":   {RoleAdmin},
+	"PATCH /v1/queues/{name}":         {RoleAdmin},
+	"GET /v1/types":                   {RoleAdmin, RoleRead},
+	"POST /v1/types/{name}/pause":     {RoleAdmin},
+	"POST /v1/types/{name}/resume":    {RoleAdmin},
+	"PATCH /v1/types/{name}":          {RoleAdmin},
+	"GET /v1/types/{name}/ramp":       {RoleAdmin, RoleRead},
+	"PUT /v1/types/{name}/ramp":       {RoleAdmin},
+	"POST /v1/types/{name}/ramp/stop": {RoleAdmin},
+	"GET /v1/stats":                   {RoleAdmin, RoleRead},
+	"GET /v1/nodes":                   {RoleAdmin, RoleRead},
+	"GET /v1/system":                  {RoleAdmin, RoleRead},
+	"GET /metrics":                    {RoleAdmin, RoleRead},
+	"GET /v1/alerts":                  {RoleAdmin, RoleRead},
+	"GET /v1/alerts/{id}":             {RoleAdmin, RoleRead},
+	"GET /v1/alerts/rules":            {RoleAdmin, RoleRead},
+	"PATCH /v1/alerts/rules":          {RoleAdmin},
+	"DELETE /v1/alerts/rules":         {RoleAdmin},
+	"POST /v1/drill":                  {RoleAdmin},
 }
 
 // servedRoutes are the patterns the API serves.
@@ -104,6 +107,8 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{"paused":false}`
 	case "PATCH /v1/alerts/rules":
 		body = `{"dead_per_hour":5}`
+	case "PUT /v1/types/{name}/ramp":
+		body = `{"steps":[1,2]}`
 	case "POST /v1/drill":
 		body = `{"timeout":"1s"}`
 	}
