@@ -1,14 +1,23 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel"
 
 	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/server"
@@ -145,4 +154,53 @@ func rampCall(cmd *cobra.Command, f *apiFlags, method, name, suffix string, body
 		fmt.Fprintln(w, "stopped:", r.Reason)
 	}
 	return nil
+}
+
+// applyLimits stores the cluster-wide limits of keel.toml's types as their
+// runtime settings and starts their ramps, once as keel serve starts. A
+// ramp already stored with the same steps, interval and thresholds carries
+// on (a restart does not restart it).
+func applyLimits(ctx context.Context, c *keel.Client, cfg *config.Config, log *slog.Logger) error {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
+		t := cfg.Types[name]
+		if t.Concurrency > 0 || t.Rate > 0 || t.Burst > 0 {
+			u := keel.TypeUpdate{Rate: &t.Rate, Burst: &t.Burst}
+			if t.Ramp == nil {
+				u.Concurrency = &t.Concurrency
+			}
+			if _, err := c.UpdateType(ctx, name, u); err != nil {
+				return fmt.Errorf("types.%s: store its limits: %w", name, err)
+			}
+		}
+		if t.Ramp == nil {
+			continue
+		}
+		want := keel.Ramp{Steps: t.Ramp.Steps, Every: t.Ramp.Every.D(), MaxFailureRatio: t.Ramp.MaxFailureRatio, MinAttempts: t.Ramp.MinAttempts}
+		st, err := c.GetRamp(ctx, name)
+		switch {
+		case errors.Is(err, keel.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("types.%s.ramp: %w", name, err)
+		case sameRamp(st.Ramp, want):
+			continue
+		}
+		if _, err := c.StartRamp(ctx, name, want); err != nil {
+			return fmt.Errorf("types.%s.ramp: %w", name, err)
+		}
+		log.Info("keel serve: ramp started", "type", name, "steps", t.Ramp.Steps)
+	}
+	return nil
+}
+
+// sameRamp reports whether a stored ramp is the configured one (its zero
+// fields taken as keel's defaults).
+func sameRamp(stored, want keel.Ramp) bool {
+	def := func(r keel.Ramp) keel.Ramp {
+		r.Every = cmp.Or(r.Every, 10*time.Minute)
+		r.MaxFailureRatio = cmp.Or(r.MaxFailureRatio, 0.2)
+		r.MinAttempts = cmp.Or(r.MinAttempts, 20)
+		return r
+	}
+	a, b := def(stored), def(want)
+	return slices.Equal(a.Steps, b.Steps) && a.Every == b.Every && a.MaxFailureRatio == b.MaxFailureRatio && a.MinAttempts == b.MinAttempts
 }

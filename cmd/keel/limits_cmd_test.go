@@ -1,9 +1,14 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/cmd/keel/internal/config"
+	"github.com/keelq/keel/driver/sqlite"
 	"github.com/keelq/keel/server"
 )
 
@@ -62,5 +67,52 @@ func TestLimitsCLI(t *testing.T) {
 	r := decode[server.RampInfo](t, s.keel(t, "type", "ramp", "show", "email", "--json"))
 	if r.State != "stopped" || r.Concurrency != 1 || r.NextAt != nil {
 		t.Fatalf("ramp show --json: %+v", r)
+	}
+}
+
+// TestApplyLimits: keel serve stores keel.toml's limits and starts its
+// ramps, and a restart with the same ramp does not restart it.
+func TestApplyLimits(t *testing.T) {
+	drv, err := sqlite.Open(t.Context(), t.TempDir()+"/keel.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	c, err := keel.NewClient(keel.Config{Driver: drv, AnyType: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{Types: map[string]config.Type{
+		"a": {Concurrency: 3, Rate: 7.5, Burst: 2},
+		"b": {Rate: 1, Ramp: &config.Ramp{Steps: []int{1, 4}, Every: config.Duration(time.Minute)}},
+	}}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	if err := applyLimits(t.Context(), c, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	types, err := c.Types(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]keel.TypeInfo{}
+	for _, ty := range types {
+		got[ty.Name] = ty
+	}
+	if a := got["a"]; a.Concurrency != 3 || a.Rate != 7.5 || a.Burst != 2 {
+		t.Fatalf("type a %+v, want concurrency 3, rate 7.5, burst 2", a)
+	}
+	if b := got["b"]; b.Concurrency != 1 || b.Rate != 1 {
+		t.Fatalf("type b %+v, want the ramp's first step 1 and rate 1", b)
+	}
+	first, err := c.GetRamp(t.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyLimits(t.Context(), c, cfg, log); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.GetRamp(t.Context(), "b")
+	if err != nil || !again.StartedAt.Equal(first.StartedAt) {
+		t.Fatalf("ramp after a second start: %+v, %v; want the first one carried on", again, err)
 	}
 }
