@@ -223,9 +223,22 @@ func TestActionsAdmin(t *testing.T) {
 		post("/types/report.build", url.Values{"op": {"pause"}}, http.StatusSeeOther)
 		post("/types/report.build", url.Values{"timeout": {"45s"}, "max_attempts": {"7"}, "backoff_base": {"2s"}, "backoff_max": {"1m"}}, http.StatusSeeOther)
 		post("/types/report.build", url.Values{"timeout": {"soon"}}, http.StatusBadRequest)
+		post("/types/report.build", url.Values{"concurrency": {"2"}, "rate": {"12.5"}, "burst": {"4"}}, http.StatusSeeOther)
+		post("/queues/reports", url.Values{"rate": {"30"}}, http.StatusSeeOther)
+		for _, bad := range []url.Values{{"rate": {"-1"}}, {"rate": {"NaN"}}, {"rate": {"fast"}}, {"burst": {"-3"}}} {
+			post("/types/report.build", bad, http.StatusBadRequest)
+		}
+		if _, err := b.client.StartRamp(ctx, typeReport, keel.Ramp{Steps: []int{2, 4, 8}}); err != nil {
+			t.Fatal(err)
+		}
+		if r := b.do(t, "GET", "/queues", adminToken, nil); !strings.Contains(r.body, `id="ramp-report.build"`) ||
+			!strings.Contains(r.body, `ramping</span> step 1 of 3 (2)`) || !strings.Contains(r.body, `30/s, burst default`) {
+			t.Errorf("queues page shows no ramp or queue rate")
+		}
 		ts, _ := b.client.Types(ctx)
 		for _, ty := range ts {
-			if ty.Name == typeReport && (!ty.Paused || ty.Timeout.String() != "45s" || ty.MaxAttempts != 7 || ty.BackoffMax.String() != "1m0s") {
+			if ty.Name == typeReport && (!ty.Paused || ty.Timeout.String() != "45s" || ty.MaxAttempts != 7 || ty.BackoffMax.String() != "1m0s" ||
+				ty.Concurrency != 2 || ty.Rate != 12.5 || ty.Burst != 4) {
 				t.Errorf("type report.build after updates: %+v", ty)
 			}
 		}
