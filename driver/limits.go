@@ -76,9 +76,10 @@ type LimitedClaim struct {
 	Rows []TaskRow
 	// Full: a concurrency limit had no room for the tasks asked for.
 	Full bool
-	// TokenAt, when not zero, is when a rate limit that had no token
-	// for every task asked for will have its next one.
-	TokenAt time.Time
+	// TokenIn, when not zero, is how long after the claim (by the clock it
+	// judged by: the caller's or the database's) a rate limit that had no
+	// token for every task asked for has its next one.
+	TokenIn time.Duration
 }
 
 // LimitState is a limit's row as a limited claim reads it under its lock.

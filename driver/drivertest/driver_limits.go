@@ -45,8 +45,8 @@ func testClaimLimitedConcurrency(t *testing.T, e *env) {
 	}
 	now = e.clock.Now()
 	first := e.claimLimited("n1", now, 10, []string{"lim.a"}, typeLimit("lim.a"))
-	if len(first.Rows) != 2 || !first.Full || !first.TokenAt.IsZero() {
-		t.Fatalf("first claim: %d rows, full %v, token at %v; want 2, true, zero", len(first.Rows), first.Full, first.TokenAt)
+	if len(first.Rows) != 2 || !first.Full || first.TokenIn != 0 {
+		t.Fatalf("first claim: %d rows, full %v, token in %v; want 2, true, 0", len(first.Rows), first.Full, first.TokenIn)
 	}
 	if got := e.claimLimited("n2", now, 10, []string{"lim.a"}, typeLimit("lim.a")); len(got.Rows) != 0 || !got.Full {
 		t.Fatalf("claim at the limit: %d rows, full %v; want 0, true", len(got.Rows), got.Full)
@@ -150,16 +150,16 @@ func testClaimLimitedRate(t *testing.T, e *env) {
 		driver.Setting{Rate: 2, Burst: 3})
 	now := e.clock.Now()
 	got := e.claimLimited("n1", now, 10, nil, typeLimit("lim.rate"))
-	if len(got.Rows) != 3 || got.Full || !got.TokenAt.Equal(now.Add(500*time.Millisecond)) {
-		t.Fatalf("full bucket: %d rows, full %v, token at %v; want 3, false, %v", len(got.Rows), got.Full, got.TokenAt, now.Add(500*time.Millisecond))
+	if len(got.Rows) != 3 || got.Full || got.TokenIn != 500*time.Millisecond {
+		t.Fatalf("full bucket: %d rows, full %v, token in %v; want 3, false, 500ms", len(got.Rows), got.Full, got.TokenIn)
 	}
-	if got := e.claimLimited("n1", now, 10, nil, typeLimit("lim.rate")); len(got.Rows) != 0 || !got.TokenAt.Equal(now.Add(500*time.Millisecond)) {
-		t.Fatalf("empty bucket: %d rows, token at %v", len(got.Rows), got.TokenAt)
+	if got := e.claimLimited("n1", now, 10, nil, typeLimit("lim.rate")); len(got.Rows) != 0 || got.TokenIn != 500*time.Millisecond {
+		t.Fatalf("empty bucket: %d rows, token in %v", len(got.Rows), got.TokenIn)
 	}
 	// 0.75 s later: 1.5 tokens, one task, the next token 0.25 s on.
 	now = e.clock.Advance(750 * time.Millisecond)
-	if got := e.claimLimited("n1", now, 10, nil, typeLimit("lim.rate")); len(got.Rows) != 1 || !got.TokenAt.Equal(now.Add(250*time.Millisecond)) {
-		t.Fatalf("after 0.75 s: %d rows, token at %v; want 1, %v", len(got.Rows), got.TokenAt, now.Add(250*time.Millisecond))
+	if got := e.claimLimited("n1", now, 10, nil, typeLimit("lim.rate")); len(got.Rows) != 1 || got.TokenIn != 250*time.Millisecond {
+		t.Fatalf("after 0.75 s: %d rows, token in %v; want 1, 250ms", len(got.Rows), got.TokenIn)
 	}
 	// An hour later the bucket holds its burst, no more.
 	now = e.clock.Advance(time.Hour)
@@ -168,8 +168,8 @@ func testClaimLimitedRate(t *testing.T, e *env) {
 	}
 	// A claim that asks for less than the tokens takes what it asks.
 	now = e.clock.Advance(time.Hour)
-	if got := e.claimLimited("n1", now, 2, nil, typeLimit("lim.rate")); len(got.Rows) != 2 || !got.TokenAt.IsZero() {
-		t.Fatalf("asking 2 of 3 tokens: %d rows, token at %v; want 2, zero", len(got.Rows), got.TokenAt)
+	if got := e.claimLimited("n1", now, 2, nil, typeLimit("lim.rate")); len(got.Rows) != 2 || got.TokenIn != 0 {
+		t.Fatalf("asking 2 of 3 tokens: %d rows, token in %v; want 2, 0", len(got.Rows), got.TokenIn)
 	}
 	if got := e.claimLimited("n1", now, 2, nil, typeLimit("lim.rate")); len(got.Rows) != 1 {
 		t.Fatalf("the last token: %d rows, want 1", len(got.Rows))

@@ -138,7 +138,7 @@ func (p *producer) claim(n int) (more bool, err error) {
 			limits = append(limits, driver.Limit{Kind: driver.SettingQueue, Name: p.name})
 		}
 		ask := min(n, lt.room)
-		res, cerr := p.claimLimited(ask, []string{lt.name}, limits)
+		res, cerr := p.claimLimited(ask, lt.name, []string{lt.name}, limits)
 		if cerr != nil {
 			err = cerr
 			continue
@@ -147,8 +147,8 @@ func (p *producer) claim(n int) (more bool, err error) {
 		switch {
 		case len(res.Rows) == ask:
 			more = true
-		case !res.TokenAt.IsZero():
-			p.waitToken(lt.name, res.TokenAt)
+		case res.TokenIn > 0:
+			// waiting for the token (claimLimited)
 		default:
 			// Full, or nothing left: until a wake-up (a finish of a
 			// capped type wakes every queue) or the poll.
@@ -160,11 +160,8 @@ func (p *producer) claim(n int) (more bool, err error) {
 	}
 	var rows []driver.TaskRow
 	if queueLimited {
-		res, cerr := p.claimLimited(n, types, []driver.Limit{{Kind: driver.SettingQueue, Name: p.name}})
+		res, cerr := p.claimLimited(n, "", types, []driver.Limit{{Kind: driver.SettingQueue, Name: p.name}})
 		rows, err = res.Rows, cmp.Or(cerr, err)
-		if !res.TokenAt.IsZero() {
-			p.waitToken("", res.TokenAt)
-		}
 	} else {
 		now := e.cfg.Now()
 		var cerr error
@@ -179,7 +176,10 @@ func (p *producer) claim(n int) (more bool, err error) {
 }
 
 // claimLimited claims up to n tasks of types within limits and starts them.
-func (p *producer) claimLimited(n int, types []string, limits []driver.Limit) (driver.LimitedClaim, error) {
+//
+// A rate limit short of tokens has the worker skip the limited type lt
+// (for "", nothing) until the next token and wake it then.
+func (p *producer) claimLimited(n int, lt string, types []string, limits []driver.Limit) (driver.LimitedClaim, error) {
 	e := p.e
 	now, wall := e.cfg.Now(), time.Now()
 	res, err := e.drv.ClaimLimited(e.workCtx, driver.LimitedClaimParams{
@@ -191,10 +191,10 @@ func (p *producer) claimLimited(n int, types []string, limits []driver.Limit) (d
 		return res, err
 	}
 	p.start(res.Rows)
-	// The token time is on the claim's clock (the database's, unless the
-	// driver takes the caller's).
-	if !res.TokenAt.IsZero() {
-		res.TokenAt = wall.Add(res.TokenAt.Sub(now))
+	if res.TokenIn > 0 {
+		// From before the claim: rather early (a claim that finds no token
+		// yet learns the rest of the wait) than late.
+		p.waitToken(lt, wall.Add(res.TokenIn))
 	}
 	return res, nil
 }

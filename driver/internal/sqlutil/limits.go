@@ -54,7 +54,7 @@ func ClaimLimited(p driver.LimitedClaimParams, steps LimitedSteps) (driver.Limit
 	n, full, tokenAt := driver.PlanLimited(states, p.Limit, now)
 	res.Full = full
 	if tokenAt > 0 {
-		res.TokenAt = time.UnixMicro(tokenAt).UTC()
+		res.TokenIn = time.Duration(tokenAt-now) * time.Microsecond
 	}
 	if n == 0 {
 		return res, nil
