@@ -357,14 +357,16 @@ ON CONFLICT (kind, name) DO UPDATE SET paused = coalesce($4, s.paused), concurre
 RETURNING ` + settingColumns),
 
 		// A limited claim (migration 011): the limit's row, locked until
-		// the claim commits; the running tasks of a type or a queue,
-		// through keel_tasks_lease (each statement of a READ COMMITTED
-		// transaction sees what committed before it began, so every claim
-		// that held the lock before); the clock once the lock is held.
+		// the claim commits; the running tasks of a type or a queue
+		// through keel_tasks_lease, read as a range from -infinity
+		// (without statistics on lease_expires_at, IS NOT NULL read the
+		// whole table); each statement of a READ COMMITTED transaction
+		// sees what committed before it began, so every claim that held
+		// the lock before. Then the clock, once the lock is held.
 		limitRow: q(`SELECT concurrency, rate, burst, tokens, tokens_at FROM {schema}.keel_settings
 WHERE kind = $1 AND name = $2 FOR UPDATE`),
-		runningOfType:  q(`SELECT count(*) FROM {schema}.keel_tasks WHERE lease_expires_at IS NOT NULL AND state = 'running' AND type = $1`),
-		runningOfQueue: q(`SELECT count(*) FROM {schema}.keel_tasks WHERE lease_expires_at IS NOT NULL AND state = 'running' AND queue = $1`),
+		runningOfType:  q(`SELECT count(*) FROM {schema}.keel_tasks WHERE lease_expires_at > '-infinity' AND state = 'running' AND type = $1`),
+		runningOfQueue: q(`SELECT count(*) FROM {schema}.keel_tasks WHERE lease_expires_at > '-infinity' AND state = 'running' AND queue = $1`),
 		limitNow:       `SELECT (extract(epoch FROM coalesce($1::timestamptz, clock_timestamp())) * 1000000)::bigint`,
 		spendTokens:    q(`UPDATE {schema}.keel_settings SET tokens = $3, tokens_at = $4 WHERE kind = $1 AND name = $2`),
 
