@@ -64,7 +64,7 @@ func testEngineLimitedDoesNotDelay(t *testing.T, e *env) {
 	}
 	h := keel.NewHandlers()
 	keel.Handle(h, "dt.task", func(ctx context.Context, task *keel.Task[args]) error {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 		return nil
 	})
 	keel.Handle(h, "dt.other", func(ctx context.Context, task *keel.Task[args]) error { return nil })
@@ -91,7 +91,7 @@ func testEngineLimitedDoesNotDelay(t *testing.T, e *env) {
 			pending++
 		}
 	}
-	// 40 tasks of 100 ms one at a time take 4 s; the other type's 30 quick
+	// 40 tasks of 200 ms one at a time take 8 s; the other type's 30 quick
 	// tasks finished while most of them still waited.
 	if pending < 20 {
 		t.Fatalf("only %d of 40 limited tasks still pending when the unlimited type's 30 had finished", pending)
