@@ -202,6 +202,43 @@ func (d *dash) updateType(w http.ResponseWriter, r *http.Request, _ *viewer) err
 	return d.back(w, r, "queues", "type", name)
 }
 
+// rampType is POST /types/{name}/ramp: op=stop stops the type's ramp;
+// otherwise steps ("1,2,5,10") and every ("10m", empty: the default)
+// start one.
+func (d *dash) rampType(w http.ResponseWriter, r *http.Request, _ *viewer) error {
+	if err := form(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if r.PostForm.Get("op") == "stop" {
+		if _, err := d.c.StopRamp(r.Context(), name); err != nil {
+			return err
+		}
+		return d.back(w, r, "queues", "ramp-stopped", name)
+	}
+	var ramp keel.Ramp
+	for _, f := range strings.Split(r.PostForm.Get("steps"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return badRequest("steps must be rising whole numbers such as 1,2,5,10, got %q", r.PostForm.Get("steps"))
+		}
+		ramp.Steps = append(ramp.Steps, n)
+	}
+	every, err := durField(r, "every")
+	if err != nil {
+		return err
+	}
+	if every != nil {
+		if ramp.Every = *every; ramp.Every == 0 {
+			ramp.Every = -1 // refused: 0 is no interval
+		}
+	}
+	if _, err := d.c.StartRamp(r.Context(), name, ramp); err != nil {
+		return err
+	}
+	return d.back(w, r, "queues", "ramp", name)
+}
+
 // back redirects after a successful action to path, saying what was done
 // (see doneMessage).
 func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done, arg string) error {
@@ -213,11 +250,13 @@ func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done, arg stri
 // carries only a code and a name or number, so that nobody can make the
 // page say something else.
 var doneMessages = map[string]string{
-	"queue":     "Queue %s updated; every node applies it within seconds.",
-	"type":      "Type %s updated; every node applies it within seconds.",
-	"cancelled": "Task cancelled.",
-	"retried":   "Task sent back to pending: it runs again now, its attempts reset.",
-	"requeued":  "Requeued %s dead letters: they run again now.",
+	"queue":        "Queue %s updated; every node applies it within seconds.",
+	"type":         "Type %s updated; every node applies it within seconds.",
+	"ramp":         "Ramp of type %s started at its first step; the leader raises it while failures stay low.",
+	"ramp-stopped": "Ramp of type %s stopped; its concurrency stays.",
+	"cancelled":    "Task cancelled.",
+	"retried":      "Task sent back to pending: it runs again now, its attempts reset.",
+	"requeued":     "Requeued %s dead letters: they run again now.",
 	"requeued-some": "Requeued %s of the selected dead letters: they run again now. The others stay dead: " +
 		"a newer task holds their idempotency key, or they were requeued or purged meanwhile.",
 	"purged": "Purged %s dead letters for good.",
