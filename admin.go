@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -84,10 +85,16 @@ type QueueInfo struct {
 	Counts map[State]int64
 	// Paused queues are not claimed from on any node.
 	Paused bool
-	// Concurrency, when set, caps the queue's running tasks on each node
-	// below the node's configured MaxWorkers. 0: not set.
+	// Concurrency, when set, caps the queue's running tasks across every
+	// node of the cluster (each node also stays within its MaxWorkers).
+	// 0: not set.
 	Concurrency int
-	UpdatedAt   time.Time // of the settings; zero if never set
+	// Rate, when set, caps how many of the queue's tasks start per second
+	// across the cluster, with bursts of up to Burst (0: max(1,
+	// ceil(Rate))). 0: not set.
+	Rate      float64
+	Burst     int
+	UpdatedAt time.Time // of the settings; zero if never set
 	// MaxWorkers is how many of the queue's tasks this client runs at once
 	// (its Config.Queues), 0 when it does not work the queue (not among
 	// its queues, or no handlers). A Concurrency above it caps nothing here.
@@ -100,8 +107,14 @@ type TypeInfo struct {
 	Counts map[State]int64
 	// Paused types are not claimed on any node.
 	Paused bool
-	// Concurrency, when set, caps the type's running tasks on each node.
+	// Concurrency, when set, caps the type's running tasks across every
+	// node of the cluster, in all queues.
 	Concurrency int
+	// Rate, when set, caps how many of the type's tasks start per second
+	// across the cluster, with bursts of up to Burst (0: max(1,
+	// ceil(Rate))). 0: not set.
+	Rate  float64
+	Burst int
 	// Overrides; zero means not set (the task's own value applies).
 	Timeout     time.Duration
 	MaxAttempts int
@@ -137,7 +150,7 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 			continue
 		}
 		q := get(s.Name)
-		q.Paused, q.Concurrency, q.UpdatedAt = s.Paused, s.Concurrency, s.UpdatedAt
+		q.Paused, q.Concurrency, q.Rate, q.Burst, q.UpdatedAt = s.Paused, s.Concurrency, s.Rate, s.Burst, s.UpdatedAt
 	}
 	out := make([]QueueInfo, 0, len(byName))
 	for _, q := range byName {
@@ -175,6 +188,7 @@ func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
 		}
 		t := get(s.Name)
 		t.Paused, t.Concurrency, t.Timeout, t.MaxAttempts, t.UpdatedAt = s.Paused, s.Concurrency, s.Timeout, s.MaxAttempts, s.UpdatedAt
+		t.Rate, t.Burst = s.Rate, s.Burst
 		t.BackoffBase, t.BackoffMax = s.BackoffBase, s.BackoffMax
 	}
 	out := make([]TypeInfo, 0, len(byName))
@@ -214,8 +228,15 @@ func compareStrings(a, b string) int {
 // QueueUpdate changes a queue's runtime settings; nil fields keep theirs.
 // Every node applies a change within Config.SettingsInterval.
 type QueueUpdate struct {
-	Paused      *bool
-	Concurrency *int // 0 clears the cap; at most 10000
+	Paused *bool
+	// Concurrency caps the queue's running tasks across the cluster; 0
+	// clears the cap; at most 10000.
+	Concurrency *int
+	// Rate caps the queue's task starts per second across the cluster
+	// (a finite number up to 1,000,000; 0 clears it); Burst is its
+	// bucket size (1..1,000,000; 0: the default max(1, ceil(rate))).
+	Rate  *float64
+	Burst *int
 }
 
 // UpdateQueue stores a change to queue name's runtime settings and returns
@@ -227,11 +248,15 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
 		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
 	}
-	if u.Paused == nil && u.Concurrency == nil {
+	if err := checkRate(u.Rate, u.Burst); err != nil {
+		return nil, err
+	}
+	if u.Paused == nil && u.Concurrency == nil && u.Rate == nil && u.Burst == nil {
 		return nil, invalid("nothing to change")
 	}
 	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
-		Kind: driver.SettingQueue, Name: name, Paused: u.Paused, Concurrency: u.Concurrency, Now: c.cfg.Now(),
+		Kind: driver.SettingQueue, Name: name, Paused: u.Paused, Concurrency: u.Concurrency,
+		Rate: u.Rate, Burst: u.Burst, Now: c.cfg.Now(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keel: update queue %s: %w", name, unavailable(ctx, err))
@@ -240,8 +265,8 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 		e.ApplySetting(*s)
 	}
 	return &QueueInfo{
-		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, UpdatedAt: s.UpdatedAt,
-		MaxWorkers: c.workers(name),
+		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, Rate: s.Rate, Burst: s.Burst,
+		UpdatedAt: s.UpdatedAt, MaxWorkers: c.workers(name),
 	}, nil
 }
 
@@ -259,9 +284,14 @@ func (c *Client) workers(queue string) int {
 // within Config.SettingsInterval.
 type TypeUpdate struct {
 	Paused *bool
-	// Concurrency caps the type's running tasks on each node, across
-	// queues; 0 clears the cap; at most 10000.
+	// Concurrency caps the type's running tasks across the cluster, in
+	// all queues; 0 clears the cap; at most 10000.
 	Concurrency *int
+	// Rate caps the type's task starts per second across the cluster
+	// (a finite number up to 1,000,000; 0 clears it); Burst is its
+	// bucket size (1..1,000,000; 0: the default max(1, ceil(rate))).
+	Rate        *float64
+	Burst       *int
 	Timeout     *time.Duration // at least 1ms, or 0 to clear
 	MaxAttempts *int           // 1..1000, or 0 to clear
 	BackoffBase *time.Duration // positive, or 0 to clear
@@ -274,8 +304,12 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	if !validName(name) {
 		return nil, invalid("invalid task type %q", name)
 	}
-	if u.Paused == nil && u.Concurrency == nil && u.Timeout == nil && u.MaxAttempts == nil && u.BackoffBase == nil && u.BackoffMax == nil {
+	if u.Paused == nil && u.Concurrency == nil && u.Timeout == nil && u.MaxAttempts == nil && u.BackoffBase == nil && u.BackoffMax == nil &&
+		u.Rate == nil && u.Burst == nil {
 		return nil, invalid("nothing to change")
+	}
+	if err := checkRate(u.Rate, u.Burst); err != nil {
+		return nil, err
 	}
 	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
 		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
@@ -296,7 +330,7 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	}
 	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
 		Kind: driver.SettingType, Name: name, Paused: u.Paused, Concurrency: u.Concurrency, Timeout: u.Timeout, MaxAttempts: u.MaxAttempts,
-		BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Now: c.cfg.Now(),
+		BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Rate: u.Rate, Burst: u.Burst, Now: c.cfg.Now(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keel: update type %s: %w", name, unavailable(ctx, err))
@@ -306,6 +340,25 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	}
 	return &TypeInfo{
 		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts,
-		BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax, UpdatedAt: s.UpdatedAt,
+		BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax, UpdatedAt: s.UpdatedAt, Rate: s.Rate, Burst: s.Burst,
 	}, nil
+}
+
+// MaxRate is the highest rate a queue or type takes, in tasks per second;
+// MaxBurst the largest bucket.
+const (
+	MaxRate  = 1_000_000
+	MaxBurst = 1_000_000
+)
+
+// checkRate checks a rate and burst change: a finite rate in 0..MaxRate
+// (0 clears it) and a burst in 0..MaxBurst (0: the default).
+func checkRate(rate *float64, burst *int) error {
+	if rate != nil && (math.IsNaN(*rate) || *rate < 0 || *rate > MaxRate) {
+		return invalid("rate must be a number of tasks per second in 0..%d (0 clears it), got %v", MaxRate, *rate)
+	}
+	if burst != nil && (*burst < 0 || *burst > MaxBurst) {
+		return invalid("burst must be in 0..%d (0: the default, max(1, ceil(rate))), got %d", MaxBurst, *burst)
+	}
+	return nil
 }

@@ -150,8 +150,10 @@
 //
 // Queues and Types list every queue and task type with their counts by
 // state and runtime settings. UpdateQueue pauses, resumes or caps a
-// queue's concurrency per node; UpdateType pauses a task type or overrides
-// its timeout, max attempts and backoff. These settings live in the
+// queue's concurrency or rate across the cluster; UpdateType pauses a task
+// type, caps its concurrency or rate across the cluster or overrides its
+// timeout, max attempts and backoff; StartRamp raises a type's concurrency
+// step by step while its failure ratio stays low. These settings live in the
 // database: every client with workers re-reads them every
 // Config.SettingsInterval (2s), so a change made anywhere applies on every
 // node without a restart. RetryMatching and PurgeMatching requeue or

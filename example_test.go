@@ -563,3 +563,32 @@ func ExampleStep() {
 	// step fetch (attempt 1): [3,1,4]
 	// step send (attempt 2): "sent 3 rows to ada@example.com"
 }
+
+// A type's concurrency and rate hold across the cluster; a ramp raises the
+// concurrency step by step while failures stay low.
+func ExampleClient_StartRamp() {
+	drv, cleanup := exampleDB()
+	defer cleanup()
+	ctx := context.Background()
+
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"email.send"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// At most 50 starts per second on all nodes together, bursts of 5.
+	ty, err := c.UpdateType(ctx, "email.send", keel.TypeUpdate{Rate: new(50.0), Burst: new(5)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Concurrency 1 now, then 2, 5 and 10, ten minutes apart, while at most
+	// 20 % of the attempts since the last step failed.
+	st, err := c.StartRamp(ctx, "email.send", keel.Ramp{Steps: []int{1, 2, 5, 10}, Every: 10 * time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ty.Name, "rate:", ty.Rate, "burst:", ty.Burst)
+	fmt.Println("ramp at step", st.Step+1, "of", len(st.Steps), "concurrency", st.Concurrency(), "next in", st.NextAt.Sub(st.StepAt))
+	// Output:
+	// email.send rate: 50 burst: 5
+	// ramp at step 1 of 4 concurrency 1 next in 10m0s
+}

@@ -219,9 +219,10 @@ func (s *snapshot) served(queue string, window time.Duration) bool {
 	return false
 }
 
-// slots is how many of queue's tasks the live nodes run at once: each
-// node's workers for it, capped by the queue's concurrency setting. A
-// client that works the queue but is not registered yet counts its own.
+// slots is how many of queue's tasks the live nodes run at once: the
+// nodes' workers for it, capped by the queue's concurrency setting (which
+// holds across the cluster). A client that works the queue but is not
+// registered yet counts its own.
 func (s *snapshot) slots(queue string, window time.Duration) int {
 	limit := 0
 	for _, st := range s.settings {
@@ -234,17 +235,13 @@ func (s *snapshot) slots(queue string, window time.Duration) int {
 		if s.at.Sub(node.HeartbeatAt) > window {
 			continue
 		}
-		w := node.Workers[queue]
-		if limit > 0 {
-			w = min(w, limit)
-		}
-		n += w
+		n += node.Workers[queue]
 	}
 	if n == 0 {
 		n = s.workers[queue]
-		if limit > 0 {
-			n = min(n, limit)
-		}
+	}
+	if limit > 0 {
+		n = min(n, limit)
 	}
 	return n
 }

@@ -77,6 +77,7 @@ func (c *Client) Start(ctx context.Context) error {
 		cfg.Loops = append(cfg.Loops, c.alertLoop())
 	}
 	cfg.Loops = append(cfg.Loops, c.scheduleLoop())
+	cfg.Loops = append(cfg.Loops, c.rampLoop())
 	c.eng = engine.Start(ctx, cfg)
 	return nil
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -235,9 +236,33 @@ func TestActionsAdmin(t *testing.T) {
 		post("/types/report.build", url.Values{"op": {"pause"}}, http.StatusSeeOther)
 		post("/types/report.build", url.Values{"timeout": {"45s"}, "max_attempts": {"7"}, "backoff_base": {"2s"}, "backoff_max": {"1m"}}, http.StatusSeeOther)
 		post("/types/report.build", url.Values{"timeout": {"soon"}}, http.StatusBadRequest)
+		post("/types/report.build", url.Values{"concurrency": {"2"}, "rate": {"12.5"}, "burst": {"4"}}, http.StatusSeeOther)
+		post("/queues/reports", url.Values{"rate": {"30"}}, http.StatusSeeOther)
+		for _, bad := range []url.Values{{"rate": {"-1"}}, {"rate": {"NaN"}}, {"rate": {"fast"}}, {"burst": {"-3"}}} {
+			post("/types/report.build", bad, http.StatusBadRequest)
+		}
+		post("/types/report.build/ramp", url.Values{"steps": {"2,1"}}, http.StatusBadRequest)
+		post("/types/report.build/ramp", url.Values{"steps": {"2,x"}}, http.StatusBadRequest)
+		post("/types/report.build/ramp", url.Values{"steps": {"2,4"}, "every": {"0"}}, http.StatusBadRequest)
+		if _, err := b.client.GetRamp(ctx, typeReport); !errors.Is(err, keel.ErrNotFound) {
+			t.Fatalf("ramp after refused starts: %v, want none", err)
+		}
+		post("/types/report.build/ramp", url.Values{"steps": {"2, 4, 8"}, "every": {"5m"}}, http.StatusSeeOther)
+		if r := b.do(t, "GET", "/queues", adminToken, nil); !strings.Contains(r.body, `id="ramp-report.build"`) ||
+			!strings.Contains(r.body, `ramping</span> step 1 of 3 (2)`) || !strings.Contains(r.body, `30/s, burst default`) {
+			t.Errorf("queues page shows no ramp or queue rate")
+		}
+		if ramp, err := b.client.GetRamp(ctx, typeReport); err != nil || ramp.Every != 5*time.Minute || len(ramp.Steps) != 3 {
+			t.Errorf("ramp started from the page: %+v, %v", ramp, err)
+		}
+		post("/types/report.build/ramp", url.Values{"op": {"stop"}}, http.StatusSeeOther)
+		if ramp, err := b.client.GetRamp(ctx, typeReport); err != nil || !ramp.Stopped {
+			t.Errorf("ramp after stop from the page: %+v, %v", ramp, err)
+		}
 		ts, _ := b.client.Types(ctx)
 		for _, ty := range ts {
-			if ty.Name == typeReport && (!ty.Paused || ty.Timeout.String() != "45s" || ty.MaxAttempts != 7 || ty.BackoffMax.String() != "1m0s") {
+			if ty.Name == typeReport && (!ty.Paused || ty.Timeout.String() != "45s" || ty.MaxAttempts != 7 || ty.BackoffMax.String() != "1m0s" ||
+				ty.Concurrency != 2 || ty.Rate != 12.5 || ty.Burst != 4) {
 				t.Errorf("type report.build after updates: %+v", ty)
 			}
 		}

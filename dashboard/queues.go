@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -16,12 +18,15 @@ import (
 type queuesData struct {
 	Queues []queueRow
 	Types  map[string]keel.TypeInfo // settings by type name
-	Done   string                   // what the last action changed
+	Ramps  map[string]*keel.RampState
+	Done   string // what the last action changed
 }
 
 type queueRow struct {
 	keel.QueueStats
 	Concurrency int
+	Rate        float64
+	Burst       int
 }
 
 // queues is GET /queues: every queue and its types with their settings.
@@ -39,23 +44,32 @@ func (d *dash) queues(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	if err != nil {
 		return err
 	}
-	conc := map[string]int{}
+	info := map[string]keel.QueueInfo{}
 	for _, q := range qs {
-		conc[q.Name] = q.Concurrency
+		info[q.Name] = q
 	}
-	data := queuesData{Types: map[string]keel.TypeInfo{}, Done: doneMessage(r.URL.Query())}
+	data := queuesData{Types: map[string]keel.TypeInfo{}, Ramps: map[string]*keel.RampState{}, Done: doneMessage(r.URL.Query())}
 	seen := map[string]bool{}
 	for _, q := range st.Queues {
-		data.Queues = append(data.Queues, queueRow{QueueStats: q, Concurrency: conc[q.Name]})
+		i := info[q.Name]
+		data.Queues = append(data.Queues, queueRow{QueueStats: q, Concurrency: i.Concurrency, Rate: i.Rate, Burst: i.Burst})
 		seen[q.Name] = true
 	}
 	for _, q := range qs { // configured or with settings, but no tasks yet
 		if !seen[q.Name] {
-			data.Queues = append(data.Queues, queueRow{QueueStats: keel.QueueStats{Name: q.Name, Paused: q.Paused}, Concurrency: q.Concurrency})
+			data.Queues = append(data.Queues, queueRow{QueueStats: keel.QueueStats{Name: q.Name, Paused: q.Paused},
+				Concurrency: q.Concurrency, Rate: q.Rate, Burst: q.Burst})
 		}
 	}
 	for _, t := range ts {
 		data.Types[t.Name] = t
+		ramp, err := d.c.GetRamp(ctx, t.Name)
+		switch {
+		case err == nil:
+			data.Ramps[t.Name] = ramp
+		case !errors.Is(err, keel.ErrNotFound) && !errors.Is(err, keel.ErrInvalid):
+			return err
+		}
 	}
 	return d.render(w, r, http.StatusOK, "queues", v, data)
 }
@@ -95,6 +109,19 @@ func intField(r *http.Request, name string) (*int, error) {
 	return &n, nil
 }
 
+// floatField reads an optional number field; empty: nil.
+func floatField(r *http.Request, name string) (*float64, error) {
+	s := strings.TrimSpace(r.PostForm.Get(name))
+	if s == "" {
+		return nil, nil
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil, badRequest("%s must be a number, got %q", name, s)
+	}
+	return &x, nil
+}
+
 // durField reads an optional duration field ("30s", "0" clears); empty: nil.
 func durField(r *http.Request, name string) (*time.Duration, error) {
 	s := strings.TrimSpace(r.PostForm.Get(name))
@@ -124,6 +151,12 @@ func (d *dash) updateQueue(w http.ResponseWriter, r *http.Request, _ *viewer) er
 		if u.Concurrency, err = intField(r, "concurrency"); err != nil {
 			return err
 		}
+		if u.Rate, err = floatField(r, "rate"); err != nil {
+			return err
+		}
+		if u.Burst, err = intField(r, "burst"); err != nil {
+			return err
+		}
 	}
 	if _, err := d.c.UpdateQueue(r.Context(), name, u); err != nil {
 		return err
@@ -142,6 +175,12 @@ func (d *dash) updateType(w http.ResponseWriter, r *http.Request, _ *viewer) err
 	if u.Paused == nil {
 		var err error
 		if u.Concurrency, err = intField(r, "concurrency"); err != nil {
+			return err
+		}
+		if u.Rate, err = floatField(r, "rate"); err != nil {
+			return err
+		}
+		if u.Burst, err = intField(r, "burst"); err != nil {
 			return err
 		}
 		if u.MaxAttempts, err = intField(r, "max_attempts"); err != nil {
@@ -163,6 +202,43 @@ func (d *dash) updateType(w http.ResponseWriter, r *http.Request, _ *viewer) err
 	return d.back(w, r, "queues", "type", name)
 }
 
+// rampType is POST /types/{name}/ramp: op=stop stops the type's ramp;
+// otherwise steps ("1,2,5,10") and every ("10m", empty: the default)
+// start one.
+func (d *dash) rampType(w http.ResponseWriter, r *http.Request, _ *viewer) error {
+	if err := form(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if r.PostForm.Get("op") == "stop" {
+		if _, err := d.c.StopRamp(r.Context(), name); err != nil {
+			return err
+		}
+		return d.back(w, r, "queues", "ramp-stopped", name)
+	}
+	var ramp keel.Ramp
+	for _, f := range strings.Split(r.PostForm.Get("steps"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return badRequest("steps must be rising whole numbers such as 1,2,5,10, got %q", r.PostForm.Get("steps"))
+		}
+		ramp.Steps = append(ramp.Steps, n)
+	}
+	every, err := durField(r, "every")
+	if err != nil {
+		return err
+	}
+	if every != nil {
+		if ramp.Every = *every; ramp.Every == 0 {
+			ramp.Every = -1 // refused: 0 is no interval
+		}
+	}
+	if _, err := d.c.StartRamp(r.Context(), name, ramp); err != nil {
+		return err
+	}
+	return d.back(w, r, "queues", "ramp", name)
+}
+
 // back redirects after a successful action to path, saying what was done
 // (see doneMessage).
 func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done, arg string) error {
@@ -174,11 +250,13 @@ func (d *dash) back(w http.ResponseWriter, r *http.Request, path, done, arg stri
 // carries only a code and a name or number, so that nobody can make the
 // page say something else.
 var doneMessages = map[string]string{
-	"queue":     "Queue %s updated; every node applies it within seconds.",
-	"type":      "Type %s updated; every node applies it within seconds.",
-	"cancelled": "Task cancelled.",
-	"retried":   "Task sent back to pending: it runs again now, its attempts reset.",
-	"requeued":  "Requeued %s dead letters: they run again now.",
+	"queue":        "Queue %s updated; every node applies it within seconds.",
+	"type":         "Type %s updated; every node applies it within seconds.",
+	"ramp":         "Ramp of type %s started at its first step; the leader raises it while failures stay low.",
+	"ramp-stopped": "Ramp of type %s stopped; its concurrency stays.",
+	"cancelled":    "Task cancelled.",
+	"retried":      "Task sent back to pending: it runs again now, its attempts reset.",
+	"requeued":     "Requeued %s dead letters: they run again now.",
 	"requeued-some": "Requeued %s of the selected dead letters: they run again now. The others stay dead: " +
 		"a newer task holds their idempotency key, or they were requeued or purged meanwhile.",
 	"purged":    "Purged %s dead letters for good.",

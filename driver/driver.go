@@ -51,6 +51,11 @@ type Driver interface {
 	InsertTx(ctx context.Context, tx Tx, params []InsertParams) ([]InsertResult, error)
 	// Claim marks up to Limit ready tasks running and returns them.
 	Claim(ctx context.Context, params ClaimParams) ([]TaskRow, error)
+	// ClaimLimited claims like Claim within cluster-wide limits (see
+	// LimitedClaimParams): in one transaction it locks the limits' rows,
+	// counts their running tasks, refills and spends their rate tokens,
+	// and claims no more than they allow.
+	ClaimLimited(ctx context.Context, params LimitedClaimParams) (LimitedClaim, error)
 	// Finish applies transitions and returns the ids it applied; the others
 	// lost their lease. A success keeps LeaseOwner (the node that ran it);
 	// every other transition clears it.

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -26,8 +27,16 @@ type Setting struct {
 	Name   string
 	Paused bool // queue: no claims; type: its tasks are not claimed
 	// Concurrency caps how many of a queue's (or a type's) tasks run at
-	// once on each node.
+	// once across every node of the cluster (a limited claim counts them
+	// in the database); each node also stays within its own MaxWorkers.
 	Concurrency int
+	// Rate caps how many of the queue's (or type's) tasks start per
+	// second across the cluster (a token bucket refilled at Rate); 0: no
+	// rate limit.
+	Rate float64
+	// Burst is the token bucket's size: how many tasks may start at once
+	// after a quiet spell; 0 means max(1, ceil(Rate)).
+	Burst       int
 	Timeout     time.Duration // type: overrides the attempt timeout
 	MaxAttempts int           // type: overrides the task's max attempts
 	BackoffBase time.Duration // type: first retry delay
@@ -47,6 +56,10 @@ type SettingPatch struct {
 	Name        string
 	Paused      *bool
 	Concurrency *int
+	// Rate and Burst set the token bucket (see Setting); setting either
+	// refills the bucket.
+	Rate        *float64
+	Burst       *int
 	Timeout     *time.Duration
 	MaxAttempts *int
 	BackoffBase *time.Duration
@@ -106,14 +119,31 @@ func (p DeclareTypesParams) Validate() error {
 	return nil
 }
 
-// Validate rejects a patch no driver can store: an unknown kind or an
-// empty name.
+// Validate rejects a patch no driver can store: an unknown kind, an
+// empty name, a negative number, or a rate that is not a finite number.
 func (p SettingPatch) Validate() error {
 	if p.Kind != SettingQueue && p.Kind != SettingType {
 		return fmt.Errorf("kind must be queue or type, got %q", p.Kind)
 	}
 	if p.Name == "" {
 		return errors.New("empty name")
+	}
+	if p.Concurrency != nil && *p.Concurrency < 0 {
+		return fmt.Errorf("concurrency must not be negative, got %d", *p.Concurrency)
+	}
+	if p.Rate != nil && (math.IsNaN(*p.Rate) || math.IsInf(*p.Rate, 0) || *p.Rate < 0) {
+		return fmt.Errorf("rate must be a finite number of tasks per second, not negative, got %v", *p.Rate)
+	}
+	if p.Burst != nil && *p.Burst < 0 {
+		return fmt.Errorf("burst must not be negative, got %d", *p.Burst)
+	}
+	for name, d := range map[string]*time.Duration{"timeout": p.Timeout, "backoff base": p.BackoffBase, "backoff max": p.BackoffMax} {
+		if d != nil && *d < 0 {
+			return fmt.Errorf("%s must not be negative, got %s", name, *d)
+		}
+	}
+	if p.MaxAttempts != nil && *p.MaxAttempts < 0 {
+		return fmt.Errorf("max attempts must not be negative, got %d", *p.MaxAttempts)
 	}
 	return nil
 }

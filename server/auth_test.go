@@ -86,6 +86,11 @@ var roleRules = map[string][]Role{
 	"POST /v1/schedules/{name}/resume":  {RoleAdmin},
 	"POST /v1/schedules/{name}/trigger": {RoleAdmin},
 	"DELETE /v1/schedules/{name}":       {RoleAdmin},
+
+	// Limits and ramps.
+	"GET /v1/types/{name}/ramp":       {RoleAdmin, RoleRead},
+	"PUT /v1/types/{name}/ramp":       {RoleAdmin},
+	"POST /v1/types/{name}/ramp/stop": {RoleAdmin},
 }
 
 // servedRoutes are the patterns the API serves.
@@ -112,6 +117,8 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{"paused":false}`
 	case "PATCH /v1/alerts/rules":
 		body = `{"dead_per_hour":5}`
+	case "PUT /v1/types/{name}/ramp":
+		body = `{"steps":[1,2]}`
 	case "POST /v1/drill":
 		body = `{"timeout":"1s"}`
 	case "POST /v1/tasks/{id}/steps":

@@ -198,7 +198,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := openapiDoc(t)
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,
-		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true}
+		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
@@ -213,6 +213,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Health": reflect.TypeFor[Health](), "Problem": reflect.TypeFor[Problem](),
 		"Alert": reflect.TypeFor[AlertRecord](), "AlertDelivery": reflect.TypeFor[AlertDeliveryRec](), "AlertList": reflect.TypeFor[AlertList](),
 		"AlertRules": reflect.TypeFor[AlertRules](), "AlertRulesPatch": reflect.TypeFor[AlertRulesPatch](),
+		"RampRequest": reflect.TypeFor[RampRequest](), "RampInfo": reflect.TypeFor[RampInfo](),
 		"DrillRequest": reflect.TypeFor[DrillRequest](), "DrillResult": reflect.TypeFor[DrillResult](), "DrillNotifier": reflect.TypeFor[DrillNotifier](),
 		"Schedule": reflect.TypeFor[ScheduleRecord](), "ScheduleList": reflect.TypeFor[ScheduleList](),
 	} {

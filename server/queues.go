@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -41,7 +42,7 @@ func (s *server) patchQueue(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &p); err != nil {
 		return err
 	}
-	return s.updateQueue(w, r, keel.QueueUpdate{Paused: p.Paused, Concurrency: p.Concurrency})
+	return s.updateQueue(w, r, keel.QueueUpdate{Paused: p.Paused, Concurrency: p.Concurrency, Rate: p.Rate, Burst: p.Burst})
 }
 
 func (s *server) updateQueue(w http.ResponseWriter, r *http.Request, u keel.QueueUpdate) error {
@@ -59,7 +60,8 @@ func (s *server) updateQueue(w http.ResponseWriter, r *http.Request, u keel.Queu
 }
 
 func queueFromInfo(q *keel.QueueInfo) Queue {
-	return Queue{Name: q.Name, Counts: counts(q.Counts), Paused: q.Paused, Concurrency: q.Concurrency, UpdatedAt: optTime(q.UpdatedAt)}
+	return Queue{Name: q.Name, Counts: counts(q.Counts), Paused: q.Paused, Concurrency: q.Concurrency, Rate: q.Rate, Burst: q.Burst,
+		UpdatedAt: optTime(q.UpdatedAt)}
 }
 
 // listTypes handles GET /v1/types.
@@ -74,6 +76,13 @@ func (s *server) listTypes(w http.ResponseWriter, r *http.Request) error {
 	list := TypeList{Types: make([]TaskType, len(ts))}
 	for i := range ts {
 		list.Types[i] = typeFromInfo(&ts[i])
+		ramp, err := s.c.GetRamp(r.Context(), ts[i].Name)
+		switch {
+		case err == nil:
+			list.Types[i].Ramp = rampFromState(ramp)
+		case !errors.Is(err, keel.ErrNotFound) && !errors.Is(err, keel.ErrInvalid):
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil
@@ -96,7 +105,7 @@ func (s *server) patchType(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.updateType(w, r, keel.TypeUpdate{
-		Paused: p.Paused, Concurrency: p.Concurrency, Timeout: stdDuration(p.Timeout), MaxAttempts: p.MaxAttempts,
+		Paused: p.Paused, Concurrency: p.Concurrency, Rate: p.Rate, Burst: p.Burst, Timeout: stdDuration(p.Timeout), MaxAttempts: p.MaxAttempts,
 		BackoffBase: stdDuration(p.BackoffBase), BackoffMax: stdDuration(p.BackoffMax),
 	})
 }
@@ -135,8 +144,9 @@ func (s *server) workers(r *http.Request) int {
 
 func typeFromInfo(t *keel.TypeInfo) TaskType {
 	return TaskType{
-		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, Concurrency: t.Concurrency, MaxAttempts: t.MaxAttempts,
-		Timeout: optDuration(t.Timeout), BackoffBase: optDuration(t.BackoffBase), BackoffMax: optDuration(t.BackoffMax),
+		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, Concurrency: t.Concurrency, Rate: t.Rate, Burst: t.Burst,
+		MaxAttempts: t.MaxAttempts,
+		Timeout:     optDuration(t.Timeout), BackoffBase: optDuration(t.BackoffBase), BackoffMax: optDuration(t.BackoffMax),
 		UpdatedAt: optTime(t.UpdatedAt),
 	}
 }
@@ -163,4 +173,73 @@ func optDuration(d time.Duration) *Duration {
 		return nil
 	}
 	return new(Duration(d))
+}
+
+// getRamp handles GET /v1/types/{name}/ramp.
+func (s *server) getRamp(w http.ResponseWriter, r *http.Request) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	st, err := s.c.GetRamp(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rampFromState(st))
+	return nil
+}
+
+// startRamp handles PUT /v1/types/{name}/ramp: RampRequest → RampInfo.
+func (s *server) startRamp(w http.ResponseWriter, r *http.Request) error {
+	var p RampRequest
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &p); err != nil {
+		return err
+	}
+	ramp := keel.Ramp{Steps: p.Steps}
+	if p.Every != nil {
+		if ramp.Every = time.Duration(*p.Every); ramp.Every == 0 {
+			ramp.Every = -1 // refused: "0s" is no interval
+		}
+	}
+	if p.MaxFailureRatio != nil {
+		ramp.MaxFailureRatio = *p.MaxFailureRatio
+	}
+	if p.MinAttempts != nil {
+		if ramp.MinAttempts = *p.MinAttempts; ramp.MinAttempts == 0 {
+			ramp.MinAttempts = -1 // refused: 0 attempts judge nothing
+		}
+	}
+	st, err := s.c.StartRamp(r.Context(), r.PathValue("name"), ramp)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rampFromState(st))
+	return nil
+}
+
+// stopRamp handles POST /v1/types/{name}/ramp/stop.
+func (s *server) stopRamp(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.c.StopRamp(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rampFromState(st))
+	return nil
+}
+
+// rampFromState is the wire form of a ramp.
+func rampFromState(st *keel.RampState) *RampInfo {
+	out := &RampInfo{
+		Type: st.Type, Steps: st.Steps, Every: Duration(st.Every), MaxFailureRatio: st.MaxFailureRatio,
+		MinAttempts: st.MinAttempts, Step: st.Step + 1, Concurrency: st.Concurrency(), State: "running",
+		Reason: st.Reason, Note: st.Note, StepAt: st.StepAt, StartedAt: st.StartedAt, UpdatedAt: st.UpdatedAt,
+	}
+	switch {
+	case st.Stopped:
+		out.State = "stopped"
+	case st.Done:
+		out.State = "done"
+	default:
+		out.NextAt = new(st.NextAt)
+	}
+	return out
 }

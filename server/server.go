@@ -162,6 +162,9 @@ func (s *server) routes() []route {
 		{"POST /v1/types/{name}/pause", admins, s.pauseType},
 		{"POST /v1/types/{name}/resume", admins, s.resumeType},
 		{"PATCH /v1/types/{name}", admins, s.patchType},
+		{"GET /v1/types/{name}/ramp", readers, s.getRamp},
+		{"PUT /v1/types/{name}/ramp", admins, s.startRamp},
+		{"POST /v1/types/{name}/ramp/stop", admins, s.stopRamp},
 
 		{"GET /v1/stats", readers, s.stats},
 		{"GET /v1/nodes", readers, s.nodes},

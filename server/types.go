@@ -150,6 +150,8 @@ type Queue struct {
 	Counts      map[string]int64 `json:"counts"`
 	Paused      bool             `json:"paused"`
 	Concurrency int              `json:"concurrency,omitempty"`
+	Rate        float64          `json:"rate,omitempty"`
+	Burst       int              `json:"burst,omitempty"`
 	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
 	// Warnings, in the answer to a change, say what of it has no effect:
 	// a concurrency above the workers this node runs for the queue.
@@ -162,10 +164,13 @@ type QueueList struct {
 }
 
 // QueuePatch is the body of PATCH /v1/queues/{name}; absent fields keep
-// their value. Concurrency 0 clears the cap.
+// their value. Concurrency 0 clears the cap (cluster-wide), rate 0 the
+// rate limit; burst 0 is the default bucket, max(1, ceil(rate)).
 type QueuePatch struct {
-	Paused      *bool `json:"paused,omitempty"`
-	Concurrency *int  `json:"concurrency,omitempty"`
+	Paused      *bool    `json:"paused,omitempty"`
+	Concurrency *int     `json:"concurrency,omitempty"`
+	Rate        *float64 `json:"rate,omitempty"`
+	Burst       *int     `json:"burst,omitempty"`
 }
 
 // TaskType is one task type with its counts and runtime settings.
@@ -174,11 +179,15 @@ type TaskType struct {
 	Counts      map[string]int64 `json:"counts"`
 	Paused      bool             `json:"paused"`
 	Concurrency int              `json:"concurrency,omitempty"`
+	Rate        float64          `json:"rate,omitempty"`
+	Burst       int              `json:"burst,omitempty"`
 	Timeout     *Duration        `json:"timeout,omitempty"`
 	MaxAttempts int              `json:"max_attempts,omitempty"`
 	BackoffBase *Duration        `json:"backoff_base,omitempty"`
 	BackoffMax  *Duration        `json:"backoff_max,omitempty"`
 	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
+	// Ramp is the type's concurrency ramp, absent when it never had one.
+	Ramp *RampInfo `json:"ramp,omitempty"`
 	// Warnings, in the answer to a change, say what of it has no effect:
 	// a concurrency above the workers this node runs in all its queues.
 	Warnings []string `json:"warnings,omitempty"`
@@ -194,6 +203,8 @@ type TypeList struct {
 type TypePatch struct {
 	Paused      *bool     `json:"paused,omitempty"`
 	Concurrency *int      `json:"concurrency,omitempty"`
+	Rate        *float64  `json:"rate,omitempty"`
+	Burst       *int      `json:"burst,omitempty"`
 	Timeout     *Duration `json:"timeout,omitempty"`
 	MaxAttempts *int      `json:"max_attempts,omitempty"`
 	BackoffBase *Duration `json:"backoff_base,omitempty"`
@@ -309,4 +320,32 @@ type System struct {
 // Health answers GET /healthz and a ready GET /readyz: {"status":"ok"}.
 type Health struct {
 	Status string `json:"status"`
+}
+
+// RampRequest is the body of PUT /v1/types/{name}/ramp: it starts (or
+// restarts) the type's concurrency ramp at its first step. Absent fields
+// take their defaults: every 10m, max_failure_ratio 0.2, min_attempts 20.
+type RampRequest struct {
+	Steps           []int     `json:"steps"`
+	Every           *Duration `json:"every,omitempty"`
+	MaxFailureRatio *float64  `json:"max_failure_ratio,omitempty"`
+	MinAttempts     *int      `json:"min_attempts,omitempty"`
+}
+
+// RampInfo is a type's concurrency ramp and where it stands.
+type RampInfo struct {
+	Type            string     `json:"type"`
+	Steps           []int      `json:"steps"`
+	Every           Duration   `json:"every"`
+	MaxFailureRatio float64    `json:"max_failure_ratio"`
+	MinAttempts     int        `json:"min_attempts"`
+	Step            int        `json:"step"` // 1-based: Steps[Step-1] is set now
+	Concurrency     int        `json:"concurrency"`
+	State           string     `json:"state"` // running, done or stopped
+	Reason          string     `json:"reason,omitempty"`
+	Note            string     `json:"note,omitempty"`
+	StepAt          time.Time  `json:"step_at"`
+	NextAt          *time.Time `json:"next_at,omitempty"`
+	StartedAt       time.Time  `json:"started_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
 }

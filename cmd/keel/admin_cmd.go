@@ -18,13 +18,14 @@ func newQueueCmd() *cobra.Command {
 	var f apiFlags
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "List queues, pause or resume one, or cap its concurrency",
+		Short: "List queues, pause or resume one, or cap its concurrency or rate",
 		Long: `queue shows and changes queues at runtime; every node applies a change within
 a few seconds (engine.settings_interval).
 
   keel queue list
   keel queue pause mail
-  keel queue set mail --concurrency 2    (0 removes the cap)`,
+  keel queue set mail --concurrency 2    (across the cluster; 0 removes the cap)
+  keel queue set mail --rate 50 --burst 5 (task starts per second; 0 removes it)`,
 	}
 	addAPIFlags(cmd, &f)
 	list := &cobra.Command{
@@ -56,19 +57,36 @@ a few seconds (engine.settings_interval).
 			return tw.Flush()
 		},
 	}
-	var concurrency int
+	var concurrency, burst int
+	var rate float64
 	set := &cobra.Command{
-		Use:   "set <name> --concurrency N",
-		Short: "Cap how many of the queue's tasks run at once on each node (0 removes the cap)",
+		Use:   "set <name> [--concurrency N] [--rate R] [--burst N]",
+		Short: "Cap how many of the queue's tasks run at once, or start per second, across the cluster (0 removes a cap)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("concurrency") {
-				return fmt.Errorf("nothing to set: give --concurrency N")
+			var p server.QueuePatch
+			fs := cmd.Flags()
+			if fs.Changed("concurrency") {
+				p.Concurrency = &concurrency
 			}
-			return changeQueue(cmd, &f, args[0], "", server.QueuePatch{Concurrency: &concurrency})
+			if fs.Changed("rate") {
+				if err := checkRateFlag(rate); err != nil {
+					return err
+				}
+				p.Rate = &rate
+			}
+			if fs.Changed("burst") {
+				p.Burst = &burst
+			}
+			if p == (server.QueuePatch{}) {
+				return fmt.Errorf("nothing to set: give --concurrency N, --rate R or --burst N")
+			}
+			return changeQueue(cmd, &f, args[0], "", p)
 		},
 	}
-	set.Flags().IntVar(&concurrency, "concurrency", 0, "tasks at once per node, 0 for no cap")
+	set.Flags().IntVar(&concurrency, "concurrency", 0, "tasks at once across the cluster, 0 for no cap")
+	set.Flags().Float64Var(&rate, "rate", 0, "task starts per second across the cluster, 0 for no rate limit")
+	set.Flags().IntVar(&burst, "burst", 0, "task starts at once after a quiet spell (the rate's bucket), 0 for max(1, ceil(rate))")
 	cmd.AddCommand(list, queueAction(&f, "pause"), queueAction(&f, "resume"), set)
 	return cmd
 }
@@ -99,9 +117,9 @@ func changeQueue(cmd *cobra.Command, f *apiFlags, name, action string, patch any
 	}
 	conc := "no cap"
 	if q.Concurrency > 0 {
-		conc = fmt.Sprintf("%d per node", q.Concurrency)
+		conc = fmt.Sprintf("%d cluster-wide", q.Concurrency)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "queue %s: paused %s, concurrency %s\n", q.Name, yesNo(q.Paused), conc)
+	fmt.Fprintf(cmd.OutOrStdout(), "queue %s: paused %s, concurrency %s%s\n", q.Name, yesNo(q.Paused), conc, rateText(q.Rate, q.Burst))
 	printWarnings(cmd.ErrOrStderr(), q.Warnings)
 	return nil
 }
@@ -124,7 +142,9 @@ within a few seconds (engine.settings_interval).
   keel type list
   keel type pause email.send
   keel type set email.send --timeout 2m --max-attempts 6
-  keel type set email.send --concurrency 2
+  keel type set email.send --concurrency 2 --rate 50 --burst 5
+  keel type ramp start email.send --steps 1,2,5,10 --every 10m
+  keel type ramp show email.send
   keel type set email.send --timeout 0    (0 removes an override or the cap)`,
 	}
 	addAPIFlags(cmd, &f)
@@ -166,15 +186,16 @@ within a few seconds (engine.settings_interval).
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "(CONCURRENCY caps running tasks per node, - for no cap; TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies)")
+			fmt.Fprintln(cmd.OutOrStdout(), "(CONCURRENCY caps running tasks across the cluster, - for no cap; keel type ramp show NAME shows a ramp; TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies)")
 			return nil
 		},
 	}
 	var timeout, base, maxDelay string
-	var attempts, concurrency int
+	var attempts, concurrency, burst int
+	var rate float64
 	set := &cobra.Command{
-		Use:   "set <name> [--concurrency N] [--timeout D] [--max-attempts N] [--backoff-base D] [--backoff-max D]",
-		Short: "Cap the type's concurrency per node or override its timeout, attempts or backoff on every node (0 removes a cap or override)",
+		Use:   "set <name> [--concurrency N] [--rate R] [--burst N] [--timeout D] [--max-attempts N] [--backoff-base D] [--backoff-max D]",
+		Short: "Cap the type's concurrency or rate across the cluster or override its timeout, attempts or backoff on every node (0 removes a cap or override)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p server.TypePatch
@@ -202,18 +223,29 @@ within a few seconds (engine.settings_interval).
 			if fs.Changed("concurrency") {
 				p.Concurrency = &concurrency
 			}
+			if fs.Changed("rate") {
+				if err := checkRateFlag(rate); err != nil {
+					return err
+				}
+				p.Rate = &rate
+			}
+			if fs.Changed("burst") {
+				p.Burst = &burst
+			}
 			if p == (server.TypePatch{}) {
-				return fmt.Errorf("nothing to set: give --concurrency, --timeout, --max-attempts, --backoff-base or --backoff-max")
+				return fmt.Errorf("nothing to set: give --concurrency, --rate, --burst, --timeout, --max-attempts, --backoff-base or --backoff-max")
 			}
 			return changeType(cmd, &f, args[0], "", p)
 		},
 	}
-	set.Flags().IntVar(&concurrency, "concurrency", 0, "the type's tasks at once per node, 0 for no cap")
+	set.Flags().IntVar(&concurrency, "concurrency", 0, "the type's tasks at once across the cluster, 0 for no cap")
+	set.Flags().Float64Var(&rate, "rate", 0, "the type's task starts per second across the cluster, 0 for no rate limit")
+	set.Flags().IntVar(&burst, "burst", 0, "task starts at once after a quiet spell (the rate's bucket), 0 for max(1, ceil(rate))")
 	set.Flags().StringVar(&timeout, "timeout", "", "bound of one attempt, e.g. 2m (0 removes the override)")
 	set.Flags().IntVar(&attempts, "max-attempts", 0, "runs before dead-lettering, 1..1000 (0 removes the override)")
 	set.Flags().StringVar(&base, "backoff-base", "", "first retry delay, e.g. 30s (0 removes the override)")
 	set.Flags().StringVar(&maxDelay, "backoff-max", "", "longest retry delay, e.g. 1h (0 removes the override)")
-	cmd.AddCommand(list, typeAction(&f, "pause"), typeAction(&f, "resume"), set)
+	cmd.AddCommand(list, typeAction(&f, "pause"), typeAction(&f, "resume"), set, newRampCmd(&f))
 	return cmd
 }
 
@@ -247,10 +279,10 @@ func changeType(cmd *cobra.Command, f *apiFlags, name, action string, patch any)
 	}
 	conc := "no cap"
 	if t.Concurrency > 0 {
-		conc = fmt.Sprintf("%d per node", t.Concurrency)
+		conc = fmt.Sprintf("%d cluster-wide", t.Concurrency)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "type %s: paused %s, concurrency %s, timeout %s, max attempts %s, backoff %s..%s\n", t.Name, yesNo(t.Paused),
-		conc, optDuration(t.Timeout), attempts, optDuration(t.BackoffBase), optDuration(t.BackoffMax))
+	fmt.Fprintf(cmd.OutOrStdout(), "type %s: paused %s, concurrency %s%s, timeout %s, max attempts %s, backoff %s..%s\n", t.Name, yesNo(t.Paused),
+		conc, rateText(t.Rate, t.Burst), optDuration(t.Timeout), attempts, optDuration(t.BackoffBase), optDuration(t.BackoffMax))
 	printWarnings(cmd.ErrOrStderr(), t.Warnings)
 	return nil
 }

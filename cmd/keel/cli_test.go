@@ -289,10 +289,10 @@ func TestQueueTypeStats(t *testing.T) {
 	if out := s.keel(t, "queue", "pause", "mail"); out != "queue mail: paused yes, concurrency no cap\n" {
 		t.Fatalf("queue pause: %q", out)
 	}
-	if out := s.keel(t, "queue", "set", "mail", "--concurrency", "3"); out != "queue mail: paused yes, concurrency 3 per node\n" {
+	if out := s.keel(t, "queue", "set", "mail", "--concurrency", "3"); out != "queue mail: paused yes, concurrency 3 cluster-wide\n" {
 		t.Fatalf("queue set: %q", out)
 	}
-	if out := s.keel(t, "queue", "resume", "mail"); out != "queue mail: paused no, concurrency 3 per node\n" {
+	if out := s.keel(t, "queue", "resume", "mail"); out != "queue mail: paused no, concurrency 3 cluster-wide\n" {
 		t.Fatalf("queue resume: %q", out)
 	}
 	if err := s.keelErr(t, "queue", "set", "mail"); !strings.Contains(err.Error(), "give --concurrency") {
@@ -314,7 +314,7 @@ func TestQueueTypeStats(t *testing.T) {
 		t.Fatalf("type set: %q", out)
 	}
 	out = s.keel(t, "type", "set", "email", "--concurrency", "2")
-	if out != "type email: paused yes, concurrency 2 per node, timeout 2m, max attempts 6, backoff 1s..1m\n" {
+	if out != "type email: paused yes, concurrency 2 cluster-wide, timeout 2m, max attempts 6, backoff 1s..1m\n" {
 		t.Fatalf("type set --concurrency: %q", out)
 	}
 	out = s.keel(t, "type", "set", "email", "--timeout", "0")

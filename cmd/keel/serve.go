@@ -114,6 +114,9 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	if err != nil {
 		return err
 	}
+	if err := applyLimits(ctx, client, cfg, log); err != nil {
+		return err
+	}
 	if err := m.Watch(client); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ func ptr[T any](v T) *T { return &v }
 func sameSetting(a, b driver.Setting) bool {
 	return a.Kind == b.Kind && a.Name == b.Name && a.Paused == b.Paused && a.Concurrency == b.Concurrency &&
 		a.Timeout == b.Timeout && a.MaxAttempts == b.MaxAttempts && a.BackoffBase == b.BackoffBase &&
-		a.BackoffMax == b.BackoffMax && a.UpdatedAt.Equal(b.UpdatedAt)
+		a.BackoffMax == b.BackoffMax && a.UpdatedAt.Equal(b.UpdatedAt) && a.Rate == b.Rate && a.Burst == b.Burst
 }
 
 // patch applies p a second after the clock's last time and checks both the

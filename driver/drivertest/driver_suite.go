@@ -82,6 +82,11 @@ var driverTests = []test{
 	{"StepsFenced", testStepsFenced},
 	{"StepsBadParams", testStepsBadParams},
 	{"StepsKeptByRetryAndArchive", testStepsKeptByRetryAndArchive},
+	{"ClaimLimitedConcurrency", testClaimLimitedConcurrency},
+	{"ClaimLimitedConcurrent", testClaimLimitedConcurrent},
+	{"ClaimLimitedRate", testClaimLimitedRate},
+	{"ClaimLimitedBucketMath", testBucketMath},
+	{"ClaimLimitedBadParams", testClaimLimitedBadParams},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -176,6 +176,26 @@ func testEngineSettingsBadInput(t *testing.T, e *env) {
 			_, err := admin.UpdateType(e.ctx, "dt.task", keel.TypeUpdate{BackoffBase: ref(time.Minute), BackoffMax: ref(time.Second)})
 			return err
 		}},
+		{"negative rate", func() error {
+			_, err := admin.UpdateType(e.ctx, "dt.task", keel.TypeUpdate{Rate: ref(-1.0)})
+			return err
+		}},
+		{"NaN rate", func() error {
+			_, err := admin.UpdateQueue(e.ctx, "default", keel.QueueUpdate{Rate: ref(math.NaN())})
+			return err
+		}},
+		{"infinite rate", func() error {
+			_, err := admin.UpdateType(e.ctx, "dt.task", keel.TypeUpdate{Rate: ref(math.Inf(1))})
+			return err
+		}},
+		{"negative burst", func() error {
+			_, err := admin.UpdateQueue(e.ctx, "default", keel.QueueUpdate{Burst: ref(-1)})
+			return err
+		}},
+		{"huge burst", func() error {
+			_, err := admin.UpdateType(e.ctx, "dt.task", keel.TypeUpdate{Concurrency: ref(2), Burst: ref(keel.MaxBurst + 1)})
+			return err
+		}},
 		{"filter state", func() error { _, err := admin.RetryMatching(e.ctx, keel.Filter{State: keel.StatePending}); return err }},
 		{"filter limit", func() error { _, err := admin.PurgeMatching(e.ctx, keel.Filter{Limit: 10001}); return err }},
 		{"filter type", func() error { _, err := admin.PurgeMatching(e.ctx, keel.Filter{Type: "a b"}); return err }},

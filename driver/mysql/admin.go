@@ -189,8 +189,8 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	var s *driver.Setting
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, sqlPatchSetting.text, sqlPatchSetting.args(d.now(p.Now), string(p.Kind), p.Name,
-			paused, conc, timeout, maxAttempts, base, maxMS,
-			paused, conc, timeout, maxAttempts, base, maxMS)...); err != nil {
+			paused, conc, timeout, maxAttempts, base, maxMS, p.Rate, p.Burst,
+			paused, conc, timeout, maxAttempts, base, maxMS, p.Rate, p.Burst, p.Rate, p.Burst)...); err != nil {
 			return err
 		}
 		var err error

@@ -320,3 +320,9 @@ func TestCountersDatabaseClock(t *testing.T) {
 		t.Fatalf("history of the last 10 minutes (database clock) sums to %+v, want %+v", sum, want)
 	}
 }
+
+// TestLimitedClaimDatabaseClock: see drivertest.LimitedClaimDatabaseClock.
+func TestLimitedClaimDatabaseClock(t *testing.T) {
+	t.Parallel()
+	drivertest.LimitedClaimDatabaseClock(t, open(t, mysql.Options{}))
+}

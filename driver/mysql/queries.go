@@ -89,7 +89,7 @@ const matchWhere = `state IN ('dead', 'cancelled') AND state = ?
 	AND (? IS NULL OR finished_at >= ?) AND (? IS NULL OR finished_at < ?)`
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
-	backoff_max_ms, updated_at`
+	backoff_max_ms, updated_at, rate, burst`
 
 const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
 
@@ -272,11 +272,25 @@ FOR UPDATE`)
 	// Each assignment reads only its own column, so MariaDB's
 	// SIMULTANEOUS_ASSIGNMENT mode does not change the result.
 	sqlPatchSetting = prepare(`INSERT INTO keel_settings (` + settingColumns + `)
-VALUES (?, ?, COALESCE(?, FALSE), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), {now})
+VALUES (?, ?, COALESCE(?, FALSE), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), {now},
+	COALESCE(?, 0), COALESCE(?, 0))
 ON DUPLICATE KEY UPDATE paused = COALESCE(?, paused), concurrency = COALESCE(?, concurrency),
 	timeout_ms = COALESCE(?, timeout_ms), max_attempts = COALESCE(?, max_attempts),
 	backoff_base_ms = COALESCE(?, backoff_base_ms), backoff_max_ms = COALESCE(?, backoff_max_ms),
+	rate = COALESCE(?, rate), burst = COALESCE(?, burst),
+	tokens_at = CASE WHEN ? IS NULL AND ? IS NULL THEN tokens_at END,
 	updated_at = VALUES(updated_at)`)
+
+	// A limited claim (migration 009): the limit's row, locked until the
+	// claim commits (a locking read); the running tasks of a type or a
+	// queue through keel_tasks_lease. The claim's transaction is READ
+	// COMMITTED: the count sees every claim that held the lock before.
+	sqlLimitRow = `SELECT concurrency, rate, burst, tokens, tokens_at FROM keel_settings
+WHERE kind = ? AND name = ? FOR UPDATE`
+	sqlRunningOfType  = `SELECT COUNT(*) FROM keel_tasks WHERE state = 'running' AND type = ?`
+	sqlRunningOfQueue = `SELECT COUNT(*) FROM keel_tasks WHERE state = 'running' AND queue = ?`
+	sqlLimitNow       = prepare(`SELECT {now}`)
+	sqlSpendTokens    = `UPDATE keel_settings SET tokens = ?, tokens_at = ? WHERE kind = ? AND name = ?`
 
 	// The declared defaults of task types (keel_types, migration 004):
 	// each declaration replaces the type's row whole.

@@ -102,11 +102,26 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	if !ok {
 		return nil, nil // no type to claim
 	}
+	var out []driver.TaskRow
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = d.claimTx(ctx, tx, p, include, exclude)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks: %w", err)
+	}
+	driver.SortClaimed(out)
+	return out, nil
+}
+
+// claimTx claims in tx for p with its type filter (see
+// sqlutil.ClaimTypes) and keeps the live counters right.
+func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	pick, pickArgs := claimPick(p, include, exclude)
 	var out []driver.TaskRow
 	now := d.now(p.Now)
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
+	err := func() error {
 		rows, err := tx.QueryContext(ctx, pick.text, pick.args(now, pickArgs...)...)
 		if err != nil {
 			return err
@@ -151,12 +166,8 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 			tally.Update(o, n, out[i].AttemptedAt, false)
 		}
 		return count(ctx, tx, &tally)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim tasks: %w", err)
-	}
-	driver.SortClaimed(out)
-	return out, nil
+	}()
+	return out, err
 }
 
 // claimPick is the claim's pick for the type filter types (see

@@ -130,7 +130,8 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	}
 	var s *driver.Setting
 	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.patchSetting, []any{d.now(p.Now), string(p.Kind), p.Name,
-		p.Paused, p.Concurrency, driver.SettingMillis(p.Timeout), p.MaxAttempts, driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax)},
+		p.Paused, p.Concurrency, driver.SettingMillis(p.Timeout), p.MaxAttempts, driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax),
+		p.Rate, p.Burst},
 		func(scan func(...any) error) error {
 			var err error
 			s, err = scanSetting(scan)

@@ -11,6 +11,10 @@ func (d *Driver) SucceedManySQL() string { return d.sql.succeedMany }
 func (d *Driver) TransitionSQL() string  { return d.sql.transition }
 func (d *Driver) HeartbeatSQL() string   { return d.sql.heartbeat }
 
+// RunningOfTypeSQL and RunningOfQueueSQL are a limited claim's counts.
+func (d *Driver) RunningOfTypeSQL() string  { return d.sql.runningOfType }
+func (d *Driver) RunningOfQueueSQL() string { return d.sql.runningOfQueue }
+
 // ListSQL is List's query and arguments for p.
 func (d *Driver) ListSQL(p driver.Filter) (string, []any) { return d.listSQL(p) }
 func (d *Driver) ArchiveSQL(state string) string {

@@ -101,6 +101,12 @@ func TestPlansStayOnTheIndex(t *testing.T) {
 			"keel_tasks_finished", "finished_at <", true},
 		{"archive cancelled", d.ArchiveSQL("cancelled"), "timestamptz, bigint, bigint", "NULL, -3600000000, 1000",
 			"keel_tasks_cancelled", "finished_at <", true},
+		// A limited claim counts the running tasks of a type or a queue
+		// on the lease index, which holds the running tasks only: as a
+		// range from -infinity, or without statistics on lease_expires_at
+		// the planner read the whole table.
+		{"running of a type", d.RunningOfTypeSQL(), "text", "'t'", "keel_tasks_lease", "lease_expires_at >", false},
+		{"running of a queue", d.RunningOfQueueSQL(), "text", "'default'", "keel_tasks_lease", "lease_expires_at >", false},
 		// A task by its key, on the key's index.
 		{"by key", d.ByKeySQL(), "text", "'k:x'", "keel_tasks_idem", "idem_key =", false},
 	}

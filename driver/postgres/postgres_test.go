@@ -220,3 +220,9 @@ func TestDatabaseClock(t *testing.T) {
 		t.Fatalf("lease expires %v from now, want about 30s by the database clock", lease)
 	}
 }
+
+// TestLimitedClaimDatabaseClock: see drivertest.LimitedClaimDatabaseClock.
+func TestLimitedClaimDatabaseClock(t *testing.T) {
+	t.Parallel()
+	drivertest.LimitedClaimDatabaseClock(t, open(t, postgres.Options{}))
+}

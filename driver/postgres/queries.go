@@ -38,7 +38,7 @@ type queries struct {
 	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, saveStep, heartbeat, expired, lockExpired, get,
 	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
 	lead, resign, list, countAhead, retryMatching, retryMatchingIDs, purgeMatching, purgeMatchingIDs, recentFinished,
-	patchSetting, listSettings,
+	patchSetting, listSettings, limitRow, runningOfType, runningOfQueue, limitNow, spendTokens,
 	declareType, listTypes, listTypesNamed,
 	archiveSucceeded, archiveCancelled, archiveDead, getArchived, purgeArchive string
 }
@@ -130,7 +130,7 @@ WHERE id IN (
 const idsFilter = ` AND k.id = ANY($8::bigint[])`
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
-	backoff_max_ms, updated_at`
+	backoff_max_ms, updated_at, rate, burst`
 
 // typeColumns are the columns of keel_types (migration 006).
 const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
@@ -359,12 +359,29 @@ LIMIT $2`),
 		// different fields all survive.
 		patchSetting: q(nowCTE + `INSERT INTO {schema}.keel_settings AS s (` + settingColumns + `)
 SELECT $2, $3, coalesce($4::boolean, false), coalesce($5::integer, 0), coalesce($6::bigint, 0),
-	coalesce($7::integer, 0), coalesce($8::bigint, 0), coalesce($9::bigint, 0), t.now FROM t
+	coalesce($7::integer, 0), coalesce($8::bigint, 0), coalesce($9::bigint, 0), t.now,
+	coalesce($10::double precision, 0), coalesce($11::integer, 0) FROM t
 ON CONFLICT (kind, name) DO UPDATE SET paused = coalesce($4, s.paused), concurrency = coalesce($5, s.concurrency),
 	timeout_ms = coalesce($6, s.timeout_ms), max_attempts = coalesce($7, s.max_attempts),
 	backoff_base_ms = coalesce($8, s.backoff_base_ms), backoff_max_ms = coalesce($9, s.backoff_max_ms),
+	rate = coalesce($10, s.rate), burst = coalesce($11, s.burst),
+	tokens_at = CASE WHEN $10::double precision IS NULL AND $11::integer IS NULL THEN s.tokens_at END,
 	updated_at = excluded.updated_at
 RETURNING ` + settingColumns),
+
+		// A limited claim (migration 011): the limit's row, locked until
+		// the claim commits; the running tasks of a type or a queue
+		// through keel_tasks_lease, read as a range from -infinity
+		// (without statistics on lease_expires_at, IS NOT NULL read the
+		// whole table); each statement of a READ COMMITTED transaction
+		// sees what committed before it began, so every claim that held
+		// the lock before. Then the clock, once the lock is held.
+		limitRow: q(`SELECT concurrency, rate, burst, tokens, tokens_at FROM {schema}.keel_settings
+WHERE kind = $1 AND name = $2 FOR UPDATE`),
+		runningOfType:  q(`SELECT count(*) FROM {schema}.keel_tasks WHERE lease_expires_at > '-infinity' AND state = 'running' AND type = $1`),
+		runningOfQueue: q(`SELECT count(*) FROM {schema}.keel_tasks WHERE lease_expires_at > '-infinity' AND state = 'running' AND queue = $1`),
+		limitNow:       `SELECT (extract(epoch FROM coalesce($1::timestamptz, clock_timestamp())) * 1000000)::bigint`,
+		spendTokens:    q(`UPDATE {schema}.keel_settings SET tokens = $3, tokens_at = $4 WHERE kind = $1 AND name = $2`),
 
 		listSettings: q(`SELECT ` + settingColumns + ` FROM {schema}.keel_settings ORDER BY kind, name`),
 

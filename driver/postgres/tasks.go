@@ -179,11 +179,22 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	var out []driver.TaskRow
 	include, exclude, ok := sqlutil.ClaimTypes(p)
 	if !ok {
 		return nil, nil // no type to claim
 	}
+	out, err := d.claim(ctx, pgxQuerier{db: d.pool}, p, include, exclude)
+	if err != nil {
+		return nil, err
+	}
+	driver.SortClaimed(out)
+	return out, nil
+}
+
+// claim runs the claim for p with its type filter (see sqlutil.ClaimTypes)
+// on q.
+func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
+	var out []driver.TaskRow
 	query, args := d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner, offset(p.LeaseExpiresAt, p.Now)}
 	switch {
 	case include != nil:
@@ -191,7 +202,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	case len(exclude) > 0:
 		query, args = d.sql.claimExcluding, append(args, exclude)
 	}
-	err := pgxQuerier{db: d.pool}.query(ctx, query, args, func(scan func(...any) error) error {
+	err := q.query(ctx, query, args, func(scan func(...any) error) error {
 		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
 		var timeoutMS int64
 		if err := scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
@@ -207,7 +218,6 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
-	driver.SortClaimed(out)
 	return out, nil
 }
 

@@ -126,7 +126,8 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 		var err error
 		s, err = scanSetting(tx.QueryRowContext(ctx, sqlPatchSetting, string(p.Kind), p.Name,
 			p.Paused, p.Concurrency, driver.SettingMillis(p.Timeout), p.MaxAttempts,
-			driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax), micros(p.Now)).Scan)
+			driver.SettingMillis(p.BackoffBase), driver.SettingMillis(p.BackoffMax), micros(p.Now),
+			p.Rate, p.Burst).Scan)
 		if err != nil {
 			return fmt.Errorf("patch setting %s %s: %w", p.Kind, p.Name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/sqlite"
 )
 
 // TestListPlansUseAnIndex: List by type or queue reads that column's
@@ -48,6 +49,33 @@ func TestListPlansUseAnIndex(t *testing.T) {
 			t.Errorf("List by %s: want a read of %s in order, got %s", c.name, c.index, all)
 		} else {
 			t.Logf("List by %s: %s", c.name, all)
+		}
+	}
+}
+
+// TestRunningCountsUseTheLeaseIndex: a limited claim counts the running
+// tasks of a type or a queue on the lease index, which holds the running
+// tasks only, never the table.
+func TestRunningCountsUseTheLeaseIndex(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	for name, q := range map[string]string{"type": sqlite.RunningOfTypeSQL, "queue": sqlite.RunningOfQueueSQL} {
+		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, "x")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if all := strings.Join(plan, "; "); !strings.Contains(all, "INDEX keel_tasks_lease") {
+			t.Errorf("running tasks of a %s: want a read of keel_tasks_lease, got %s", name, all)
 		}
 	}
 }

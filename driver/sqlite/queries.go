@@ -275,18 +275,33 @@ const sqlPurgeArchive = `DELETE FROM keel_archive WHERE id IN (
 	SELECT id FROM keel_archive WHERE archived_at < ?1 ORDER BY archived_at LIMIT ?2)`
 
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
-	backoff_max_ms, updated_at`
+	backoff_max_ms, updated_at, rate, burst`
 
 // sqlPatchSetting upserts one setting in one statement: a NULL argument
 // keeps the stored value (0 on a new row).
 const sqlPatchSetting = `INSERT INTO keel_settings (` + settingColumns + `)
 VALUES (?1, ?2, coalesce(?3, 0), coalesce(?4, 0), coalesce(?5, 0), coalesce(?6, 0), coalesce(?7, 0),
-	coalesce(?8, 0), ?9)
+	coalesce(?8, 0), ?9, coalesce(?10, 0), coalesce(?11, 0))
 ON CONFLICT (kind, name) DO UPDATE SET paused = coalesce(?3, paused), concurrency = coalesce(?4, concurrency),
 	timeout_ms = coalesce(?5, timeout_ms), max_attempts = coalesce(?6, max_attempts),
 	backoff_base_ms = coalesce(?7, backoff_base_ms), backoff_max_ms = coalesce(?8, backoff_max_ms),
+	rate = coalesce(?10, rate), burst = coalesce(?11, burst),
+	tokens_at = CASE WHEN ?10 IS NULL AND ?11 IS NULL THEN tokens_at END,
 	updated_at = ?9
 RETURNING ` + settingColumns
+
+// A limited claim (migration 009): the limit's row, and the running tasks
+// of a type or a queue through keel_tasks_lease. The writer's transaction
+// is BEGIN IMMEDIATE: it holds the database's write lock from its start,
+// against every other process too, so nothing changes between the count
+// and the claim.
+const (
+	sqlLimitRow = `SELECT concurrency, rate, burst, tokens, tokens_at FROM keel_settings
+WHERE kind = ?1 AND name = ?2`
+	sqlRunningOfType  = `SELECT count(*) FROM keel_tasks WHERE state = 'running' AND type = ?1`
+	sqlRunningOfQueue = `SELECT count(*) FROM keel_tasks WHERE state = 'running' AND queue = ?1`
+	sqlSpendTokens    = `UPDATE keel_settings SET tokens = ?3, tokens_at = ?4 WHERE kind = ?1 AND name = ?2`
+)
 
 const sqlListSettings = `SELECT ` + settingColumns + ` FROM keel_settings ORDER BY kind, name`
 

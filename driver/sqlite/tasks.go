@@ -90,6 +90,21 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 		return nil, nil // no type to claim
 	}
 	var out []driver.TaskRow
+	err := d.write(ctx, func(tx querier) error {
+		var err error
+		out, err = claimCounted(ctx, tx, p, include, exclude)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	driver.SortClaimed(out)
+	return out, nil
+}
+
+// claimCounted claims in tx for p with its type filter (see
+// sqlutil.ClaimTypes) and keeps the live counters right.
+func claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
 	switch {
 	case include != nil:
@@ -97,25 +112,18 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	case len(exclude) > 0:
 		query, args = sqlClaimExcluding, append(args, stringList(exclude))
 	}
-	err := d.write(ctx, func(tx querier) error {
-		out = out[:0]
-		if err := claim(ctx, tx, query, args, p, &out); err != nil {
-			return err
-		}
-		var tally sqlutil.Tally
-		for i := range out {
-			n := sqlutil.StateOf(&out[i])
-			o := n
-			o.State, o.Attempt = driver.StatePending, n.Attempt-1
-			tally.Update(o, n, p.Now, false)
-		}
-		return count(ctx, tx, &tally)
-	})
-	if err != nil {
+	var out []driver.TaskRow
+	if err := claim(ctx, tx, query, args, p, &out); err != nil {
 		return nil, err
 	}
-	driver.SortClaimed(out)
-	return out, nil
+	var tally sqlutil.Tally
+	for i := range out {
+		n := sqlutil.StateOf(&out[i])
+		o := n
+		o.State, o.Attempt = driver.StatePending, n.Attempt-1
+		tally.Update(o, n, p.Now, false)
+	}
+	return out, count(ctx, tx, &tally)
 }
 
 // claim runs the claim query and appends the claimed tasks to out.

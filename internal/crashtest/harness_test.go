@@ -122,6 +122,20 @@ func TestHelperProcess(t *testing.T) {
 		}
 		fmt.Println("ready")
 		select {}
+	case "limited":
+		delay, err := time.ParseDuration(os.Getenv(envDelay))
+		if err != nil {
+			fail("delay", err)
+		}
+		c, err := newLimitedWorker(b, drv, db, os.Getenv(envNode), delay)
+		if err != nil {
+			fail("client", err)
+		}
+		if err := c.Start(ctx); err != nil {
+			fail("start", err)
+		}
+		fmt.Println("ready")
+		select {}
 	case "schedule":
 		c, err := newScheduler(drv, os.Getenv(envNode))
 		if err != nil {

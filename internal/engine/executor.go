@@ -140,7 +140,7 @@ func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, dur t
 	if applied && t.State == driver.StatePending {
 		e.Wake(row.Queue, t.RunAt)
 	}
-	if e.typeCapped(row.Type) {
+	if e.typeCapped(row.Type, row.Queue) {
 		// Room under the type's cap: its tasks may wait in any queue,
 		// which a drained worker would not look for until the poll.
 		e.WakeQueue("")

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -26,11 +27,15 @@ type producer struct {
 	// timer wakes the worker when a task this process scheduled (a retry,
 	// a snooze, a delayed enqueue, a rescue) becomes due.
 	timer *dueTimer
+	// skip holds the limited types not to claim until the real time given
+	// (a rate's next token), or, for a zero time, until the next wake-up
+	// or poll (at its concurrency, or nothing ready). Only run uses it.
+	skip map[string]time.Time
 }
 
 func newProducer(e *Engine, name string, limit int) *producer {
 	p := &producer{
-		e: e, name: name, limit: limit,
+		e: e, name: name, limit: limit, skip: map[string]time.Time{},
 		wakeup: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -59,10 +64,7 @@ func (p *producer) run() {
 	// Claiming on every single freed slot makes tiny batches: wait until a
 	// quarter of a batch is free, or briefly for more.
 	threshold := max(1, batch/4)
-	pollEvery := e.cfg.PollInterval
-	if d, ok := e.cfg.QueuePoll[p.name]; ok {
-		pollEvery = d
-	}
+	pollEvery := p.pollEvery()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	drained := false // the last claim found fewer tasks than it asked for
@@ -76,12 +78,12 @@ func (p *producer) run() {
 		default:
 		}
 		if free := p.free(); free > 0 {
-			got, asked, err := p.claim(min(free, batch))
+			more, err := p.claim(min(free, batch))
 			if err != nil {
 				e.cfg.Logger.Warn("keel: claim failed", "queue", p.name, "error", err)
 			}
-			drained = got < asked
-			if got == asked && asked > 0 {
+			drained = !more
+			if more {
 				continue
 			}
 		}
@@ -93,8 +95,10 @@ func (p *producer) run() {
 				return
 			case <-p.wakeup:
 				drained = false
+				clear(p.skip)
 				break wait
 			case <-poll.C:
+				clear(p.skip)
 				break wait
 			case <-fill.C:
 				break wait
@@ -113,28 +117,114 @@ func (p *producer) run() {
 	}
 }
 
-// claim takes up to n tasks and starts them; it returns how many it got
-// and how many it asked for (fewer than n under a type's concurrency cap).
-func (p *producer) claim(n int) (got, asked int, err error) {
+// claim takes up to n tasks and starts them: first the limited types
+// (see claimFilter), each through Driver.ClaimLimited, which stops at their
+// cluster-wide limits, then the other types with what is left. more
+// reports whether a claim got all it asked for, so more may be waiting.
+func (p *producer) claim(n int) (more bool, err error) {
 	e := p.e
-	types, n := e.claimFilter(n)
-	if n == 0 {
-		return 0, 0, nil
+	types, limited := e.claimFilter(n)
+	queueLimited := e.queueLimited(p.name)
+	nowReal := time.Now()
+	for _, lt := range limited {
+		if n <= 0 {
+			break
+		}
+		if until, ok := p.skip[lt.name]; ok && (until.IsZero() || nowReal.Before(until)) {
+			continue
+		}
+		limits := []driver.Limit{{Kind: driver.SettingType, Name: lt.name}}
+		if queueLimited {
+			limits = append(limits, driver.Limit{Kind: driver.SettingQueue, Name: p.name})
+		}
+		ask := min(n, lt.room)
+		res, cerr := p.claimLimited(ask, lt.name, []string{lt.name}, limits)
+		if cerr != nil {
+			err = cerr
+			continue
+		}
+		n -= len(res.Rows)
+		switch {
+		case len(res.Rows) == ask:
+			more = true
+		case res.TokenIn > 0:
+			// waiting for the token (claimLimited)
+		default:
+			// Full, or nothing left: until a wake-up (a finish of a
+			// capped type wakes every queue) or the poll.
+			p.skip[lt.name] = time.Time{}
+		}
 	}
-	now := e.cfg.Now()
-	rows, err := e.drv.Claim(e.workCtx, driver.ClaimParams{
-		Queue: p.name, Limit: n, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL),
-		Types: types,
+	if types == nil || n <= 0 {
+		return more, err
+	}
+	var rows []driver.TaskRow
+	if queueLimited {
+		res, cerr := p.claimLimited(n, "", types, []driver.Limit{{Kind: driver.SettingQueue, Name: p.name}})
+		rows, err = res.Rows, cmp.Or(cerr, err)
+	} else {
+		now := e.cfg.Now()
+		var cerr error
+		rows, cerr = e.drv.Claim(e.workCtx, driver.ClaimParams{
+			Queue: p.name, Limit: n, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL),
+			Types: types,
+		})
+		err = cmp.Or(cerr, err)
+		p.start(rows)
+	}
+	return more || (len(rows) == n && n > 0), err
+}
+
+// claimLimited claims up to n tasks of types within limits and starts them.
+//
+// A rate limit short of tokens has the worker skip the limited type lt
+// (for "", nothing) until the next token and wake it then.
+func (p *producer) claimLimited(n int, lt string, types []string, limits []driver.Limit) (driver.LimitedClaim, error) {
+	e := p.e
+	now, wall := e.cfg.Now(), time.Now()
+	res, err := e.drv.ClaimLimited(e.workCtx, driver.LimitedClaimParams{
+		ClaimParams: driver.ClaimParams{Queue: p.name, Limit: n, Owner: e.cfg.Node, Now: now,
+			LeaseExpiresAt: now.Add(e.cfg.LeaseTTL), Types: types},
+		Limits: limits,
 	})
 	if err != nil {
-		return 0, n, err
+		return res, err
 	}
+	p.start(res.Rows)
+	if res.TokenIn > 0 {
+		// From before the claim: rather early (a claim that finds no token
+		// yet learns the rest of the wait) than late.
+		p.waitToken(lt, wall.Add(res.TokenIn))
+	}
+	return res, nil
+}
+
+// start starts an execution for each claimed row.
+func (p *producer) start(rows []driver.TaskRow) {
 	for i := range rows {
-		e.applyTypeSettings(&rows[i])
-		e.observeStart(&rows[i])
-		e.startExecution(p, &rows[i])
+		p.e.applyTypeSettings(&rows[i])
+		p.e.observeStart(&rows[i])
+		p.e.startExecution(p, &rows[i])
 	}
-	return len(rows), n, nil
+}
+
+// waitToken skips the limited type name (or, for "", nothing: a limited
+// queue's next claim finds its tokens) until at, a real time no later than
+// the poll, and wakes the worker then.
+func (p *producer) waitToken(name string, at time.Time) {
+	wait := min(max(time.Until(at), time.Millisecond), p.pollEvery())
+	if name != "" {
+		p.skip[name] = time.Now().Add(wait)
+	}
+	time.AfterFunc(wait, p.wake)
+}
+
+// pollEvery is the queue's poll interval.
+func (p *producer) pollEvery() time.Duration {
+	if d, ok := p.e.cfg.QueuePoll[p.name]; ok {
+		return d
+	}
+	return p.e.cfg.PollInterval
 }
 
 // wakeAt makes the worker look for tasks at at.

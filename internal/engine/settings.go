@@ -24,7 +24,9 @@ type snapshot struct {
 	queues      map[string]driver.Setting
 	types       map[string]driver.Setting
 	pausedTypes []string
-	capped      []driver.Setting // unpaused types with a concurrency cap
+	// limited are the unpaused types with a cluster-wide concurrency or a
+	// rate: claimed one type at a time through Driver.ClaimLimited.
+	limited []driver.Setting
 }
 
 func newSnapshot(rows []driver.Setting) *snapshot {
@@ -37,8 +39,8 @@ func newSnapshot(rows []driver.Setting) *snapshot {
 			s.types[r.Name] = r
 			if r.Paused {
 				s.pausedTypes = append(s.pausedTypes, r.Name)
-			} else if r.Concurrency > 0 {
-				s.capped = append(s.capped, r)
+			} else if r.Concurrency > 0 || r.Rate > 0 {
+				s.limited = append(s.limited, r)
 			}
 		}
 	}
@@ -95,8 +97,8 @@ func (e *Engine) ApplySetting(set driver.Setting) {
 }
 
 // queueLimit is how many of queue's tasks may run at once on this node now:
-// the configured MaxWorkers, lowered by a concurrency setting, 0 when the
-// queue is paused.
+// the configured MaxWorkers, lowered by a concurrency setting (which caps
+// the whole cluster, so this node too), 0 when the queue is paused.
 func (e *Engine) queueLimit(queue string, configured int) int {
 	s, ok := e.settings.get().queues[queue]
 	switch {
@@ -110,58 +112,79 @@ func (e *Engine) queueLimit(queue string, configured int) int {
 	return configured
 }
 
-// claimFilter returns the task types a claim of up to n tasks may take
-// and how many tasks it may take. The types are the handled ones less the
-// paused types and the types whose attempts in this process, running or
-// being stored, reach their concurrency cap; the count is no more than the
-// smallest room left under a type's cap, so one batch cannot overshoot it.
-// A claim with no type left claims nothing.
-func (e *Engine) claimFilter(n int) ([]string, int) {
+// claimFilter returns the task types a claim may take as it is, and the
+// limited types (a cluster-wide concurrency or a rate) it must claim one at
+// a time through Driver.ClaimLimited, each with the room its concurrency
+// leaves on this node (the cluster's count can only be higher), or n.
+// Paused types and limited types whose attempts in this process, running or
+// being stored, reach their concurrency are in neither. A nil types means
+// no unlimited type is left to claim.
+func (e *Engine) claimFilter(n int) (types []string, limited []limitedType) {
 	if len(e.handled) == 0 {
-		return nil, 0
+		return nil, nil
 	}
 	snap := e.settings.get()
-	if len(snap.pausedTypes) == 0 && len(snap.capped) == 0 {
-		return e.handled, n
+	if len(snap.pausedTypes) == 0 && len(snap.limited) == 0 {
+		return e.handled, nil
 	}
-	skip := make(map[string]bool, len(snap.pausedTypes)+len(snap.capped))
+	skip := make(map[string]bool, len(snap.pausedTypes)+len(snap.limited))
 	for _, t := range snap.pausedTypes {
 		skip[t] = true
 	}
-	if len(snap.capped) > 0 {
+	if len(snap.limited) > 0 {
 		e.mu.Lock()
 		running := map[string]int{}
 		for _, ex := range e.running {
 			running[ex.row.Type]++
 		}
 		e.mu.Unlock()
-		for _, s := range snap.capped {
-			room := s.Concurrency - running[s.Name]
-			if room <= 0 {
-				skip[s.Name] = true
+		for _, s := range snap.limited {
+			skip[s.Name] = true
+			if !slices.Contains(e.handled, s.Name) {
 				continue
 			}
-			if slices.Contains(e.handled, s.Name) {
-				n = min(n, room)
+			room := n
+			if s.Concurrency > 0 {
+				room = min(n, s.Concurrency-running[s.Name])
+			}
+			if room > 0 {
+				limited = append(limited, limitedType{name: s.Name, room: room})
 			}
 		}
 	}
-	types := make([]string, 0, len(e.handled))
+	types = make([]string, 0, len(e.handled))
 	for _, t := range e.handled {
 		if !skip[t] {
 			types = append(types, t)
 		}
 	}
 	if len(types) == 0 {
-		return nil, 0
+		types = nil
 	}
-	return types, n
+	return types, limited
 }
 
-// typeCapped reports whether taskType has a concurrency cap.
-func (e *Engine) typeCapped(taskType string) bool {
-	s, ok := e.settings.get().types[taskType]
-	return ok && !s.Paused && s.Concurrency > 0
+// limitedType is a limited task type a claim may take up to room of.
+type limitedType struct {
+	name string
+	room int
+}
+
+// queueLimited reports whether queue has a cluster-wide concurrency or a
+// rate: every claim of it goes through Driver.ClaimLimited.
+func (e *Engine) queueLimited(queue string) bool {
+	s, ok := e.settings.get().queues[queue]
+	return ok && !s.Paused && (s.Concurrency > 0 || s.Rate > 0)
+}
+
+// typeCapped reports whether a finished task of taskType in queue frees
+// room under a cluster-wide concurrency that other nodes' workers, and
+// this one's, may be waiting for.
+func (e *Engine) typeCapped(taskType, queue string) bool {
+	snap := e.settings.get()
+	s, ok := snap.types[taskType]
+	q, qok := snap.queues[queue]
+	return (ok && !s.Paused && s.Concurrency > 0) || (qok && !q.Paused && q.Concurrency > 0)
 }
 
 // applyTypeSettings overrides a claimed row's timeout and max attempts with

@@ -120,7 +120,8 @@ func ScanSetting[T any](scan Scan, at func(T) time.Time) (*driver.Setting, error
 		timeout, base, maxMS int64
 		updated              T
 	)
-	if err := scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &updated); err != nil {
+	if err := scan(&kind, &r.Name, &r.Paused, &r.Concurrency, &timeout, &r.MaxAttempts, &base, &maxMS, &updated,
+		&r.Rate, &r.Burst); err != nil {
 		return nil, err
 	}
 	r.Kind = driver.SettingKind(kind)

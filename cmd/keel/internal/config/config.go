@@ -371,6 +371,35 @@ type Type struct {
 	// BackoffMax caps the type's retry delay; only for types with a url.
 	// Default engine.backoff_max.
 	BackoffMax Duration `toml:"backoff_max"`
+
+	// Concurrency caps the type's running tasks across every node of the
+	// cluster, 0..10000; keel serve stores it as the type's runtime
+	// setting when it starts (keel type set changes it until the next
+	// start). Default 0 (no cap).
+	Concurrency int `toml:"concurrency"`
+	// Rate caps the type's task starts per second across the cluster, a
+	// number up to 1000000; stored like Concurrency. Default 0 (none).
+	Rate float64 `toml:"rate"`
+	// Burst is the rate's bucket size, 0..1000000. Default 0 (max(1,
+	// ceil(rate))).
+	Burst int `toml:"burst"`
+	// Ramp raises the type's concurrency step by step (keel.Ramp); keel
+	// serve starts it unless the same ramp is stored already. Default
+	// none.
+	Ramp *Ramp `toml:"ramp"`
+}
+
+// Ramp is [types."name".ramp]: a concurrency ramp (keel.Ramp).
+type Ramp struct {
+	// Steps are rising concurrencies, each 1..10000. Required.
+	Steps []int `toml:"steps"`
+	// Every is how long each step lasts, 1s..168h. Default "10m".
+	Every Duration `toml:"every"`
+	// MaxFailureRatio is the highest share of failed attempts (0..1) a
+	// step may have and still advance. Default 0.2.
+	MaxFailureRatio float64 `toml:"max_failure_ratio"`
+	// MinAttempts must end before a step is judged. Default 20.
+	MinAttempts int `toml:"min_attempts"`
 }
 
 // IsTarget reports whether the type is worked here (it has a url).

@@ -251,6 +251,7 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 	if t.Timeout.D() < time.Millisecond {
 		v.bad(key+".timeout", "must be at least 1ms, got %q", t.Timeout)
 	}
+	validateLimits(v, key, t)
 	if !t.IsTarget() {
 		for _, f := range []string{"connect_timeout", "read_timeout", "max_result_bytes", "headers", "headers_env", "backoff_base", "backoff_max"} {
 			if c.Source(key+"."+f) == SourceFile {
@@ -415,5 +416,43 @@ func (c *Config) validateSchedules(v *checker) {
 		if err := s.KeelSchedule().Validate(); err != nil {
 			v.bad(key, "%s", strings.TrimPrefix(err.Error(), keel.ErrInvalid.Error()+": "))
 		}
+	}
+}
+
+// validateLimits checks a type's cluster-wide limits and ramp.
+func validateLimits(v *checker, key string, t Type) {
+	if t.Concurrency < 0 || t.Concurrency > 10000 {
+		v.bad(key+".concurrency", "must be in 0..10000, got %d", t.Concurrency)
+	}
+	if math.IsNaN(t.Rate) || t.Rate < 0 || t.Rate > 1_000_000 {
+		v.bad(key+".rate", "must be a number of task starts per second in 0..1000000, got %v", t.Rate)
+	}
+	if t.Burst < 0 || t.Burst > 1_000_000 {
+		v.bad(key+".burst", "must be in 0..1000000, got %d", t.Burst)
+	}
+	r := t.Ramp
+	if r == nil {
+		return
+	}
+	if t.Concurrency != 0 {
+		v.bad(key+".concurrency", "cannot be set with a ramp, which sets the concurrency itself")
+	}
+	if len(r.Steps) == 0 || len(r.Steps) > 100 {
+		v.bad(key+".ramp.steps", "needs 1..100 rising concurrencies, got %d", len(r.Steps))
+	}
+	for i, s := range r.Steps {
+		if s < 1 || s > 10000 || (i > 0 && s <= r.Steps[i-1]) {
+			v.bad(key+".ramp.steps", "must rise, each in 1..10000, got %v", r.Steps)
+			break
+		}
+	}
+	if r.Every != 0 && (r.Every.D() < time.Second || r.Every.D() > 7*24*time.Hour) {
+		v.bad(key+".ramp.every", "must be in 1s..168h, got %q", r.Every)
+	}
+	if math.IsNaN(r.MaxFailureRatio) || r.MaxFailureRatio < 0 || r.MaxFailureRatio > 1 {
+		v.bad(key+".ramp.max_failure_ratio", "must be in 0..1, got %v", r.MaxFailureRatio)
+	}
+	if r.MinAttempts < 0 || r.MinAttempts > 1_000_000 {
+		v.bad(key+".ramp.min_attempts", "must be in 1..1000000, got %d", r.MinAttempts)
 	}
 }

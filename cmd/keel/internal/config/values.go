@@ -87,6 +87,18 @@ func (c *Config) typeValues(name string, t Type) []Value {
 		val("max_attempts", strconv.Itoa(t.MaxAttempts)),
 		val("timeout", t.Timeout.String()),
 	}
+	if t.Concurrency > 0 || t.Rate > 0 || t.Burst > 0 {
+		out = append(out, val("concurrency", strconv.Itoa(t.Concurrency)),
+			val("rate", strconv.FormatFloat(t.Rate, 'g', -1, 64)), val("burst", strconv.Itoa(t.Burst)))
+	}
+	if r := t.Ramp; r != nil {
+		steps := make([]string, len(r.Steps))
+		for i, n := range r.Steps {
+			steps[i] = strconv.Itoa(n)
+		}
+		out = append(out, Value{Key: p + "ramp", Source: SourceFile, Value: fmt.Sprintf("steps %s every %s max_failure_ratio %s min_attempts %d (0: default)",
+			strings.Join(steps, ","), r.Every, strconv.FormatFloat(r.MaxFailureRatio, 'g', -1, 64), r.MinAttempts)})
+	}
 	if !t.IsTarget() {
 		return out
 	}

@@ -1,0 +1,11 @@
+-- Cluster-wide limits: a queue's or type's concurrency setting now caps its
+-- running tasks across every node; rate (tasks per second, 0: none) and
+-- burst (0: max(1, ceil(rate))) add a token bucket, whose state (tokens and
+-- tokens_at in Unix microseconds, NULL: a full bucket) a limited claim
+-- refills and spends while it holds the setting's row. A limited claim
+-- counts running tasks through keel_tasks_lease (running rows only).
+ALTER TABLE keel_settings ADD COLUMN rate REAL NOT NULL DEFAULT 0;
+ALTER TABLE keel_settings ADD COLUMN burst INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE keel_settings ADD COLUMN tokens REAL NOT NULL DEFAULT 0;
+ALTER TABLE keel_settings ADD COLUMN tokens_at INTEGER;
+
