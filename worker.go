@@ -20,7 +20,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.eng != nil {
 		return fmt.Errorf("%w: already started", ErrNotWorker)
 	}
-	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) {
+	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && c.cfg.OnDead == nil {
 		return fmt.Errorf("%w: no handlers registered (and no alert notifiers to deliver to)", ErrNotWorker)
 	}
 	if err := c.declare(ctx); err != nil {
@@ -58,6 +58,12 @@ func (c *Client) Start(ctx context.Context) error {
 		if o.maxSnoozes != nil {
 			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
 		}
+	}
+	cfg.FollowUps = c.followUps
+	if c.cfg.OnDead != nil {
+		cfg.Queues[ReservedQueue] = 4
+		cfg.Handlers[onDeadType] = c.onDeadHandler()
+		cfg.TypeBackoff[onDeadType] = backoff.Policy{Base: onDeadRetry.base, Max: onDeadRetry.max, Jitter: 0.2}
 	}
 	if !c.cfg.Alerts.Off {
 		// keel's own tasks: alert deliveries and the drill, in their

@@ -74,6 +74,9 @@ var driverTests = []test{
 	{"AlertDeliveries", testAlertDeliveries},
 	{"AlertBadInputWritesNothing", testAlertBadInput},
 	{"Meta", testMeta},
+	{"FollowUpOnFinish", testFollowUpOnFinish},
+	{"FollowUpOnRescue", testFollowUpOnRescue},
+	{"DeclareTypesOnDead", testDeclareTypesOnDead},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -106,6 +106,11 @@ type Config struct {
 	Tracer trace.Tracer
 	// Observer is told about attempts and rescues; nil: no one is.
 	Observer Observer
+	// FollowUps builds the on_dead follow-up tasks of a task about to be
+	// dead-lettered by t (the worker's decision or the rescuer's; a row
+	// the rescuer read has no payload); the driver inserts them in the
+	// same transaction. An error delays the task's death. Nil: none.
+	FollowUps func(ctx context.Context, row *driver.TaskRow, t driver.Transition) ([]driver.InsertParams, error)
 	// Loops run beside the workers, each every Interval from Start until
 	// Stop (the first run at once); a loop for the leader alone checks
 	// Engine.Leading.
