@@ -75,7 +75,7 @@ type TypeDefaults struct {
 	OnDeadHook bool
 	// Brake holds the automatic brake's thresholds declared for the type
 	// (zero fields: keel's defaults).
-	Brake BrakeConfig
+	Brake     BrakeConfig
 	UpdatedAt time.Time
 }
 

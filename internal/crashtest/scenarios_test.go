@@ -24,6 +24,7 @@ func run(t *testing.T, b *backend) {
 	t.Run("KilledEnqueuer", func(t *testing.T) { killedEnqueuer(t, b) })
 	t.Run("LeaderFailover", func(t *testing.T) { leaderFailover(t, b) })
 	t.Run("TerminatedSessions", func(t *testing.T) { terminatedSessions(t, b) })
+	t.Run("DeadFollowUps", func(t *testing.T) { deadFollowUps(t, b) })
 }
 
 // killedWorker: b.killWorkers worker processes work b.killTasks tasks; one (not
