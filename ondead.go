@@ -31,8 +31,9 @@ import (
 // queue, whose handler (in a client with the hook) calls the hook; an
 // error or a crash runs it again.
 //
-// A follow-up task that dies gets no follow-up of its own (no chains, so
-// no loops), and keel's own types never get one.
+// A follow-up task that dies gets no on_dead follow-up of its own (no
+// chains, so no loops; the hook still runs for it when its type is
+// handled by a client with the hook), and keel's own types never get one.
 
 // OnDead names the type of the follow-up task enqueued when a task of the
 // registered type is dead-lettered: its payload is a DeadTask. Only
@@ -128,7 +129,10 @@ func (c *Client) followUps(ctx context.Context, row *driver.TaskRow, t driver.Tr
 		payload, meta = full.Payload, full.Meta
 	}
 	if isFollowUp(meta) {
-		return nil, nil
+		// No chains: a follow-up's death runs the hook only.
+		if onDead = ""; !hook {
+			return nil, nil
+		}
 	}
 	dead := DeadTask{TaskID: row.ID, Type: row.Type, Queue: row.Queue, Attempt: row.Attempt, Payload: payload}
 	if t.Error != nil {
