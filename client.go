@@ -252,6 +252,8 @@ func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.Ty
 		return driver.InsertParams{}, invalid("MaxSnoozes is a per-type option: pass it to Handle, not Enqueue")
 	case call.onDead != nil:
 		return driver.InsertParams{}, invalid("OnDead is a per-type option: pass it to Handle or Declare, not Enqueue")
+	case call.brake != nil:
+		return driver.InsertParams{}, invalid("Brake is a per-type option: pass it to Handle or Declare, not Enqueue")
 	}
 	o := defaults.merge(j.Options)
 	if err := o.validate(); err != nil {

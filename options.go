@@ -24,6 +24,7 @@ type options struct {
 	maxSnoozes  *int
 	meta        map[string]string
 	onDead      *string
+	brake       *driver.BrakeConfig
 	// onDeadHook: the type's deaths run Config.OnDead (set by NewClient
 	// for the types the client handles).
 	onDeadHook bool
@@ -109,7 +110,7 @@ func Meta(tags map[string]string) Option { return func(o *options) { o.meta = ta
 // hook).
 func (o options) declared() bool {
 	return o.queue != nil || o.priority != nil || o.maxAttempts != nil || o.timeout != nil || o.backoff != nil ||
-		o.onDead != nil || o.onDeadHook
+		o.onDead != nil || o.onDeadHook || o.brake != nil
 }
 
 // typeDefaults is o as the stored declaration of taskType.
@@ -127,7 +128,7 @@ func (o options) typeDefaults(taskType string) driver.TypeDefaults {
 	if o.backoff != nil {
 		t.BackoffBase, t.BackoffMax = o.backoff.Base, o.backoff.Max
 	}
-	t.OnDead, t.OnDeadHook = deref(o.onDead), o.onDeadHook
+	t.OnDead, t.OnDeadHook, t.Brake = deref(o.onDead), o.onDeadHook, deref(o.brake)
 	return t
 }
 
@@ -196,6 +197,12 @@ func (o options) validate() error {
 		return invalid("invalid on_dead type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", *o.onDead)
 	case o.onDead != nil && reservedType(*o.onDead):
 		return invalid("on_dead type %q: names starting with %q are reserved for keel's own tasks", *o.onDead, reservedTypePrefix)
+	case o.brake != nil && o.brake.Window != -1 && (o.brake.Window < 0 || o.brake.Window > 10000):
+		return invalid("brake window must be in 1..10000 (0: the default), got %d", o.brake.Window)
+	case o.brake != nil && (o.brake.Threshold < 0 || o.brake.Threshold > 1 || o.brake.Threshold != o.brake.Threshold):
+		return invalid("brake threshold must be in (0, 1] (0: the default), got %v", o.brake.Threshold)
+	case o.brake != nil && o.brake.Cooldown < 0:
+		return invalid("brake cooldown must not be negative (0: the default), got %v", o.brake.Cooldown)
 	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
 		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
 	}

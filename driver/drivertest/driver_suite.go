@@ -77,6 +77,8 @@ var driverTests = []test{
 	{"FollowUpOnFinish", testFollowUpOnFinish},
 	{"FollowUpOnRescue", testFollowUpOnRescue},
 	{"DeclareTypesOnDead", testDeclareTypesOnDead},
+	{"BrakeTransitions", testBrakeTransitions},
+	{"BrakeProbeOnce", testBrakeProbeOnce},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
