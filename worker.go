@@ -59,7 +59,7 @@ func (c *Client) Start(ctx context.Context) error {
 			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
 		}
 	}
-	cfg.FollowUps = c.followUps
+	cfg.FollowUps, cfg.BrakeDefaults = c.followUps, brakeDefaults()
 	if c.cfg.OnDead != nil {
 		cfg.Queues[ReservedQueue] = 4
 		cfg.Handlers[onDeadType] = c.onDeadHandler()

@@ -12,6 +12,7 @@ import (
 // engineTests run keel.Client on the driver.
 var engineTests = []test{
 	{"SucceedWithResult", testEngineSucceed},
+	{"Brake", testEngineBrake},
 	{"RetryBackoffThenDead", testEngineRetryBackoffThenDead},
 	{"TypeBackoff", testEngineTypeBackoff},
 	{"Permanent", testEnginePermanent},

@@ -118,8 +118,9 @@ func (p *producer) run() {
 func (p *producer) claim(n int) (got, asked int, err error) {
 	e := p.e
 	types, n := e.claimFilter(n)
-	if n == 0 {
-		return 0, 0, nil
+	probes := e.claimProbes(p, types, n) // half-open brakes' probes (brake.go)
+	if types, n = e.brakeFilter(types, n-probes); n == 0 {
+		return probes, probes, nil
 	}
 	now := e.cfg.Now()
 	rows, err := e.drv.Claim(e.workCtx, driver.ClaimParams{
@@ -134,7 +135,7 @@ func (p *producer) claim(n int) (got, asked int, err error) {
 		e.observeStart(&rows[i])
 		e.startExecution(p, &rows[i])
 	}
-	return len(rows), n, nil
+	return len(rows) + probes, n + probes, nil
 }
 
 // wakeAt makes the worker look for tasks at at.
