@@ -129,4 +129,3 @@ func (e *env) countState(c *keel.Client, s keel.State) int {
 	}
 	return len(list)
 }
-

@@ -352,4 +352,3 @@ func (e *Engine) brakeConfig(c driver.BrakeConfig) driver.BrakeConfig {
 	}
 	return d
 }
-
