@@ -137,7 +137,7 @@ func typeFromInfo(t *keel.TypeInfo) TaskType {
 	return TaskType{
 		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, Concurrency: t.Concurrency, MaxAttempts: t.MaxAttempts,
 		Timeout: optDuration(t.Timeout), BackoffBase: optDuration(t.BackoffBase), BackoffMax: optDuration(t.BackoffMax),
-		UpdatedAt: optTime(t.UpdatedAt),
+		UpdatedAt: optTime(t.UpdatedAt), OnDead: t.OnDead, Brake: brakeFromInfo(t.Brake),
 	}
 }
 

@@ -161,6 +161,8 @@ func (s *server) routes() []route {
 		{"POST /v1/types/{name}/pause", admins, s.pauseType},
 		{"POST /v1/types/{name}/resume", admins, s.resumeType},
 		{"PATCH /v1/types/{name}", admins, s.patchType},
+		{"POST /v1/types/{name}/brake/close", admins, s.closeBrake},
+		{"GET /v1/brakes", readers, s.listBrakes},
 
 		{"GET /v1/stats", readers, s.stats},
 		{"GET /v1/nodes", readers, s.nodes},
