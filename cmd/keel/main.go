@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
-	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd())
+	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newBrakesCmd(), newBrakeCmd())
 	return root
 }
 
