@@ -168,6 +168,7 @@ var funcs = template.FuncMap{
 	"ago":   ago,
 	"stamp": stamp,
 	"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
+	"mul100": func(f float64) float64 { return 100 * f },
 	"pct":   func(a, b int64) string { return pct(a, b) },
 	"views": func() []keel.View {
 		return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
