@@ -161,15 +161,15 @@ func (e errorData) title() string { return e.Heading }
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"num":   num,
-	"numi":  func(n int) string { return num(int64(n)) },
-	"lat":   lat,
-	"dur":   dur,
-	"ago":   ago,
-	"stamp": stamp,
-	"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
+	"num":    num,
+	"numi":   func(n int) string { return num(int64(n)) },
+	"lat":    lat,
+	"dur":    dur,
+	"ago":    ago,
+	"stamp":  stamp,
+	"rate":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
 	"mul100": func(f float64) float64 { return 100 * f },
-	"pct":   func(a, b int64) string { return pct(a, b) },
+	"pct":    func(a, b int64) string { return pct(a, b) },
 	"views": func() []keel.View {
 		return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
 	},
