@@ -82,12 +82,60 @@ type BrakeInfo struct {
 	Reason    string
 	ClosedAt  time.Time
 	UpdatedAt time.Time
+	// Settings are the thresholds set at runtime (SetBrake), over the
+	// type's declared ones and the defaults; zero fields are not set.
+	Settings BrakeSettings
+}
+
+// BrakeSettings are a type's brake thresholds set at runtime: Window
+// (1..10000 attempts, or -1 to turn the brake off), Threshold (0..1] and
+// Cooldown (up to 24h). A zero field is not set: the type's declared value
+// (Brake, keel.toml) or the default applies.
+type BrakeSettings struct {
+	Window    int
+	Threshold float64
+	Cooldown  time.Duration
 }
 
 func brakeFromRow(r driver.BrakeRow) BrakeInfo {
 	return BrakeInfo{Type: r.Type, State: r.State, OpenedAt: r.OpenedAt, Until: r.Until, ProbeTaskID: r.ProbeTaskID,
 		ProbeNode: r.ProbeOwner, ProbeAt: r.ProbeAt, Ratio: r.Ratio, Attempts: r.Attempts, Reason: r.Reason,
-		ClosedAt: r.ClosedAt, UpdatedAt: r.UpdatedAt}
+		ClosedAt: r.ClosedAt, UpdatedAt: r.UpdatedAt,
+		Settings: BrakeSettings{Window: r.Config.Window, Threshold: r.Config.Threshold, Cooldown: r.Config.Cooldown}}
+}
+
+// SetBrake replaces a type's runtime brake thresholds (see BrakeSettings;
+// the zero value clears them). The leader applies them at its next
+// evaluation, on every node's behalf. Bad values are ErrInvalid and write
+// nothing.
+func (c *Client) SetBrake(ctx context.Context, taskType string, s BrakeSettings) (*BrakeInfo, error) {
+	if !validName(taskType) {
+		return nil, invalid("invalid task type %q", taskType)
+	}
+	if reservedType(taskType) {
+		return nil, invalid("task type %q: keel's own types never brake", taskType)
+	}
+	b, ok := c.drv.(driver.Braker)
+	if !ok {
+		return nil, fmt.Errorf("%w: the driver stores no brakes", ErrWrongState)
+	}
+	p := driver.BrakeConfigParams{Type: taskType, Config: driver.BrakeConfig{Window: s.Window, Threshold: s.Threshold, Cooldown: s.Cooldown}, Now: c.cfg.Now()}
+	if err := p.Validate(); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if err := b.SetBrakeConfig(ctx, p); err != nil {
+		return nil, fmt.Errorf("keel: set brake: %w", unavailable(ctx, err))
+	}
+	brakes, err := c.Brakes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, br := range brakes {
+		if br.Type == taskType {
+			return &br, nil
+		}
+	}
+	return nil, fmt.Errorf("keel: set brake: the brake of %q was not stored", taskType)
 }
 
 // Brakes returns every stored brake (types whose brake never opened have
@@ -132,7 +180,7 @@ func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, e
 	}
 	now := c.cfg.Now()
 	to := driver.BrakeRow{Type: taskType, State: driver.BrakeClosed, OpenedAt: rows[i].OpenedAt, Ratio: rows[i].Ratio,
-		Attempts: rows[i].Attempts, ClosedAt: now, Reason: "closed by hand"}
+		Attempts: rows[i].Attempts, ClosedAt: now, Reason: "closed by hand", Config: rows[i].Config}
 	applied, err := b.ChangeBrake(ctx, driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeOpen, driver.BrakeHalfOpen}, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("keel: close brake: %w", unavailable(ctx, err))

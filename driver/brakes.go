@@ -58,6 +58,9 @@ type BrakeRow struct {
 	Reason    string
 	ClosedAt  time.Time // zero: never closed
 	UpdatedAt time.Time
+	// Config holds thresholds set at runtime (SetBrakeConfig), over the
+	// type's declared ones; ChangeBrake leaves it alone.
+	Config BrakeConfig
 }
 
 // BrakeChange writes a brake's whole row (To, with To.Type the type) when
@@ -123,4 +126,32 @@ type Braker interface {
 	ListBrakes(ctx context.Context) ([]BrakeRow, error)
 	// ChangeBrake applies c (see BrakeChange) and reports whether it did.
 	ChangeBrake(ctx context.Context, c BrakeChange) (bool, error)
+	// SetBrakeConfig stores a type's runtime brake thresholds (see
+	// BrakeRow.Config), creating a closed brake when it has none.
+	SetBrakeConfig(ctx context.Context, p BrakeConfigParams) error
+}
+
+// BrakeConfigParams sets the runtime brake thresholds of Type; Now is
+// recorded as updated_at.
+type BrakeConfigParams struct {
+	Type   string
+	Config BrakeConfig
+	Now    time.Time
+}
+
+// Validate rejects thresholds out of range: Window -1..10000, Threshold
+// 0..1, Cooldown 0..24h (zero fields: not set).
+func (p BrakeConfigParams) Validate() error {
+	c := p.Config
+	switch {
+	case p.Type == "":
+		return errors.New("set brake config: empty type")
+	case c.Window < -1 || c.Window > 10000:
+		return fmt.Errorf("brake window must be in 1..10000 (0: not set, -1: off), got %d", c.Window)
+	case c.Threshold < 0 || c.Threshold > 1 || math.IsNaN(c.Threshold):
+		return fmt.Errorf("brake threshold must be in (0, 1] (0: not set), got %v", c.Threshold)
+	case c.Cooldown < 0 || c.Cooldown > 24*time.Hour:
+		return fmt.Errorf("brake cooldown must be in 0..24h (0: not set), got %v", c.Cooldown)
+	}
+	return nil
 }

@@ -69,6 +69,7 @@ var roleRules = map[string][]Role{
 	"POST /v1/types/{name}/resume":      {RoleAdmin},
 	"PATCH /v1/types/{name}":            {RoleAdmin},
 	"POST /v1/types/{name}/brake/close": {RoleAdmin},
+	"PUT /v1/types/{name}/brake":        {RoleAdmin},
 	"GET /v1/brakes":                    {RoleAdmin, RoleRead},
 	"GET /v1/stats":                     {RoleAdmin, RoleRead},
 	"GET /v1/nodes":                     {RoleAdmin, RoleRead},
@@ -104,6 +105,8 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{}`
 	case "PATCH /v1/queues/{name}", "PATCH /v1/types/{name}":
 		body = `{"paused":false}`
+	case "PUT /v1/types/{name}/brake":
+		body = `{"window":10}`
 	case "PATCH /v1/alerts/rules":
 		body = `{"dead_per_hour":5}`
 	case "POST /v1/drill":

@@ -22,6 +22,19 @@ type Brake struct {
 	Reason      string     `json:"reason,omitempty"`
 	ClosedAt    *time.Time `json:"closed_at,omitempty"`
 	UpdatedAt   *time.Time `json:"updated_at,omitempty"`
+	// Settings are the thresholds set at runtime (PUT
+	// /v1/types/{name}/brake); absent fields are not set.
+	Settings BrakeSettings `json:"settings"`
+}
+
+// BrakeSettings are a type's runtime brake thresholds, the body of PUT
+// /v1/types/{name}/brake (it replaces them; {} clears them). Absent or 0:
+// not set (the declared value or the default applies); window -1 turns the
+// brake off.
+type BrakeSettings struct {
+	Window    int       `json:"window,omitempty"`
+	Threshold float64   `json:"threshold,omitempty"`
+	Cooldown  *Duration `json:"cooldown,omitempty"`
 }
 
 // BrakeList answers GET /v1/brakes.
@@ -36,7 +49,26 @@ func brakeFromInfo(b keel.BrakeInfo) Brake {
 	}
 	return Brake{Type: b.Type, State: state, OpenedAt: optTime(b.OpenedAt), Until: optTime(b.Until),
 		ProbeTaskID: b.ProbeTaskID, ProbeNode: b.ProbeNode, ProbeAt: optTime(b.ProbeAt), Ratio: b.Ratio,
-		Attempts: b.Attempts, Reason: b.Reason, ClosedAt: optTime(b.ClosedAt), UpdatedAt: optTime(b.UpdatedAt)}
+		Attempts: b.Attempts, Reason: b.Reason, ClosedAt: optTime(b.ClosedAt), UpdatedAt: optTime(b.UpdatedAt),
+		Settings: BrakeSettings{Window: b.Settings.Window, Threshold: b.Settings.Threshold, Cooldown: optDuration(b.Settings.Cooldown)}}
+}
+
+// setBrake handles PUT /v1/types/{name}/brake: BrakeSettings → Brake.
+func (s *server) setBrake(w http.ResponseWriter, r *http.Request) error {
+	var p BrakeSettings
+	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &p); err != nil {
+		return err
+	}
+	set := keel.BrakeSettings{Window: p.Window, Threshold: p.Threshold}
+	if p.Cooldown != nil {
+		set.Cooldown = time.Duration(*p.Cooldown)
+	}
+	b, err := s.c.SetBrake(r.Context(), r.PathValue("name"), set)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, brakeFromInfo(*b))
+	return nil
 }
 
 // listBrakes handles GET /v1/brakes.

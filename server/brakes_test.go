@@ -51,5 +51,31 @@ func TestBrakes(t *testing.T) {
 			t.Fatalf("closed %+v", closed)
 		}
 		b.call(t, "POST", "/v1/types/report.build/brake/close", "").problem(t, http.StatusConflict, "is not open")
+
+		// Runtime thresholds: set, shown, cleared; bad ones write nothing.
+		var set Brake
+		b.call(t, "PUT", "/v1/types/mail.send/brake", `{"window":10,"threshold":0.8,"cooldown":"1m"}`).ok(t, http.StatusOK, &set)
+		if set.Type != "mail.send" || set.State != "closed" || set.Settings.Window != 10 || set.Settings.Threshold != 0.8 ||
+			set.Settings.Cooldown == nil || time.Duration(*set.Settings.Cooldown) != time.Minute {
+			t.Fatalf("set brake %+v", set)
+		}
+		for body, want := range map[string]string{
+			`{"window":-2}`:       "brake window must be in 1..10000",
+			`{"threshold":1.5}`:   "brake threshold must be in (0, 1]",
+			`{"cooldown":"25h"}`:  "brake cooldown must be in 0..24h",
+			`{"windows":3}`:       `unknown field "windows"`,
+			`{"cooldown":"soon"}`: "",
+		} {
+			b.call(t, "PUT", "/v1/types/other.type/brake", body).problem(t, http.StatusBadRequest, want)
+		}
+		b.call(t, "PUT", "/v1/types/keel.notify.log/brake", `{"window":3}`).problem(t, http.StatusBadRequest, "never brake")
+		b.call(t, "GET", "/v1/brakes", "").ok(t, http.StatusOK, &l)
+		if len(l.Brakes) != 2 {
+			t.Fatalf("bad settings wrote brakes: %+v", l.Brakes)
+		}
+		b.call(t, "PUT", "/v1/types/mail.send/brake", `{}`).ok(t, http.StatusOK, &set)
+		if set.Settings != (BrakeSettings{}) {
+			t.Fatalf("cleared settings %+v", set.Settings)
+		}
 	})
 }

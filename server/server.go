@@ -162,6 +162,7 @@ func (s *server) routes() []route {
 		{"POST /v1/types/{name}/resume", admins, s.resumeType},
 		{"PATCH /v1/types/{name}", admins, s.patchType},
 		{"POST /v1/types/{name}/brake/close", admins, s.closeBrake},
+		{"PUT /v1/types/{name}/brake", admins, s.setBrake},
 		{"GET /v1/brakes", readers, s.listBrakes},
 
 		{"GET /v1/stats", readers, s.stats},

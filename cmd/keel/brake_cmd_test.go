@@ -44,4 +44,16 @@ func TestBrakeCommands(t *testing.T) {
 	if out := s.keel(t, "brakes"); !regexp.MustCompile(`(?m)^email\s+closed\s`).MatchString(out) {
 		t.Fatalf("brakes after close:\n%s", out)
 	}
+	if out := s.keel(t, "brake", "set", "email", "--window", "10", "--threshold", "0.8", "--cooldown", "1m"); out != "brake of type email: closed, window 10, threshold 0.8, cooldown 1m\n" {
+		t.Fatalf("brake set: %q", out)
+	}
+	if out := s.keel(t, "brake", "set", "email", "--off"); out != "brake of type email: closed, window off, threshold -, cooldown -\n" {
+		t.Fatalf("brake set --off: %q", out)
+	}
+	if err := s.keelErr(t, "brake", "set", "email", "--threshold", "2"); !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("brake set bad threshold: %v", err)
+	}
+	if err := s.keelErr(t, "brake", "set", "email", "--cooldown", "soon"); !strings.Contains(err.Error(), "--cooldown") {
+		t.Fatalf("brake set bad cooldown: %v", err)
+	}
 }

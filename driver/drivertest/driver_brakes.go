@@ -166,3 +166,47 @@ func testBrakeProbeOnce(t *testing.T, e *env) {
 		t.Fatalf("stored probe owner %q, winner %q", got.ProbeOwner, winners[0])
 	}
 }
+
+// testBrakeConfig: runtime thresholds are stored on the brake's row (a
+// closed one is made when none exists), survive state changes, and bad
+// ones are refused, writing nothing.
+func testBrakeConfig(t *testing.T, e *env) {
+	b := e.braker()
+	now := e.clock.Now()
+	cfg := driver.BrakeConfig{Window: 5, Threshold: 0.25, Cooldown: 1500 * time.Millisecond}
+	if err := b.SetBrakeConfig(e.ctx, driver.BrakeConfigParams{Type: "dt.flaky", Config: cfg, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.brakes()["dt.flaky"]
+	if got.State != driver.BrakeClosed || got.Config != cfg {
+		t.Fatalf("brake after setting its config: %+v", got)
+	}
+	open := driver.BrakeRow{Type: "dt.flaky", State: driver.BrakeOpen, OpenedAt: now, Until: now.Add(time.Minute)}
+	if !e.changeBrake(driver.BrakeChange{To: open, From: []driver.BrakeState{driver.BrakeClosed}, Now: now}) {
+		t.Fatal("open did not apply")
+	}
+	if got := e.brakes()["dt.flaky"]; got.State != driver.BrakeOpen || got.Config != cfg {
+		t.Fatalf("a state change lost the config: %+v", got)
+	}
+	off := driver.BrakeConfig{Window: -1}
+	if err := b.SetBrakeConfig(e.ctx, driver.BrakeConfigParams{Type: "dt.flaky", Config: off, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.brakes()["dt.flaky"]; got.State != driver.BrakeOpen || got.Config != off {
+		t.Fatalf("after turning the brake off: %+v", got)
+	}
+	for name, c := range map[string]driver.BrakeConfigParams{
+		"no type":        {Config: cfg},
+		"window":         {Type: "dt.x", Config: driver.BrakeConfig{Window: -2}},
+		"threshold":      {Type: "dt.x", Config: driver.BrakeConfig{Threshold: 1.5}},
+		"cooldown":       {Type: "dt.x", Config: driver.BrakeConfig{Cooldown: -time.Second}},
+		"cooldown large": {Type: "dt.x", Config: driver.BrakeConfig{Cooldown: 25 * time.Hour}},
+	} {
+		if err := b.SetBrakeConfig(e.ctx, c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if rows := e.brakes(); len(rows) != 1 {
+		t.Fatalf("bad input wrote brakes: %+v", rows)
+	}
+}

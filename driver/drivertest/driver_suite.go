@@ -79,6 +79,7 @@ var driverTests = []test{
 	{"DeclareTypesOnDead", testDeclareTypesOnDead},
 	{"BrakeTransitions", testBrakeTransitions},
 	{"BrakeProbeOnce", testBrakeProbeOnce},
+	{"BrakeConfig", testBrakeConfig},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

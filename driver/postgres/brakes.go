@@ -25,6 +25,28 @@ const sqlChangeBrake = `UPDATE {schema}.keel_brakes SET state = $1, opened_at = 
 	reason = $10, closed_at = $11, updated_at = $12
 WHERE type = $13 AND state IN ($14, $15, $16) AND ($17::boolean OR coalesce(probe_owner, '') = $18)`
 
+const sqlSetBrakeConfig = `UPDATE {schema}.keel_brakes SET cfg_window = $1, cfg_threshold = $2, cfg_cooldown_ms = $3,
+	updated_at = $4 WHERE type = $5`
+
+// SetBrakeConfig implements driver.Braker.
+func (d *Driver) SetBrakeConfig(ctx context.Context, p driver.BrakeConfigParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		q := pgxQuerier{db: tx}
+		if _, err := q.exec(ctx, d.q(sqlEnsureBrake), []any{p.Type, p.Now}); err != nil {
+			return err
+		}
+		_, err := q.exec(ctx, d.q(sqlSetBrakeConfig), sqlutil.BrakeConfigArgs(p, func(t time.Time) any { return t }))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set brake config of %s: %w", p.Type, err)
+	}
+	return nil
+}
+
 // ListBrakes implements driver.Braker.
 func (d *Driver) ListBrakes(ctx context.Context) ([]driver.BrakeRow, error) {
 	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.q(sqlListBrakes)), func(scan sqlutil.Scan) (*driver.BrakeRow, error) {

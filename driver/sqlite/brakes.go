@@ -21,6 +21,27 @@ const sqlChangeBrake = `UPDATE keel_brakes SET state = ?, opened_at = ?, open_un
 	probe_owner = ?, probe_at = ?, probe_attempt = ?, ratio = ?, attempts = ?, reason = ?, closed_at = ?, updated_at = ?
 WHERE type = ? AND state IN (?, ?, ?) AND (? OR coalesce(probe_owner, '') = ?)`
 
+const sqlSetBrakeConfig = `UPDATE keel_brakes SET cfg_window = ?, cfg_threshold = ?, cfg_cooldown_ms = ?, updated_at = ?
+WHERE type = ?`
+
+// SetBrakeConfig implements driver.Braker.
+func (d *Driver) SetBrakeConfig(ctx context.Context, p driver.BrakeConfigParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	err := d.write(ctx, func(tx querier) error {
+		if _, err := tx.ExecContext(ctx, sqlEnsureBrake, p.Type, micros(p.Now)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, sqlSetBrakeConfig, sqlutil.BrakeConfigArgs(p, nullMicros)...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set brake config of %s: %w", p.Type, err)
+	}
+	return nil
+}
+
 // ListBrakes implements driver.Braker.
 func (d *Driver) ListBrakes(ctx context.Context) ([]driver.BrakeRow, error) {
 	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlListBrakes), func(scan sqlutil.Scan) (*driver.BrakeRow, error) {

@@ -258,7 +258,7 @@ func (e *Engine) openBrakes(ctx context.Context, now time.Time, byType map[strin
 		if ok && r.State != driver.BrakeClosed {
 			continue
 		}
-		cfg := e.brakeConfig(cfgOf[t])
+		cfg := overlay(e.brakeConfig(cfgOf[t]), r.Config)
 		if cfg.Window < 0 {
 			continue
 		}
@@ -307,9 +307,9 @@ func (e *Engine) judgeProbe(ctx context.Context, now time.Time, r driver.BrakeRo
 	if task != nil && len(task.Errors) > 0 {
 		lastErr = &task.Errors[len(task.Errors)-1]
 	}
-	cfg := e.brakeConfig(driver.BrakeConfig{})
+	cfg := overlay(e.brakeConfig(driver.BrakeConfig{}), r.Config)
 	if decl, err := e.drv.ListTypes(ctx, []string{r.Type}); err == nil && len(decl) == 1 {
-		cfg = e.brakeConfig(decl[0].Brake)
+		cfg = overlay(e.brakeConfig(decl[0].Brake), r.Config)
 	}
 	switch {
 	case task != nil && task.State == driver.StateSucceeded:
@@ -340,7 +340,11 @@ func (e *Engine) judgeProbe(ctx context.Context, now time.Time, r driver.BrakeRo
 
 // brakeConfig is a type's declared brake thresholds over the defaults.
 func (e *Engine) brakeConfig(c driver.BrakeConfig) driver.BrakeConfig {
-	d := e.cfg.BrakeDefaults
+	return overlay(e.cfg.BrakeDefaults, c)
+}
+
+// overlay is c's set fields (non-zero) over d.
+func overlay(d, c driver.BrakeConfig) driver.BrakeConfig {
 	if c.Window != 0 {
 		d.Window = c.Window
 	}

@@ -10,7 +10,7 @@ import (
 // BrakeColumns are the columns of keel_brakes, as every driver selects
 // them.
 const BrakeColumns = `type, state, opened_at, open_until, probe_task_id, probe_owner, probe_at, probe_attempt,
-	ratio, attempts, reason, closed_at, updated_at`
+	ratio, attempts, reason, closed_at, updated_at, cfg_window, cfg_threshold, cfg_cooldown_ms`
 
 // ScanBrake reads one row selected with BrakeColumns; at turns the
 // database's timestamp (T) into a UTC time.
@@ -22,11 +22,13 @@ func ScanBrake[T any](scan Scan, at func(T) time.Time) (*driver.BrakeRow, error)
 		updated                         T
 		probeID                         sql.NullInt64
 		owner                           sql.NullString
+		cooldown                        int64
 	)
 	if err := scan(&r.Type, &state, &opened, &until, &probeID, &owner, &probeAt, &r.ProbeAttempt,
-		&r.Ratio, &r.Attempts, &r.Reason, &closedA, &updated); err != nil {
+		&r.Ratio, &r.Attempts, &r.Reason, &closedA, &updated, &r.Config.Window, &r.Config.Threshold, &cooldown); err != nil {
 		return nil, err
 	}
+	r.Config.Cooldown = driver.SettingDuration(cooldown)
 	opt := func(v *T) time.Time {
 		if v == nil {
 			return time.Time{}
@@ -54,4 +56,10 @@ func BrakeArgs(c driver.BrakeChange, tm func(time.Time) any) []any {
 	return []any{string(t.State), tm(t.OpenedAt), tm(t.Until), probeID, NullString(t.ProbeOwner), tm(t.ProbeAt),
 		t.ProbeAttempt, t.Ratio, t.Attempts, t.Reason, tm(t.ClosedAt), tm(c.Now),
 		t.Type, from[0], from[1], from[2], !c.OwnerCheck, c.Owner}
+}
+
+// BrakeConfigArgs are the arguments of the drivers' brake config update:
+// cfg_window, cfg_threshold, cfg_cooldown_ms, updated_at (tm of Now), type.
+func BrakeConfigArgs(p driver.BrakeConfigParams, tm func(time.Time) any) []any {
+	return []any{p.Config.Window, p.Config.Threshold, *driver.SettingMillis(&p.Config.Cooldown), tm(p.Now), p.Type}
 }

@@ -17,7 +17,12 @@ CREATE TABLE IF NOT EXISTS keel_brakes (
     attempts      INT          NOT NULL DEFAULT 0,
     reason        VARCHAR(1024) NOT NULL DEFAULT '',
     closed_at     DATETIME(6)  NULL,
-    updated_at    DATETIME(6)  NOT NULL
+    updated_at    DATETIME(6)  NOT NULL,
+    -- Thresholds set at runtime (the API), over the declared ones; 0: not
+    -- set, cfg_window -1: the type never brakes.
+    cfg_window      INT    NOT NULL DEFAULT 0,
+    cfg_threshold   DOUBLE NOT NULL DEFAULT 0,
+    cfg_cooldown_ms BIGINT NOT NULL DEFAULT 0
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- keel_types gains the type's on_dead follow-up type (NULL: none), whether

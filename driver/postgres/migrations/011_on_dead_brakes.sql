@@ -27,5 +27,10 @@ CREATE TABLE {schema}.keel_brakes (
     attempts      integer     NOT NULL DEFAULT 0,
     reason        text        NOT NULL DEFAULT '',
     closed_at     timestamptz,
-    updated_at    timestamptz NOT NULL
+    updated_at    timestamptz NOT NULL,
+    -- Thresholds set at runtime (the API), over the declared ones; 0: not
+    -- set, cfg_window -1: the type never brakes.
+    cfg_window      integer NOT NULL DEFAULT 0,
+    cfg_threshold   double precision NOT NULL DEFAULT 0,
+    cfg_cooldown_ms bigint NOT NULL DEFAULT 0
 );

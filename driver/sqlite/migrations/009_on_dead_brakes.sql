@@ -27,5 +27,10 @@ CREATE TABLE keel_brakes (
     attempts      INTEGER NOT NULL DEFAULT 0,
     reason        TEXT    NOT NULL DEFAULT '',
     closed_at     INTEGER,
-    updated_at    INTEGER NOT NULL
+    updated_at    INTEGER NOT NULL,
+    -- Thresholds set at runtime (the API), over the declared ones; 0: not
+    -- set, cfg_window -1: the type never brakes.
+    cfg_window      INTEGER NOT NULL DEFAULT 0,
+    cfg_threshold   REAL    NOT NULL DEFAULT 0,
+    cfg_cooldown_ms INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
