@@ -13,6 +13,7 @@ import (
 var engineTests = []test{
 	{"SucceedWithResult", testEngineSucceed},
 	{"Brake", testEngineBrake},
+	{"OnDeadRescued", testEngineOnDeadRescued},
 	{"RetryBackoffThenDead", testEngineRetryBackoffThenDead},
 	{"TypeBackoff", testEngineTypeBackoff},
 	{"Permanent", testEnginePermanent},

@@ -25,8 +25,10 @@ import (
 // closes or reopens a half-open one by its probe task's outcome.
 
 // brakeLookback bounds how far back the leader reads the history to find
-// a type's latest attempts.
-const brakeLookback = time.Hour
+// a type's latest attempts: a type with fewer than its window of attempts
+// in that time is not judged (it fails too seldom to need a brake), and
+// the leader's read every SettingsInterval stays small.
+const brakeLookback = 15 * time.Minute
 
 // brakes is the snapshot of the stored brakes that are not closed.
 type brakes struct {
