@@ -114,6 +114,16 @@
 // waits while such a transaction is open: keep it short, and do not call
 // Enqueue, Cancel or Retry (the non-Tx methods) while holding it.
 //
+// # Durable steps
+//
+// Step cuts a long handler into steps: each finished step stores its JSON
+// result with the task (fenced like a completion), and a retried, rescued
+// or requeued attempt gets the stored result back without running the step
+// again, so the task continues after the last finished step. A task's
+// step results take at most MaxStepsBytes (1 MiB); TaskInfo.Steps lists
+// them. HTTP targets store steps through the API (Client.SaveStep behind
+// POST /v1/tasks/{id}/steps).
+//
 // # Workers and graceful stop
 //
 // Start runs, for every queue in Config.Queues, a worker that claims ready

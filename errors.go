@@ -45,7 +45,7 @@ var (
 	// expired and another worker took it, or it was cancelled), so its
 	// completion was rejected.
 	ErrLeaseLost = engine.ErrLeaseLost
-	// ErrNotInHandler: a handler-only call (CompleteTx) was made outside a
+	// ErrNotInHandler: a handler-only call (CompleteTx, Step) was made outside a
 	// handler's context.
 	ErrNotInHandler = errors.New("keel: not called from a task handler")
 	// ErrNotWorker: Start on a client without handlers, or Start twice.

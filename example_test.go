@@ -470,6 +470,55 @@ func ExampleClient_UpdateQueue() {
 	// requeued: 0
 }
 
+// A handler cut into durable steps: the retry after a failure in the
+// second step does not run the first again, it gets its stored result.
+func ExampleStep() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	var fetches, sends atomic.Int32
+	h := keel.NewHandlers()
+	keel.Handle(h, "report.send", func(ctx context.Context, t *keel.Task[string]) error {
+		rows, err := keel.Step(ctx, "fetch", func(ctx context.Context) ([]int, error) {
+			fetches.Add(1)
+			return []int{3, 1, 4}, nil // an expensive query
+		})
+		if err != nil {
+			return err
+		}
+		_, err = keel.Step(ctx, "send", func(ctx context.Context) (string, error) {
+			if sends.Add(1) == 1 {
+				return "", errors.New("mail server busy") // retried with backoff
+			}
+			return fmt.Sprintf("sent %d rows to %s", len(rows), t.Args), nil
+		})
+		return err
+	})
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	info, err := c.Enqueue(ctx, "report.send", "ada@example.com")
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := exampleWait(c, info.ID)
+	fmt.Println(t.State, "after", t.Attempt, "attempts; fetch ran", fetches.Load(), "time, send", sends.Load(), "times")
+	for _, s := range t.Steps {
+		fmt.Printf("step %s (attempt %d): %s\n", s.Name, s.Attempt, s.Result)
+	}
+	// Output:
+	// succeeded after 2 attempts; fetch ran 1 time, send 2 times
+	// step fetch (attempt 1): [3,1,4]
+	// step send (attempt 2): "sent 3 rows to ada@example.com"
+}
+
 // A type with OnDead gets one follow-up task per dead task, inserted with
 // the dead-lettering: here it records the failure for a person.
 func ExampleOnDead() {

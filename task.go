@@ -97,6 +97,30 @@ type TaskInfo struct {
 	// Duplicate is set by Enqueue when an idempotency key matched an existing
 	// task, which is returned instead of inserting a new one.
 	Duplicate bool
+	// Steps are the task's finished durable steps (Step), oldest first;
+	// nil when it has none.
+	Steps []StepInfo
+}
+
+// StepInfo is one finished durable step of a task (see Step).
+type StepInfo struct {
+	Name string
+	// Result is the step's JSON result.
+	Result json.RawMessage
+	// At is when it was stored, by the task's attempt Attempt.
+	At      time.Time
+	Attempt int
+}
+
+func stepsFromRows(rows []driver.StepRow) []StepInfo {
+	if len(rows) == 0 {
+		return nil
+	}
+	out := make([]StepInfo, len(rows))
+	for i, r := range rows {
+		out[i] = StepInfo{Name: r.Name, Result: r.Result, At: r.At, Attempt: r.Attempt}
+	}
+	return out
 }
 
 func infoFromRow(r *driver.TaskRow) *TaskInfo {
@@ -106,6 +130,6 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
-		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt,
+		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt, Steps: stepsFromRows(r.Steps),
 	}
 }

@@ -56,6 +56,7 @@ var testTokens = []server.Token{
 const (
 	evilPayload = `{"x":"<script>alert(1)</script>"}`
 	evilError   = "<script>alert(2)</script> refused"
+	evilStep    = "<script>alert(5)</script> step"
 	evilAlert   = "<script>alert(3)</script> fired"
 )
 
@@ -192,6 +193,9 @@ func deadLetters(t *testing.T, b *bundle, n int) []int64 {
 	ctx := t.Context()
 	h := keel.NewHandlers()
 	keel.Handle(h, typeMail, func(ctx context.Context, task *keel.Task[json.RawMessage]) error {
+		if _, err := keel.Step(ctx, evilStep, func(ctx context.Context) (string, error) { return evilStep, nil }); err != nil {
+			return err
+		}
 		return keel.Permanent(errors.New(evilError))
 	})
 	w, err := keel.NewClient(keel.Config{Driver: b.drv, Handlers: h, Logger: b.log, PollInterval: 20 * time.Millisecond,

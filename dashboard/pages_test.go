@@ -71,6 +71,15 @@ func TestPages(t *testing.T) {
 				t.Errorf("%s: no %q in the page", p, want)
 			}
 		}
+		// The dead task's steps, its hostile step name escaped; the pending
+		// task has none.
+		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.dead[0]), readToken, nil); !strings.Contains(r.body, `id="task-steps"`) ||
+			!strings.Contains(r.body, "<td>&lt;script&gt;alert(5)&lt;/script&gt; step</td><td>1</td>") {
+			t.Errorf("dead task page: no steps table with the escaped step:\n%s", r.body)
+		}
+		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.pending), readToken, nil); strings.Contains(r.body, `id="task-steps"`) {
+			t.Errorf("pending task page shows a steps table")
+		}
 		// Admin sees the actions.
 		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.dead[0]), adminToken, nil); !strings.Contains(r.body, `id="task-retry"`) {
 			t.Errorf("dead task page shows admin no retry button")

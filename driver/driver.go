@@ -58,6 +58,12 @@ type Driver interface {
 	// FinishTx applies one transition inside the caller's transaction and
 	// reports whether it applied.
 	FinishTx(ctx context.Context, tx Tx, owner string, now time.Time, t Transition) (bool, error)
+	// SaveStep stores one durable step's result with a running task (see
+	// StepParams) in one fenced UPDATE, replacing a step of the same name,
+	// and reports whether it applied: false when the task is not running
+	// with params.Fence (and under params.Owner when set), writing
+	// nothing. Params failing Validate are refused before any SQL.
+	SaveStep(ctx context.Context, params StepParams) (bool, error)
 	// Heartbeat extends leases and returns the ids still held.
 	Heartbeat(ctx context.Context, params HeartbeatParams) ([]int64, error)
 	// ListExpired returns running tasks whose lease expired, with the
@@ -78,7 +84,8 @@ type Driver interface {
 	Cancel(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// Retry moves a dead or cancelled task back to pending, runnable now with
 	// its attempts reset (ErrWrongState otherwise, also for an archived
-	// task: archived tasks are never requeued), and returns it.
+	// task: archived tasks are never requeued), and returns it. Its stored
+	// steps are kept: the work they did stays done.
 	Retry(ctx context.Context, id int64, now time.Time) (*TaskRow, error)
 	// GetByKey loads the task that holds the stored idempotency key key
 	// (pending, running or succeeded: dead and cancelled tasks release
@@ -111,7 +118,7 @@ type Driver interface {
 	// line (see AheadParams), reading at most Limit of them.
 	CountAhead(ctx context.Context, params AheadParams) (int64, error)
 	// RetryMatching moves up to Limit matching dead or cancelled tasks back
-	// to pending, like Retry, and returns how many it moved. A task whose
+	// to pending, like Retry (keeping their steps), and returns how many it moved. A task whose
 	// idempotency key is now held by another task is skipped.
 	RetryMatching(ctx context.Context, params Filter, now time.Time) (int64, error)
 	// PurgeMatching deletes up to Limit matching dead or cancelled tasks and

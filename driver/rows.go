@@ -96,6 +96,9 @@ type TaskRow struct {
 	// ArchivedAt is when the task was moved to keel_archive (Driver.Archive);
 	// zero for a task still in keel_tasks.
 	ArchivedAt time.Time
+	// Steps are the task's stored durable steps (Driver.SaveStep), ordered
+	// by time; nil when it has none. Claim does not return them.
+	Steps []StepRow
 }
 
 // QueueCount is the number of tasks of one queue and type in one state.

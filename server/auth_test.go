@@ -57,6 +57,7 @@ var roleRules = map[string][]Role{
 	"GET /v1/tasks":                     {RoleAdmin, RoleRead},
 	"POST /v1/tasks/{id}/cancel":        {RoleAdmin},
 	"POST /v1/tasks/{id}/retry":         {RoleAdmin},
+	"POST /v1/tasks/{id}/steps":         {RoleAdmin, RoleEnqueue},
 	"GET /v1/dead":                      {RoleAdmin, RoleRead},
 	"POST /v1/dead/requeue":             {RoleAdmin},
 	"POST /v1/dead/purge":               {RoleAdmin},
@@ -111,6 +112,8 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{"dead_per_hour":5}`
 	case "POST /v1/drill":
 		body = `{"timeout":"1s"}`
+	case "POST /v1/tasks/{id}/steps":
+		body = `{"name":"s","fence":1,"result":1}`
 	}
 	return method, path, body
 }

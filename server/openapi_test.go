@@ -198,10 +198,11 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := openapiDoc(t)
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true, "BrakeSettings": true,
-		"AlertRulesPatch": true, "DrillRequest": true}
+		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
+		"Step": reflect.TypeFor[Step](), "StepRequest": reflect.TypeFor[StepRequest](),
 		"BatchResponse": reflect.TypeFor[BatchResponse](), "TaskList": reflect.TypeFor[TaskList](),
 		"BulkRequest": reflect.TypeFor[BulkRequest](), "BulkResponse": reflect.TypeFor[BulkResponse](),
 		"Queue": reflect.TypeFor[Queue](), "QueueList": reflect.TypeFor[QueueList](), "QueuePatch": reflect.TypeFor[QueuePatch](),

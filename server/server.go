@@ -147,6 +147,7 @@ func (s *server) routes() []route {
 		{"GET /v1/tasks", readers, s.listTasks},
 		{"POST /v1/tasks/{id}/cancel", admins, s.cancelTask},
 		{"POST /v1/tasks/{id}/retry", admins, s.retryTask},
+		{"POST /v1/tasks/{id}/steps", enqueuers, s.saveStep},
 
 		{"GET /v1/dead", readers, s.listDead},
 		{"POST /v1/dead/requeue", admins, s.requeueDead},

@@ -107,6 +107,9 @@ type Task struct {
 	// requeued or cancelled, and holding no idempotency key.
 	Archived   bool       `json:"archived,omitempty"`
 	ArchivedAt *time.Time `json:"archived_at,omitempty"`
+	// Steps are the task's finished durable steps, oldest first (keel.Step
+	// in a Go handler, POST /v1/tasks/{id}/steps from an HTTP target).
+	Steps []Step `json:"steps,omitempty"`
 }
 
 // BatchResponse answers POST /v1/tasks/batch, in request order.

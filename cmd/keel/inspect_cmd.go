@@ -12,7 +12,7 @@ import (
 )
 
 func newInspectCmd() *cobra.Command {
-	return newTaskCmd("inspect <id>", "Show a task's whole timeline: arrival, every attempt with node, duration and error, result",
+	return newTaskCmd("inspect <id>", "Show a task's whole timeline: arrival, every attempt with node, duration and error, finished steps, result",
 		(*apiClient).task, printTimeline)
 }
 
@@ -95,6 +95,13 @@ func printTimeline(out io.Writer, t server.Task) {
 	}
 	if t.Archived && t.ArchivedAt != nil {
 		line(*t.ArchivedAt, "archived after its retention ([retention]): found by id, no longer listed, requeued or cancelled")
+	}
+	if len(t.Steps) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "steps (finished, skipped by a later attempt)")
+		for _, s := range t.Steps {
+			line(s.At, "%s (attempt %d): %s", s.Name, s.Attempt, oneLine(string(s.Result), 400))
+		}
 	}
 	if len(t.Result) > 0 && string(t.Result) != "null" {
 		fmt.Fprintln(out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,32 @@ func TestArchivedTaskShown(t *testing.T) {
 	task.Archived, task.ArchivedAt = false, nil
 	if got := when(task); strings.Contains(got, "archived") {
 		t.Fatalf("status of a live task: %q", got)
+	}
+}
+
+// TestInspectShowsSteps: keel inspect lists a task's finished steps with
+// their time, attempt and result.
+func TestInspectShowsSteps(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	task := server.Task{
+		ID: 7, Type: "report", Queue: "default", State: "running", Attempt: 2, MaxAttempts: 4, RunAt: start,
+		CreatedAt: start, Steps: []server.Step{
+			{Name: "fetch", Result: json.RawMessage(`{"rows":3}`), At: start.Add(time.Second), Attempt: 1},
+			{Name: "render", Result: json.RawMessage(`"ok"`), At: start.Add(2 * time.Second), Attempt: 2},
+		},
+	}
+	var out strings.Builder
+	printTimeline(&out, task)
+	s := out.String()
+	for _, want := range []string{"steps (finished", stampMilli(start.Add(time.Second)) + "  fetch (attempt 1): {\"rows\":3}", "render (attempt 2): \"ok\""} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("timeline lacks %q:\n%s", want, s)
+		}
+	}
+	task.Steps = nil
+	out.Reset()
+	printTimeline(&out, task)
+	if strings.Contains(out.String(), "steps") {
+		t.Fatalf("a task without steps shows a steps section:\n%s", out.String())
 	}
 }

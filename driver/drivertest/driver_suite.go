@@ -80,6 +80,10 @@ var driverTests = []test{
 	{"BrakeTransitions", testBrakeTransitions},
 	{"BrakeProbeOnce", testBrakeProbeOnce},
 	{"BrakeConfig", testBrakeConfig},
+	{"Steps", testSteps},
+	{"StepsFenced", testStepsFenced},
+	{"StepsBadParams", testStepsBadParams},
+	{"StepsKeptByRetryAndArchive", testStepsKeptByRetryAndArchive},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -45,6 +45,8 @@ var engineTests = []test{
 	{"EnqueueTx", testEngineEnqueueTx},
 	{"CompleteTx", testEngineCompleteTx},
 	{"CompleteTxLeaseLost", testEngineCompleteTxLeaseLost},
+	{"Steps", testEngineSteps},
+	{"StepLeaseLost", testEngineStepLeaseLost},
 	{"StaleWorkerRescuedByOtherClient", testEngineStaleWorker},
 	{"NodeRegistry", testEngineNodes},
 	{"NodeRunning", testEngineNodeRunning},

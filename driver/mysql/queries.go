@@ -69,7 +69,7 @@ func (s stmt) with(marker, group string, n int, groupArgs int) stmt {
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes`
+	finished_at, updated_at, errors, result, meta, snoozes, steps`
 
 const (
 	claimPickHead = `SELECT id FROM keel_tasks
@@ -205,6 +205,19 @@ LIMIT ?`
 	sqlCancel = prepare(`UPDATE keel_tasks
 SET state = 'cancelled', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
 WHERE id = ? AND state IN ('pending', 'running')`)
+
+	// sqlSaveStep stores one step's result with a running task, fenced
+	// like a transition; an empty owner fences by the fence alone. The
+	// name is quoted in the JSON path (driver.ValidateStepName keeps
+	// quotes and backslashes out of it); JSON_EXTRACT(?, '$') makes the
+	// result a JSON value on MySQL and MariaDB alike. The step's time is
+	// the statement's now as text (driver.StepTimeLayout).
+	sqlSaveStep = prepare(`UPDATE keel_tasks
+SET steps = JSON_SET(COALESCE(steps, JSON_OBJECT()), CONCAT('$."', ?, '"'),
+		JSON_OBJECT('result', JSON_EXTRACT(?, '$'), 'at', DATE_FORMAT({now}, '%Y-%m-%dT%H:%i:%s.%fZ'),
+			'attempt', attempt)),
+	updated_at = {now}
+WHERE id = ? AND fence = ? AND state = 'running' AND (? = '' OR lease_owner = ?)`)
 
 	sqlRetry = prepare(`UPDATE keel_tasks
 SET state = 'pending', attempt = 0, snoozes = 0, run_at = {now}, finished_at = NULL, updated_at = {now}

@@ -597,3 +597,20 @@ func (d *Driver) Resign(ctx context.Context, name, owner string) error {
 	}
 	return nil
 }
+
+// SaveStep implements driver.Driver.
+func (d *Driver) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("save step: %w", err)
+	}
+	res, err := d.db.ExecContext(ctx, sqlSaveStep.text, sqlSaveStep.args(d.now(p.Now), p.Name, string(p.Result),
+		p.ID, p.Fence, p.Owner, p.Owner)...)
+	if err != nil {
+		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+	}
+	n, err := res.RowsAffected() // rows matched (clientFoundRows)
+	if err != nil {
+		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+	}
+	return n == 1, nil
+}

@@ -31,11 +31,11 @@ func plusMicros(p string) string {
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes`
+	finished_at, updated_at, errors, result, meta, snoozes, steps`
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, heartbeat, expired, lockExpired, get,
+	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, saveStep, heartbeat, expired, lockExpired, get,
 	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
 	lead, resign, list, countAhead, retryMatching, retryMatchingIDs, purgeMatching, purgeMatchingIDs, recentFinished,
 	patchSetting, listSettings,
@@ -243,6 +243,19 @@ SET state = 'cancelled', finished_at = t.now, updated_at = t.now, lease_owner = 
 FROM t
 WHERE k.id = $2 AND k.state IN ('pending', 'running')
 RETURNING ` + qualified("k", taskColumns)),
+
+		// One step's result ($3, its name $2) stored with a running task,
+		// fenced like a transition; an empty owner ($5) fences by the
+		// fence alone. The step's time is t.now as text
+		// (driver.StepTimeLayout).
+		saveStep: q(nowCTE + `UPDATE {schema}.keel_tasks k
+SET steps = coalesce(k.steps, '{}'::jsonb) || jsonb_build_object($2::text, jsonb_build_object(
+		'result', $3::text::jsonb,
+		'at', to_char(t.now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+		'attempt', k.attempt)),
+	updated_at = t.now
+FROM t
+WHERE k.id = $4 AND k.fence = $6 AND k.state = 'running' AND ($5 = '' OR k.lease_owner = $5)`),
 
 		retry: q(nowCTE + `UPDATE {schema}.keel_tasks k
 SET state = 'pending', attempt = 0, snoozes = 0, run_at = t.now, finished_at = NULL, updated_at = t.now

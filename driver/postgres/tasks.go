@@ -522,3 +522,16 @@ func (d *Driver) Resign(ctx context.Context, name, owner string) error {
 	}
 	return nil
 }
+
+// SaveStep implements driver.Driver.
+func (d *Driver) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("save step: %w", err)
+	}
+	n, err := pgxQuerier{db: d.pool}.byID().exec(ctx, d.sql.saveStep, []any{d.now(p.Now), p.Name, string(p.Result),
+		p.ID, p.Owner, p.Fence})
+	if err != nil {
+		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+	}
+	return n == 1, nil
+}

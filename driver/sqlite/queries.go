@@ -7,7 +7,7 @@ import "github.com/keelq/keel/driver/internal/sqlutil"
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes`
+	finished_at, updated_at, errors, result, meta, snoozes, steps`
 
 // sqlInsert takes the next id above every id in keel_tasks and keel_archive
 // (two seeks to the end of a primary key): SQLite would otherwise reuse the
@@ -383,3 +383,13 @@ const (
 	sqlMigrationAt     = `SELECT applied_at FROM keel_migrations WHERE version = ?`
 	sqlMigrationRecord = `INSERT INTO keel_migrations (version, name, applied_at) VALUES (?, ?, ?)`
 )
+
+// sqlSaveStep stores one step's result (?1 the step name, ?2 its JSON,
+// ?3 its time as text, driver.StepTimeLayout) with a running task, fenced
+// like a transition; an empty owner (?7) fences by the fence alone. The
+// name is quoted in the JSON path; driver.ValidateStepName keeps quotes
+// and backslashes out of it.
+const sqlSaveStep = `UPDATE keel_tasks
+SET steps = json_set(coalesce(steps, '{}'), '$."' || ?1 || '"',
+	json_object('result', json(?2), 'at', ?3, 'attempt', attempt)), updated_at = ?4
+WHERE id = ?5 AND fence = ?6 AND state = 'running' AND (?7 = '' OR lease_owner = ?7)`

@@ -536,3 +536,28 @@ func (d *Driver) Resign(ctx context.Context, name, owner string) error {
 		return nil
 	})
 }
+
+// SaveStep implements driver.Driver.
+func (d *Driver) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("save step: %w", err)
+	}
+	var applied bool
+	err := d.write(ctx, func(tx querier) error {
+		res, err := tx.ExecContext(ctx, sqlSaveStep, p.Name, string(p.Result), p.Now.UTC().Format(driver.StepTimeLayout),
+			micros(p.Now), p.ID, p.Fence, p.Owner)
+		if err != nil {
+			return fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+		}
+		applied = n == 1
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return applied, nil
+}

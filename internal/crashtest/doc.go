@@ -5,6 +5,10 @@
 // check that nothing was lost, nothing stuck and nothing applied twice. It
 // has no API; everything is in its tests.
 //
+// KilledInStep (steps_test.go) kills a worker inside the third of three
+// durable steps (keel.Step) and checks that the rescuing worker runs only
+// the third again.
+//
 // The scenarios are written once (scenarios_test.go) and run against each
 // database by TestSQLite, TestPostgres and TestMariaDB, as
 // driver/drivertest runs one suite against every driver. Each test gets its

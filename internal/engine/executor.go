@@ -21,6 +21,8 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	// completedTx is set when the handler committed its own completion.
 	completedTx bool
+	// steps are the task's stored durable steps (keel.Step).
+	steps steps
 }
 
 type execKey struct{}

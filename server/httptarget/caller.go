@@ -114,6 +114,9 @@ func (c *caller) call(ctx context.Context, task *keel.Task[json.RawMessage]) err
 	req.Header.Set("Keel-Task-Id", strconv.FormatInt(task.ID, 10))
 	req.Header.Set("Keel-Attempt", strconv.Itoa(task.Attempt))
 	req.Header.Set("Keel-Delivery", strconv.FormatInt(task.Delivery, 10))
+	// The claim's fencing token (the same number): a step posted to
+	// POST /v1/tasks/{id}/steps with it is stored only while this claim holds.
+	req.Header.Set("Keel-Fence", strconv.FormatInt(task.Delivery, 10))
 	req.Header.Set("Keel-Task-Type", task.Type)
 	req.Header.Set("Keel-Queue", task.Queue)
 	req.Header.Set("Idempotency-Key", idempotencyKey(task.ID))

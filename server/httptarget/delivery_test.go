@@ -75,7 +75,7 @@ func TestDeliveryHeader(t *testing.T) {
 	}
 	for i, want := range []string{"1", "2"} {
 		h := reqs[i].Header
-		if h.Get("Keel-Attempt") != "1" || h.Get("Keel-Delivery") != want {
+		if h.Get("Keel-Attempt") != "1" || h.Get("Keel-Delivery") != want || h.Get("Keel-Fence") != want {
 			t.Errorf("request %d: Keel-Attempt %q Keel-Delivery %q, want 1 and %s", i+1, h.Get("Keel-Attempt"), h.Get("Keel-Delivery"), want)
 		}
 	}

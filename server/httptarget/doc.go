@@ -19,6 +19,7 @@
 //	Keel-Task-Id:    42              the task's id
 //	Keel-Attempt:    1               1 on the first run, then 2, 3, ...
 //	Keel-Delivery:   1               grows with every request for the task, never repeats
+//	Keel-Fence:      1               the claim's fencing token (equal to Keel-Delivery), for durable steps
 //	Keel-Task-Type:  invoice.render
 //	Keel-Queue:      default
 //	Idempotency-Key: keel-task-42    the same on every attempt of the task
@@ -46,6 +47,28 @@
 // also across retries and requeues. Keel-Task-Id and Keel-Delivery together
 // name one delivery: a target still working on delivery 3 of a task that
 // receives delivery 4 knows the earlier request was given up.
+//
+// # Durable steps
+//
+// A target that does long work in steps can record each finished step
+// with keel, as a Go handler does with keel.Step, so that a retried or
+// rescued delivery resumes after the last finished step instead of
+// starting over. Through the API of `keel serve` (a token of role enqueue
+// suffices):
+//
+//   - GET /v1/tasks/{id} returns the steps stored so far in its "steps"
+//     field (name, result, at, attempt); the target skips those and reuses
+//     their results.
+//   - POST /v1/tasks/{id}/steps with {"name": "...", "fence": <Keel-Fence>,
+//     "result": <JSON>} stores a finished step. It applies only while the
+//     task is still running under that delivery's claim: 409 otherwise
+//     (the delivery was given up and the task sent again, or it was
+//     cancelled), and nothing is stored. A task's step results take at
+//     most 1 MiB in all.
+//
+// Steps are not sent with the request: a target that uses them reads
+// them with the GET, once per delivery that is not the task's first
+// (Keel-Delivery above 1).
 //
 // # The response
 //

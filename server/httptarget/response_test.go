@@ -64,6 +64,7 @@ func TestSuccessSendsPayloadAndHeaders(t *testing.T) {
 			"Content-Type":    "application/json",
 			"Keel-Task-Id":    id,
 			"Keel-Attempt":    strconv.Itoa(i + 1),
+			"Keel-Fence":      strconv.Itoa(i + 1),
 			"Keel-Task-Type":  "hook.ok",
 			"Keel-Queue":      "default",
 			"Idempotency-Key": "keel-task-" + id,

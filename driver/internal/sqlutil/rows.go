@@ -74,11 +74,11 @@ func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) 
 		timeoutMS                              int64
 		runAt, createdAt, updatedAt            T
 		leaseExp, started, attempted, finished N
-		errs                                   []byte
+		errs, steps                            []byte
 	)
 	err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Payload, &state, &r.Attempt, &r.MaxAttempts,
 		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
-		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes)
+		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes, &steps)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +92,9 @@ func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) 
 		if err := json.Unmarshal(errs, &r.Errors); err != nil {
 			return nil, fmt.Errorf("task %d: decode error history: %w", r.ID, err)
 		}
+	}
+	if r.Steps, err = driver.DecodeSteps(steps); err != nil {
+		return nil, fmt.Errorf("task %d: %w", r.ID, err)
 	}
 	return &r, nil
 }

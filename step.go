@@ -1,0 +1,141 @@
+package keel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/engine"
+)
+
+// ErrStepsTooLarge: a step's result would take its task's stored step
+// results past MaxStepsBytes; nothing was stored.
+var ErrStepsTooLarge = engine.ErrStepsTooLarge
+
+// MaxStepsBytes bounds the JSON results of one task's steps, summed
+// (1 MiB, like a payload's default limit).
+const MaxStepsBytes = driver.MaxStepsBytes
+
+// MaxStepName is the longest step name, in bytes (200).
+const MaxStepName = driver.MaxStepName
+
+// Step runs one durable step of a task: a part of a long handler whose
+// success is recorded with the task, so that a later attempt (a retry, a
+// rescue after the worker died, a manual requeue) skips it.
+//
+// Called from a handler with the handler's ctx, Step looks for a stored
+// result of step name. If the task has one, Step decodes it into T and
+// returns it without calling fn. Otherwise it calls fn; when fn succeeds,
+// its result is stored as JSON with the task, then returned; when fn fails,
+// its error is returned and nothing is stored, so the next attempt runs fn
+// again.
+//
+// The store is fenced like a completion: it applies only while the task is
+// still running under this worker's claim. If the lease was lost (the task
+// was rescued and taken by another worker, or cancelled), Step returns an
+// error wrapping ErrLeaseLost: return it from the handler. Nothing else is
+// cancelled by it.
+//
+// A step name is unique within its task: 1 to MaxStepName bytes of UTF-8
+// without control characters, double quotes or backslashes. Calling the
+// same name twice returns the stored result the second time, within one
+// attempt as across attempts. A task's step results may take at most
+// MaxStepsBytes in all (ErrStepsTooLarge). T must survive a JSON round
+// trip: a replayed step returns the decoded value, not the one fn built.
+//
+// A step is effectively-once only for what it stores: fn's side effects
+// happen again if the worker dies after they happened and before the step
+// was stored, so they should be idempotent (or written with CompleteTx in
+// the final step). Outside a handler Step returns ErrNotInHandler; a bad
+// name returns an ErrInvalid error; fn is not called in either case.
+func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	if !engine.InHandler(ctx) {
+		return zero, ErrNotInHandler
+	}
+	if err := driver.ValidateStepName(name); err != nil {
+		return zero, invalid("step %q: %v", name, err)
+	}
+	if fn == nil {
+		return zero, invalid("step %q: nil function", name)
+	}
+	stored, found, _, err := engine.StoredStep(ctx, name)
+	if err != nil {
+		return zero, unavailable(ctx, err)
+	}
+	if found {
+		var v T
+		if err := json.Unmarshal(stored, &v); err != nil {
+			return zero, fmt.Errorf("step %q: decode its stored result into %T: %w", name, v, err)
+		}
+		return v, nil
+	}
+	v, err := fn(ctx)
+	if err != nil {
+		return v, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return zero, invalid("step %q: result cannot be encoded as JSON: %v", name, err)
+	}
+	if _, err := engine.SaveStep(ctx, name, b); err != nil {
+		return zero, unavailable(ctx, err)
+	}
+	return v, nil
+}
+
+// SaveStep stores result as step name of task id for a worker outside this
+// process that holds the task's claim with fencing token fence: an HTTP
+// target, through POST /v1/tasks/{id}/steps, with the fence keel sent it
+// in the Keel-Fence header. It applies only while the task is running
+// with that fence; otherwise nothing is stored and the error wraps
+// ErrNotFound (no such task), ErrWrongState (the task is not running) or
+// ErrLeaseLost (it runs under a newer claim, or its claim ended meanwhile).
+// A step of the same name is replaced. name and result follow Step's
+// rules (result is JSON; a task's results take at most MaxStepsBytes,
+// else ErrStepsTooLarge). It returns the task with its steps.
+func (c *Client) SaveStep(ctx context.Context, id, fence int64, name string, result json.RawMessage) (*TaskInfo, error) {
+	switch {
+	case id <= 0:
+		return nil, invalid("task id must be positive, got %d", id)
+	case fence <= 0:
+		return nil, invalid("fence must be positive, got %d", fence)
+	}
+	if err := driver.ValidateStepName(name); err != nil {
+		return nil, invalid("step %q: %v", name, err)
+	}
+	switch {
+	case len(result) == 0:
+		return nil, invalid("step %q: result is required (JSON; null for none)", name)
+	case !json.Valid(result):
+		return nil, invalid("step %q: result is not valid JSON", name)
+	}
+	row, err := c.drv.Get(ctx, id)
+	if err != nil {
+		return nil, unavailable(ctx, err)
+	}
+	switch {
+	case row.State != driver.StateRunning:
+		return nil, fmt.Errorf("save step %q of task %d: the task is %s, not running: %w", name, id, row.State, ErrWrongState)
+	case row.Fence != fence:
+		return nil, fmt.Errorf("save step %q of task %d: fence %d is not the running claim's (%d): %w", name, id, fence, row.Fence, ErrLeaseLost)
+	}
+	size := driver.StepsSize(row.Steps) + len(result)
+	for _, s := range row.Steps {
+		if s.Name == name {
+			size -= len(s.Result)
+		}
+	}
+	if size > MaxStepsBytes {
+		return nil, fmt.Errorf("save step %q of task %d: %w (result of %d bytes)", name, id, ErrStepsTooLarge, len(result))
+	}
+	applied, err := c.drv.SaveStep(ctx, driver.StepParams{ID: id, Fence: fence, Name: name, Result: result, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, unavailable(ctx, fmt.Errorf("save step %q of task %d: %w", name, id, err))
+	}
+	if !applied {
+		return nil, fmt.Errorf("save step %q of task %d: %w", name, id, ErrLeaseLost)
+	}
+	return c.Get(ctx, id)
+}
