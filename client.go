@@ -35,6 +35,8 @@ type Client struct {
 	snaps snapshotCache // for ETA
 
 	obs observers // told about task events (Observe)
+
+	schedules []driver.ScheduleParams // Config.Schedules, validated
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -57,6 +59,10 @@ func NewClient(cfg Config) (*Client, error) {
 		}
 	}
 	c.decl = newDeclarations(c.types)
+	var err error
+	if c.schedules, err = c.validateSchedules(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -232,6 +238,16 @@ func (c *Client) undeclared(jobs []TaskSpec) []string {
 // defaults are this client's registration of the type, or when that sets
 // none, the type's stored declaration (stored, from storedDefaults).
 func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults) (driver.InsertParams, error) {
+	if o := (options{}).merge(j.Options); o.idemKey != nil && strings.HasPrefix(*o.idemKey, scheduleKeyPrefix) {
+		// A held tick key would fail the schedule's tick until released.
+		return driver.InsertParams{}, invalid("idempotency key %q: keys starting with %q are reserved for schedules' ticks", *o.idemKey, scheduleKeyPrefix)
+	}
+	return c.prepareTask(j, now, stored, c.cfg.AnyType)
+}
+
+// prepareTask is prepare; anyType accepts a type this client neither
+// handles nor declares (a schedule's task, which another process runs).
+func (c *Client) prepareTask(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults, anyType bool) (driver.InsertParams, error) {
 	if !validName(j.Type) {
 		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
 	}
@@ -239,7 +255,7 @@ func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.Ty
 		return driver.InsertParams{}, invalid("task type %q: names starting with %q are reserved for keel's own tasks", j.Type, reservedTypePrefix)
 	}
 	defaults, known := c.types[j.Type]
-	if !known && !c.cfg.AnyType {
+	if !known && !anyType {
 		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)
 	}
 	if !defaults.declared() {

@@ -180,6 +180,13 @@ type Config struct {
 	// notifiers this process delivers alerts to (see AlertConfig). Default:
 	// DefaultAlertRules, delivered to the log, evaluated every 15s.
 	Alerts AlertConfig
+
+	// Schedules are periodic tasks (see Schedule), stored when Start runs:
+	// a definition replaces the stored one of its name, keeping a pause
+	// set through the API (a changed spec or zone counts its ticks from
+	// then). The elected leader enqueues every stored schedule's ticks,
+	// whichever process defined it. Default none.
+	Schedules []Schedule
 }
 
 // The least retention Config accepts: dead letters are kept at least a
@@ -265,6 +272,7 @@ func (c Config) withDefaults() Config {
 		c.Alerts.Rules = &r
 	}
 	c.Alerts.Notifiers = slices.Clone(c.Alerts.Notifiers)
+	c.Schedules = slices.Clone(c.Schedules)
 	setDefault(&c.Alerts.Interval, 15*time.Second)
 	setDefault(&c.Alerts.RetryMax, 5*time.Minute)
 	return c

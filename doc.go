@@ -205,6 +205,20 @@
 // purpose and reports whether, and how fast, the alert reached every
 // notifier.
 //
+// # Periodic tasks
+//
+// Config.Schedules holds Schedule values: a task type enqueued on every
+// tick of a cron spec (robfig/cron syntax, five fields or six with
+// seconds, or "@every 10s", "@hourly"...) read in a time zone. Start
+// stores them; the elected leader enqueues each tick once across all
+// processes: one transaction moves the schedule's last tick forward with
+// a compare-and-set and inserts the tick's task, so a second leader finds
+// the tick taken. Ticks missed while no leader ran collapse into one task
+// for the latest (MissedRunOnce, the default) or none (MissedSkip).
+// Client.Schedules lists them with their next runs; PauseSchedule,
+// ResumeSchedule (which does not run the paused period) and
+// TriggerSchedule act on one in every process.
+//
 // # Defaults
 //
 // Every Config field's comment ends with its default:

@@ -470,6 +470,51 @@ func ExampleClient_UpdateQueue() {
 	// requeued: 0
 }
 
+// A schedule enqueues a task on every tick of its cron spec; the elected
+// leader enqueues each tick once, whichever process leads.
+func ExampleSchedule() {
+	drv, cleanup := exampleDB()
+	defer cleanup()
+	ctx := context.Background()
+
+	ran := make(chan string, 10)
+	h := keel.NewHandlers()
+	keel.Handle(h, "cache.refresh", func(ctx context.Context, t *keel.Task[map[string]string]) error {
+		ran <- t.Args["region"]
+		return nil
+	})
+	cfg := exampleConfig(drv, h)
+	cfg.Schedules = []keel.Schedule{
+		{Name: "refresh", Spec: "@every 1s", Type: "cache.refresh", Payload: map[string]string{"region": "eu"}},
+		{Name: "nightly", Spec: "0 3 * * *", TimeZone: "Asia/Tokyo", Type: "cache.refresh", Missed: keel.MissedSkip},
+	}
+	c, err := keel.NewClient(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil { // stores the schedules, runs the leader's loop
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	select {
+	case region := <-ran:
+		fmt.Println("a tick ran for", region)
+	case <-time.After(30 * time.Second):
+		log.Fatal("no tick ran")
+	}
+	list, err := c.Schedules(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range list {
+		fmt.Println(s.Name, s.Spec, s.NextRun.Location(), s.Missed)
+	}
+	// Output:
+	// a tick ran for eu
+	// nightly 0 3 * * * Asia/Tokyo skip
+	// refresh @every 1s UTC run_once
+}
+
 // A handler cut into durable steps: the retry after a failure in the
 // second step does not run the first again, it gets its stored result.
 func ExampleStep() {

@@ -84,6 +84,9 @@ type Event struct {
 	State State
 	// Error is a failed attempt's error text.
 	Error string
+	// Schedule names the schedule whose tick (or trigger) enqueued the
+	// task (EventEnqueued); "" for other enqueues.
+	Schedule string
 }
 
 // An Observer is told about this client's task events, for metrics (see

@@ -20,10 +20,13 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.eng != nil {
 		return fmt.Errorf("%w: already started", ErrNotWorker)
 	}
-	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && c.cfg.OnDead == nil {
-		return fmt.Errorf("%w: no handlers registered (and no alert notifiers to deliver to)", ErrNotWorker)
+	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && len(c.schedules) == 0 && c.cfg.OnDead == nil {
+		return fmt.Errorf("%w: no handlers registered (and no alert notifiers to deliver to, no schedules to run)", ErrNotWorker)
 	}
 	if err := c.declare(ctx); err != nil {
+		return err
+	}
+	if err := c.storeSchedules(ctx); err != nil {
 		return err
 	}
 	cfg := engine.Config{
@@ -79,6 +82,7 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		cfg.Loops = append(cfg.Loops, c.alertLoop())
 	}
+	cfg.Loops = append(cfg.Loops, c.scheduleLoop())
 	c.eng = engine.Start(ctx, cfg)
 	return nil
 }

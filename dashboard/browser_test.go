@@ -247,6 +247,7 @@ func TestBrowserPages(t *testing.T) {
 		{"dead", "/dead", "#dead-group-table", evilError},
 		{"alerts", "/alerts", "#alert-table", evilAlert},
 		{"nodes", "/nodes", "#nav-nodes", "Nodes"},
+		{"schedules", "/schedules", "#s-nightly", "Asia/Tokyo"},
 	}
 	for _, p := range pages {
 		br.do(t, p.name, chromedp.Navigate(b.srv.URL+p.path), chromedp.WaitVisible(p.sel))

@@ -157,6 +157,8 @@ func (d *dash) routes() {
 	d.route("POST", "dead/matching", admins, d.deadMatching)
 	d.route("GET", "alerts", viewers, d.alerts)
 	d.route("GET", "nodes", viewers, d.nodes)
+	d.route("GET", "schedules", viewers, d.schedules)
+	d.route("POST", "schedules/{name}", admins, d.updateSchedule)
 	d.route("GET", "", public, d.notFound)
 }
 

@@ -183,6 +183,10 @@ func seed(t *testing.T, b *bundle, n int) seeded {
 	if _, _, err := b.drv.FireAlert(ctx, driver.FireAlertParams{Rule: "dead_per_hour", Subject: "all", Message: evilAlert, Hint: "<b>look</b>", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.drv.UpsertSchedules(ctx, []driver.ScheduleParams{{Name: "nightly", Spec: "0 3 * * *", TimeZone: "Asia/Tokyo",
+		Type: typeReport, Queue: "reports", Payload: json.RawMessage(evilPayload), Missed: driver.MissedSkip, Now: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 

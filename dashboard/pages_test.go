@@ -43,7 +43,7 @@ func TestPages(t *testing.T) {
 		s := seed(t, b, 2)
 		pages := []string{"/", "/live", "/queues", "/tasks", "/tasks?state=dead&type=mail.send&queue=default",
 			"/tasks?after=2020-01-01T00:00&before=2099-01-01", fmt.Sprintf("/tasks/%d", s.pending), fmt.Sprintf("/tasks/%d", s.dead[0]),
-			"/dead", "/dead?type=mail.send", "/alerts", "/nodes"}
+			"/dead", "/dead?type=mail.send", "/alerts", "/nodes", "/schedules"}
 		for _, tok := range []string{adminToken, readToken, enqueueToken} {
 			for _, p := range pages {
 				r := b.do(t, "GET", p, tok, nil)
@@ -53,7 +53,8 @@ func TestPages(t *testing.T) {
 				}
 				checkPage(t, p, r)
 				hasForms := strings.Contains(r.body, `method="post" action="/queues/`) || strings.Contains(r.body, `id="task-retry"`) ||
-					strings.Contains(r.body, `id="task-cancel"`) || strings.Contains(r.body, `id="dead-selected"`)
+					strings.Contains(r.body, `id="task-cancel"`) || strings.Contains(r.body, `id="dead-selected"`) ||
+					strings.Contains(r.body, `action="/schedules/`)
 				if tok != adminToken && hasForms {
 					t.Errorf("%s as %s shows action forms", p, tok)
 				}
@@ -114,7 +115,7 @@ func TestEmptyStates(t *testing.T) {
 	b := setup(t, "sqlite", Options{})
 	for p, want := range map[string]string{
 		"/dead": "No dead letters", "/alerts": "No alerts", "/nodes": "No worker process is registered",
-		"/tasks": "No tasks match", "/": "No queues yet",
+		"/tasks": "No tasks match", "/": "No queues yet", "/schedules": "No schedules",
 	} {
 		r := b.do(t, "GET", p, "", nil)
 		if r.status != http.StatusOK || !strings.Contains(r.body, want) {
@@ -142,6 +143,8 @@ func actions(s seeded) []struct {
 		{"/dead/selected", url.Values{"action": {"purge"}, "force": {"yes"}, "id": {fmt.Sprint(s.dead[2])}}},
 		{"/dead/matching", url.Values{"action": {"purge"}, "force": {"yes"}, "confirm": {"yes"}}},
 		{"/dead/matching", url.Values{"action": {"requeue"}, "confirm": {"yes"}}},
+		{"/schedules/nightly", url.Values{"op": {"pause"}}},
+		{"/schedules/nightly", url.Values{"op": {"trigger"}}},
 	}
 }
 
@@ -307,6 +310,32 @@ func TestActionsAdmin(t *testing.T) {
 		}
 		post("/dead/selected", url.Values{"action": {"purge"}}, http.StatusBadRequest)
 		post("/dead/matching", url.Values{"action": {"explode"}}, http.StatusBadRequest)
+
+		// Schedules: the page shows the next run in the schedule's zone
+		// (03:00 in Tokyo) and the admin's buttons; pause, trigger and
+		// resume act.
+		r = b.do(t, "GET", "/schedules", adminToken, nil)
+		if !strings.Contains(r.body, `id="s-nightly"`) || !strings.Contains(r.body, "03:00:00 &#43;09:00") || !strings.Contains(r.body, `id="schedule-nightly-trigger"`) {
+			t.Errorf("schedules page: %s", r.body)
+		}
+		r = post("/schedules/nightly", url.Values{"op": {"pause"}}, http.StatusSeeOther)
+		if loc := r.header.Get("Location"); loc != "/schedules?done=schedule&n=nightly" {
+			t.Errorf("after schedule pause: Location %q", loc)
+		}
+		if si, err := b.client.GetSchedule(ctx, "nightly"); err != nil || !si.Paused {
+			t.Errorf("schedule after pause: %+v %v", si, err)
+		}
+		before, _ := b.client.Counts(ctx)
+		post("/schedules/nightly", url.Values{"op": {"trigger"}}, http.StatusSeeOther)
+		if after, _ := b.client.Counts(ctx); after["reports"][keel.StatePending] != before["reports"][keel.StatePending]+1 {
+			t.Errorf("trigger: pending tasks of queue reports %d, want %d", after["reports"][keel.StatePending], before["reports"][keel.StatePending]+1)
+		}
+		post("/schedules/nightly", url.Values{"op": {"resume"}}, http.StatusSeeOther)
+		if si, err := b.client.GetSchedule(ctx, "nightly"); err != nil || si.Paused {
+			t.Errorf("schedule after resume: %+v %v", si, err)
+		}
+		post("/schedules/nightly", url.Values{"op": {"explode"}}, http.StatusBadRequest)
+		post("/schedules/nope", url.Values{"op": {"pause"}}, http.StatusNotFound)
 	})
 }
 

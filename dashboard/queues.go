@@ -204,7 +204,9 @@ var doneMessages = map[string]string{
 	"requeued":  "Requeued %s dead letters: they run again now.",
 	"requeued-some": "Requeued %s of the selected dead letters: they run again now. The others stay dead: " +
 		"a newer task holds their idempotency key, or they were requeued or purged meanwhile.",
-	"purged": "Purged %s dead letters for good.",
+	"purged":    "Purged %s dead letters for good.",
+	"schedule":  "Schedule %s updated; the leader applies it at its next look (within a second).",
+	"triggered": "Schedule %s: one task enqueued now; its ticks did not move.",
 }
 
 // doneMessage is the message of the done code in q, or "".

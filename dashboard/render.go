@@ -104,6 +104,7 @@ var titles = map[string][2]string{
 	"login": {"Log in", ""}, "error": {"Error", ""}, "overview": {"Overview", "overview"},
 	"queues": {"Queues & types", "queues"}, "tasks": {"Tasks", "tasks"}, "task": {"Task", "tasks"},
 	"dead": {"Dead letters", "dead"}, "confirm": {"Confirm", "dead"}, "alerts": {"Alerts", "alerts"}, "nodes": {"Nodes", "nodes"},
+	"schedules": {"Schedules", "schedules"},
 }
 
 // render writes page name with data inside the layout; fragment, when
@@ -167,9 +168,10 @@ var funcs = template.FuncMap{
 	"dur":    dur,
 	"ago":    ago,
 	"stamp":  stamp,
+	"zoned":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 -07:00") },
 	"rate":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
-	"mul100": func(f float64) float64 { return 100 * f },
 	"pct":    func(a, b int64) string { return pct(a, b) },
+	"mul100": func(f float64) float64 { return 100 * f },
 	"views": func() []keel.View {
 		return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
 	},
@@ -192,6 +194,7 @@ type navItem struct{ Key, Path, Label string }
 var navItems = []navItem{
 	{"overview", "", "Overview"}, {"queues", "queues", "Queues & types"}, {"tasks", "tasks", "Tasks"},
 	{"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
+	{"schedules", "schedules", "Schedules"},
 }
 
 var states = []keel.State{keel.StatePending, keel.StateRunning, keel.StateSucceeded, keel.StateDead, keel.StateCancelled}

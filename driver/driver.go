@@ -186,6 +186,9 @@ type Driver interface {
 	// PutMeta stores value as the document name, replacing it; a nil value
 	// deletes it.
 	PutMeta(ctx context.Context, name string, value []byte, now time.Time) error
+	// ScheduleStore stores periodic tasks' schedules and enqueues their
+	// ticks.
+	ScheduleStore
 	// Close releases the driver's connections.
 	Close() error
 }

@@ -30,6 +30,7 @@
 //	keel_db_wait_seconds_total         counter
 //	keel_archived_total                counter    state (succeeded, cancelled, dead)
 //	keel_archive_deleted_total         counter
+//	keel_schedule_tasks_total          counter    schedule
 //
 // The keel_db_ metrics are this process's connection pool to the
 // database, read at scrape time from a driver that reports it
@@ -106,6 +107,7 @@ type Collector struct {
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	apiRequests     *prometheus.CounterVec
+	scheduleTasks   *prometheus.CounterVec
 	tasksDesc       *prometheus.Desc
 	oldestDesc      *prometheus.Desc
 	connsDesc       *prometheus.Desc
@@ -174,6 +176,8 @@ func New(o Options) (*Collector, error) {
 			httpBuckets, "type", "code"),
 		apiRequests: counter("keel_api_requests_total",
 			"HTTP API requests this process answered, by route pattern and status code.", "route", "code"),
+		scheduleTasks: counter("keel_schedule_tasks_total",
+			"Tasks this process enqueued for schedules: their ticks, as the elected leader, and triggers.", "schedule"),
 		tasksDesc: prometheus.NewDesc("keel_tasks",
 			"Tasks by queue and state, cluster-wide (every process on the database), read from the database at scrape time.",
 			[]string{"queue", "state"}, nil),
@@ -225,7 +229,7 @@ func (m *Collector) Watch(c *keel.Client) error {
 // vecs are the process-local metrics.
 func (m *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.enqueued, m.finished, m.attempts, m.idempotencyHits, m.attemptDuration,
-		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests}
+		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests, m.scheduleTasks}
 }
 
 // Describe implements prometheus.Collector.
@@ -364,6 +368,9 @@ func (o observer) Observe(ev keel.Event) {
 			m.idempotencyHits.WithLabelValues(ev.Queue, ev.Type).Inc()
 		} else {
 			m.enqueued.WithLabelValues(ev.Queue, ev.Type).Inc()
+			if ev.Schedule != "" {
+				m.scheduleTasks.WithLabelValues(ev.Schedule).Inc()
+			}
 		}
 	case keel.EventStarted:
 		m.pickupLatency.WithLabelValues(ev.Queue).Observe(ev.PickupLatency.Seconds())

@@ -364,3 +364,53 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestScheduleTasksCounted: keel_schedule_tasks_total counts the tasks a
+// schedule's ticks and triggers enqueued, by schedule.
+func TestScheduleTasksCounted(t *testing.T) {
+	drv := openDriver(t, "sqlite")
+	h := keel.NewHandlers()
+	keel.Handle(h, "t.ok", func(ctx context.Context, task *keel.Task[struct{}]) error { return nil })
+	c, err := keel.NewClient(keel.Config{
+		Driver: drv, Handlers: h, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), PollInterval: 20 * time.Millisecond,
+		Schedules: []keel.Schedule{
+			{Name: "often", Spec: "@every 1s", Type: "t.ok"},
+			{Name: "yearly", Spec: "0 0 1 1 *", Type: "t.ok"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.New(metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Watch(c); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	if _, err := c.TriggerSchedule(t.Context(), "yearly"); err != nil {
+		t.Fatal(err)
+	}
+	value := func(labels string) float64 {
+		for _, s := range gather(t, reg)["keel_schedule_tasks_total"].GetMetric() {
+			if labelKey(s) == labels {
+				return s.GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(30 * time.Second); value("schedule=often") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("keel_schedule_tasks_total{schedule=often} = %v after 30s, want 2 ticks", value("schedule=often"))
+		}
+	}
+	if got := value("schedule=yearly"); got != 1 {
+		t.Fatalf("keel_schedule_tasks_total{schedule=yearly} = %v, want 1 (the trigger)", got)
+	}
+}

@@ -215,6 +215,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Alert": reflect.TypeFor[AlertRecord](), "AlertDelivery": reflect.TypeFor[AlertDeliveryRec](), "AlertList": reflect.TypeFor[AlertList](),
 		"AlertRules": reflect.TypeFor[AlertRules](), "AlertRulesPatch": reflect.TypeFor[AlertRulesPatch](),
 		"DrillRequest": reflect.TypeFor[DrillRequest](), "DrillResult": reflect.TypeFor[DrillResult](), "DrillNotifier": reflect.TypeFor[DrillNotifier](),
+		"Schedule": reflect.TypeFor[ScheduleRecord](), "ScheduleList": reflect.TypeFor[ScheduleList](),
 	} {
 		schema, ok := schemas[name].(map[string]any)
 		if !ok {

@@ -177,6 +177,12 @@ func (s *server) routes() []route {
 		{"DELETE /v1/alerts/rules", admins, s.resetAlertRules},
 		{"POST /v1/drill", admins, s.drill},
 
+		{"GET /v1/schedules", readers, s.listSchedules},
+		{"POST /v1/schedules/{name}/pause", admins, s.pauseSchedule},
+		{"POST /v1/schedules/{name}/resume", admins, s.resumeSchedule},
+		{"POST /v1/schedules/{name}/trigger", admins, s.triggerSchedule},
+		{"DELETE /v1/schedules/{name}", admins, s.deleteSchedule},
+
 		{metricsRoute, readers, s.metrics},
 	}
 }

@@ -1,13 +1,17 @@
 // Command keel is keel's command-line tool: keel serve (the HTTP API and
 // the workers of HTTP-target task types), the operator commands that talk
 // to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
-// stats, nodes), doctor, config check, migrate, demo and bench.
+// stats, nodes, alerts, schedules), doctor, config check, migrate, demo
+// and bench.
 package main
 
 import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	// The IANA time zone database in the binary: schedules' time zones
+	// resolve also on a host without one (a scratch container).
+	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 )
@@ -34,7 +38,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
-	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newBrakesCmd(), newBrakeCmd())
+	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newSchedulesCmd(), newBrakesCmd(), newBrakeCmd())
 	return root
 }
 

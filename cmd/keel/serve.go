@@ -155,7 +155,7 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 
 	worked := slices.Sorted(maps.Keys(cfg.WorkedQueues()))
-	if len(worked) > 0 || (!cfg.Alerts.Off && len(cfg.Alerts.Webhooks) > 0) {
+	if len(worked) > 0 || (!cfg.Alerts.Off && len(cfg.Alerts.Webhooks) > 0) || len(cfg.Schedules) > 0 {
 		if err := client.Start(ctx); err != nil {
 			ln.Close()
 			if metricsLn != nil {
@@ -164,7 +164,7 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 			return err
 		}
 	} else {
-		log.Info("keel: no type has a url and no alert webhook: serving the API only, no workers (alerts are evaluated by the processes that run workers)")
+		log.Info("keel: no type has a url, no alert webhook and no schedule: serving the API only, no workers (alerts and schedules are run by the processes that run workers)")
 	}
 	if len(cfg.Types) == 0 {
 		log.Info("keel: no [types] configured: the API accepts tasks of any type")
@@ -303,8 +303,18 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		TimeoutGrace: e.TimeoutGrace.D(), MaxPayloadBytes: e.MaxPayloadBytes, Version: keelVersion(),
 		RetainSucceeded: r.Succeeded.D(), RetainDead: r.Dead.D(),
 		DeleteArchivedAfter: r.Archive.D(), ArchiveInterval: r.Interval.D(),
-		Alerts: alertConfig(cfg.Alerts),
+		Alerts:    alertConfig(cfg.Alerts),
+		Schedules: schedules(cfg.Schedules),
 	}
+}
+
+// schedules maps [[schedules]] onto keel.Schedule.
+func schedules(in []config.Schedule) []keel.Schedule {
+	var out []keel.Schedule
+	for _, s := range in {
+		out = append(out, s.KeelSchedule())
+	}
+	return out
 }
 
 // alertConfig maps [alerts] onto keel.AlertConfig.

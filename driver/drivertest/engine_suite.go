@@ -74,6 +74,9 @@ var engineTests = []test{
 	{"Archival", testEngineArchival},
 	{"Alerts", testEngineAlerts},
 	{"Drill", testEngineDrill},
+	{"ScheduleRunOnce", testEngineScheduleRunOnce},
+	{"ScheduleSkip", testEngineScheduleSkip},
+	{"SchedulePauseTrigger", testEngineSchedulePauseTrigger},
 }
 
 // args is the payload of the suite's tasks.

@@ -11,7 +11,7 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// The automatic brake's rows (keel_brakes, migration 012).
+// The automatic brake's rows (keel_brakes, migration 013).
 
 const sqlListBrakes = `SELECT ` + sqlutil.BrakeColumns + ` FROM {schema}.keel_brakes ORDER BY type`
 

@@ -8,7 +8,7 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// The automatic brake's rows (keel_brakes, migration 010).
+// The automatic brake's rows (keel_brakes, migration 011).
 
 const sqlListBrakes = `SELECT ` + sqlutil.BrakeColumns + ` FROM keel_brakes ORDER BY type`
 

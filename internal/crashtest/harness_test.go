@@ -31,7 +31,7 @@ const (
 	envDSN     = "KEEL_CRASHTEST_DSN"
 	envSchema  = "KEEL_CRASHTEST_SCHEMA"
 	envApp     = "KEEL_CRASHTEST_APP"
-	envMode    = "KEEL_CRASHTEST_MODE" // "work", "steps" or "enqueue"
+	envMode    = "KEEL_CRASHTEST_MODE" // "work", "steps", "enqueue" or "schedule"
 	envNode    = "KEEL_CRASHTEST_NODE"
 	envDelay   = "KEEL_CRASHTEST_DELAY"
 )
@@ -128,6 +128,16 @@ func TestHelperProcess(t *testing.T) {
 			fail("delay", err)
 		}
 		c, err := newFailWorker(drv, os.Getenv(envNode), delay)
+		if err != nil {
+			fail("client", err)
+		}
+		if err := c.Start(ctx); err != nil {
+			fail("start", err)
+		}
+		fmt.Println("ready")
+		select {}
+	case "schedule":
+		c, err := newScheduler(drv, os.Getenv(envNode))
 		if err != nil {
 			fail("client", err)
 		}

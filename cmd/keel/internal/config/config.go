@@ -77,6 +77,10 @@ type Config struct {
 	// misspelt type is then stored, not rejected. Default false, but a
 	// configuration without any [types] accepts every type.
 	AnyType bool `toml:"any_type"`
+	// Schedules are periodic tasks, one [[schedules]] block each: the
+	// elected leader enqueues a task of the schedule's type on every tick.
+	// Default none.
+	Schedules []Schedule `toml:"schedules"`
 
 	// File is the file read, "" if none. Set by Load.
 	File string `toml:"-"`
@@ -243,6 +247,31 @@ type Alerts struct {
 	// Webhooks receive each alert event as JSON with a "text" field chat
 	// tools show. Default none.
 	Webhooks []Webhook `toml:"webhooks"`
+}
+
+// Schedule is one [[schedules]] block (see keel.Schedule).
+type Schedule struct {
+	// Name identifies the schedule: 1-128 letters, digits and _ . : -.
+	// Required.
+	Name string `toml:"name"`
+	// Spec is a cron expression of five fields ("*/5 * * * *"), or six
+	// with seconds first, or a descriptor ("@hourly", "@every 10s").
+	// Required.
+	Spec string `toml:"spec"`
+	// TimeZone is the IANA zone the spec is read in. Default "UTC".
+	TimeZone string `toml:"time_zone"`
+	// Type is the task type enqueued. Required.
+	Type string `toml:"type"`
+	// Queue is the tasks' queue. Default "default".
+	Queue string `toml:"queue"`
+	// Payload is every task's payload, a TOML table (or any value).
+	// Default {}.
+	Payload any `toml:"payload"`
+	// Priority is the tasks' priority. Default 0.
+	Priority int `toml:"priority"`
+	// Missed is run_once (one task for the latest tick missed while no
+	// leader ran) or skip (none). Default "run_once".
+	Missed string `toml:"missed"`
 }
 
 // Webhook is one [[alerts.webhooks]] entry.

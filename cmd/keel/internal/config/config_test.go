@@ -1,12 +1,15 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keelq/keel"
 )
 
 // write puts a keel.toml with body in a new directory and returns its path.
@@ -444,6 +447,15 @@ func TestErrors(t *testing.T) {
 		{"webhook name", "[[alerts.webhooks]]\nname = \"Chat Room\"\nurl = \"http://a/\"", nil, nil, `alerts.webhooks[0].name: must be 1-64 of a-z`},
 		{"webhook name twice", "[[alerts.webhooks]]\nname = \"log\"\nurl = \"http://a/\"", nil, nil, `alerts.webhooks[0].name: "log" is used twice`},
 		{"webhook header env unset", "[[alerts.webhooks]]\nurl = \"http://a/\"\nheaders_env = { Authorization = \"NOPE_HOOK\" }", nil, nil, `alerts.webhooks[0].headers_env.Authorization: environment variable NOPE_HOOK is not set`},
+		{"schedule name", "[[schedules]]\nname = \"a b\"\nspec = \"@hourly\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "a b": invalid name`},
+		{"schedule name twice", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\n[[schedules]]\nname = \"s\"\nspec = \"@daily\"\ntype = \"t\"", nil, nil, `schedules[1].name: "s" is also the name of schedules[0]`},
+		{"schedule spec", "[[schedules]]\nname = \"s\"\nspec = \"every hour\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "s": spec "every hour"`},
+		{"schedule no spec", "[[schedules]]\nname = \"s\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "s": Spec is required`},
+		{"schedule zone", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\ntime_zone = \"Europe/Atlantis\"", nil, nil, `schedules[0]: schedule "s": unknown time zone "Europe/Atlantis"`},
+		{"schedule type", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"", nil, nil, `schedules[0]: schedule "s": invalid Type ""`},
+		{"schedule reserved queue", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\nqueue = \"keel\"", nil, nil, `queue "keel" is reserved`},
+		{"schedule missed", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\nmissed = \"all\"", nil, nil, `schedules[0]: schedule "s": Missed must be "run_once" or "skip", got "all"`},
+		{"schedule unknown key", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\nzone = \"UTC\"", nil, nil, `unknown key schedules.zone`},
 		{"metrics listen port", "[metrics]\nlisten = \"127.0.0.1:70000\"", nil, nil, `metrics.listen: invalid port in "127.0.0.1:70000"`},
 		{"metrics public without tokens", "[metrics]\nlisten = \"0.0.0.0:9090\"", nil, nil, `metrics.listen: "0.0.0.0:9090" is not a loopback address and no tokens are configured`},
 		{"metrics on the API's address", "[metrics]\nlisten = \"127.0.0.1:7400\"", nil, nil, `metrics.listen: "127.0.0.1:7400" is the API's listen address`},
@@ -596,5 +608,42 @@ func TestExample(t *testing.T) {
 	}
 	if e := c.Types["email.send"]; e.OnDead != "report.build" || e.Brake.Window != 20 || e.Brake.Threshold != 0.5 || e.Brake.Cooldown.D() != 30*time.Second {
 		t.Fatalf("the example's on_dead and brake: %+v", e)
+	}
+}
+
+// TestSchedules: [[schedules]] blocks become keel.Schedule values, the
+// payload table as JSON.
+func TestSchedules(t *testing.T) {
+	c, err := Load(Options{Path: write(t, `
+[[schedules]]
+name = "nightly"
+spec = "0 3 * * *"
+time_zone = "Europe/Berlin"
+type = "report.build"
+queue = "reports"
+payload = { full = true, sections = ["a", "b"] }
+priority = 5
+missed = "skip"
+[[schedules]]
+name = "often"
+spec = "@every 10s"
+type = "ping"
+`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Schedules) != 2 {
+		t.Fatalf("schedules %+v", c.Schedules)
+	}
+	s := c.Schedules[0].KeelSchedule()
+	if s.Name != "nightly" || s.Spec != "0 3 * * *" || s.TimeZone != "Europe/Berlin" || s.Type != "report.build" ||
+		s.Queue != "reports" || s.Priority != 5 || s.Missed != keel.MissedSkip {
+		t.Fatalf("nightly %+v", s)
+	}
+	if raw, err := json.Marshal(s.Payload); err != nil || string(raw) != `{"full":true,"sections":["a","b"]}` {
+		t.Fatalf("payload %s %v", raw, err)
+	}
+	if o := c.Schedules[1].KeelSchedule(); o.Payload != nil || o.Validate() != nil {
+		t.Fatalf("often %+v: %v", o, o.Validate())
 	}
 }

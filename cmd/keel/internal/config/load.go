@@ -55,6 +55,9 @@ func Load(o Options) (*Config, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		for _, k := range md.Undecoded() {
+			if len(k) > 2 && k[0] == "schedules" && k[1] == "payload" {
+				continue // a schedule's payload is any value, read whole
+			}
 			errs = append(errs, fmt.Errorf("%s: unknown key %s", path, k))
 		}
 		for _, f := range fields {

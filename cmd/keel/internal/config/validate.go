@@ -69,6 +69,7 @@ func (c *Config) validate() error {
 	c.validateQueuesAndTypes(v)
 	c.validateTracing(v)
 	c.validateAlerts(v)
+	c.validateSchedules(v)
 	return errors.Join(v.errs...)
 }
 
@@ -413,6 +414,26 @@ func (c *Config) validateAlerts(v *checker) {
 			if strings.ContainsAny(w.Headers[h], "\r\n\x00") {
 				v.bad(key+".headers."+h, "must not contain line breaks")
 			}
+		}
+	}
+}
+
+// KeelSchedule returns the [[schedules]] block as the library takes it.
+func (s Schedule) KeelSchedule() keel.Schedule {
+	return keel.Schedule{Name: s.Name, Spec: s.Spec, TimeZone: s.TimeZone, Type: s.Type, Queue: s.Queue,
+		Payload: s.Payload, Priority: s.Priority, Missed: keel.MissedPolicy(s.Missed)}
+}
+
+func (c *Config) validateSchedules(v *checker) {
+	seen := map[string]int{}
+	for i, s := range c.Schedules {
+		key := fmt.Sprintf("schedules[%d]", i)
+		if j, ok := seen[s.Name]; ok && s.Name != "" {
+			v.bad(key+".name", "%q is also the name of schedules[%d]", s.Name, j)
+		}
+		seen[s.Name] = i
+		if err := s.KeelSchedule().Validate(); err != nil {
+			v.bad(key, "%s", strings.TrimPrefix(err.Error(), keel.ErrInvalid.Error()+": "))
 		}
 	}
 }

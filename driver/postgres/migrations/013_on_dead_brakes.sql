@@ -1,4 +1,4 @@
--- keel schema v12 for PostgreSQL: fallbacks when a task dies, and the
+-- keel schema v13 for PostgreSQL: fallbacks when a task dies, and the
 -- automatic brake.
 --
 -- keel_types gains the type's on_dead follow-up type (NULL: none), whether

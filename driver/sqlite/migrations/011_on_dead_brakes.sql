@@ -1,4 +1,4 @@
--- keel schema v10 for SQLite: fallbacks when a task dies, and the automatic
+-- keel schema v11 for SQLite: fallbacks when a task dies, and the automatic
 -- brake.
 --
 -- keel_types gains the type's on_dead follow-up type (NULL: none), whether

@@ -1,4 +1,4 @@
--- keel schema v10 for MySQL / MariaDB: fallbacks when a task dies, and the
+-- keel schema v11 for MySQL / MariaDB: fallbacks when a task dies, and the
 -- automatic brake. Each statement can run again if a later one failed.
 --
 -- keel_brakes holds each braked type's brake: closed, open (its tasks are
