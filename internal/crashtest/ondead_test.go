@@ -37,7 +37,7 @@ func newFailWorker(drv driver.Driver, node string, delay time.Duration) (*keel.C
 			return ctx.Err()
 		}
 		return fmt.Errorf("task %d fails on purpose", task.Args.N)
-	}, keel.OnDead(failedType))
+	}, keel.OnDead(failedType), keel.NoBrake()) // it always fails: the automatic brake would pause it
 	keel.Declare(h, failedType, keel.Queue(fallbackName))
 	return keel.NewClient(keel.Config{
 		Driver: drv, Handlers: h, Node: node,
@@ -60,7 +60,7 @@ func newFailWorker(drv driver.Driver, node string, delay time.Duration) (*keel.C
 func deadFollowUps(t *testing.T, b *backend) {
 	e := setup(t, b)
 	h := keel.NewHandlers()
-	keel.Declare(h, failType, keel.OnDead(failedType))
+	keel.Declare(h, failType, keel.OnDead(failedType), keel.NoBrake())
 	c, err := keel.NewClient(keel.Config{Driver: e.drv, Handlers: h})
 	if err != nil {
 		t.Fatal(err)
