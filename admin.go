@@ -121,6 +121,11 @@ type TypeInfo struct {
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	UpdatedAt   time.Time
+	// OnDead is the type's declared on_dead follow-up type ("": none).
+	OnDead string
+	// Brake is the type's automatic brake: its state (closed when it never
+	// opened) and, when open, why and until when.
+	Brake BrakeInfo
 }
 
 // Queues lists every queue that holds tasks, is configured on this client,
@@ -190,6 +195,9 @@ func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
 		t.Paused, t.Concurrency, t.Timeout, t.MaxAttempts, t.UpdatedAt = s.Paused, s.Concurrency, s.Timeout, s.MaxAttempts, s.UpdatedAt
 		t.Rate, t.Burst = s.Rate, s.Burst
 		t.BackoffBase, t.BackoffMax = s.BackoffBase, s.BackoffMax
+	}
+	if err := c.addFallbacksAndBrakes(ctx, get); err != nil {
+		return nil, err
 	}
 	out := make([]TypeInfo, 0, len(byName))
 	for _, t := range byName {

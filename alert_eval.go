@@ -180,6 +180,8 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
 			name, 100*rules.FailureRatio, rules.FailureMinAttempts, rules.FailureWindow)
 	case RuleNoLiveWorker:
 		return fmt.Sprintf("queue %s has a live worker again, or no ready task.", name)
+	case RuleBrakeOpen:
+		return fmt.Sprintf("the brake of type %s closed: its tasks are claimed again.", name)
 	case RuleNodeLost:
 		if kind == "node" && slices.ContainsFunc(snap.nodes, func(n driver.NodeRow) bool { return n.Name == name }) {
 			return fmt.Sprintf("node %s sends heartbeats again.", name)
@@ -201,6 +203,11 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 		return err
 	}
 	conds := evaluate(rules, snap, c.liveWindow())
+	brakes, err := c.brakeConditions(ctx)
+	if err != nil {
+		return err
+	}
+	conds = append(conds, brakes...)
 	open, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Open: true, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("list open alerts: %w", err)

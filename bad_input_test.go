@@ -58,6 +58,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		{"empty UniqueBy", "t.known", payload{}, []keel.Option{keel.UniqueBy("")}, keel.ErrInvalid},
 		{"UniqueBy and IdempotencyKey", "t.known", payload{}, []keel.Option{keel.UniqueBy("a"), keel.IdempotencyKey("b")}, keel.ErrInvalid},
 		{"Backoff on a single task", "t.known", payload{}, []keel.Option{keel.Backoff(time.Second, time.Minute)}, keel.ErrInvalid},
+		{"OnDead on a single task", "t.known", payload{}, []keel.Option{keel.OnDead("t.failed")}, keel.ErrInvalid},
 		{"meta empty key", "t.known", payload{}, []keel.Option{keel.Meta(map[string]string{"": "v"})}, keel.ErrInvalid},
 		// What one database refuses or another stores changed is refused
 		// before any database sees it (issue 11, defects 6 and 8).
@@ -338,6 +339,10 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 		"declare twice":  func(h *keel.Handlers) { keel.Declare(h, "t"); keel.Handle(h, "t", fn) },
 		"declare opt":    func(h *keel.Handlers) { keel.Declare(h, "t", keel.UniqueBy("x")) },
 		"declare bad":    func(h *keel.Handlers) { keel.Declare(h, "t", keel.Priority(-1), keel.MaxAttempts(-3)) },
+		"on_dead itself": func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.OnDead("t")) },
+		"on_dead name":   func(h *keel.Handlers) { keel.Handle(h, "t", fn, keel.OnDead("a b")) },
+		"on_dead keel.":  func(h *keel.Handlers) { keel.Declare(h, "t", keel.OnDead("keel.x")) },
+		"on_dead empty":  func(h *keel.Handlers) { keel.Declare(h, "t", keel.OnDead("")) },
 	}
 	for name, f := range cases {
 		func() {

@@ -52,6 +52,11 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	for t, h := range cfg.Handlers.m {
 		c.types[t] = h.defaults
+		if cfg.OnDead != nil && h.run != nil {
+			o := h.defaults
+			o.onDeadHook = true
+			c.types[t] = o
+		}
 	}
 	c.decl = newDeclarations(c.types)
 	var err error
@@ -261,6 +266,10 @@ func (c *Client) prepareTask(j TaskSpec, now time.Time, stored map[string]*drive
 		return driver.InsertParams{}, invalid("Backoff is a per-type option: pass it to Handle, not Enqueue")
 	case call.maxSnoozes != nil:
 		return driver.InsertParams{}, invalid("MaxSnoozes is a per-type option: pass it to Handle, not Enqueue")
+	case call.onDead != nil:
+		return driver.InsertParams{}, invalid("OnDead is a per-type option: pass it to Handle or Declare, not Enqueue")
+	case call.brake != nil:
+		return driver.InsertParams{}, invalid("Brake is a per-type option: pass it to Handle or Declare, not Enqueue")
 	}
 	o := defaults.merge(j.Options)
 	if err := o.validate(); err != nil {

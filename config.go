@@ -1,6 +1,7 @@
 package keel
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -42,6 +43,15 @@ type Config struct {
 	// SettingsInterval; an Enqueue option or this client's own Handle or
 	// Declare options take precedence. Default none.
 	Types []string
+	// OnDead, when set, is called once for every dead-lettered task of the
+	// types this client has handlers for (see OnDead for a follow-up task
+	// of a type of your own instead). It is durable: each death enqueues,
+	// atomically with it, a task of keel's own type keel.on_dead (reserved
+	// queue "keel") whose handler calls OnDead in a started client with
+	// the hook, so it runs at least once even if processes die; an error
+	// runs it again with backoff (1s doubling to 5m, 25 attempts). The
+	// TaskInfo is the dead task as Get returns it. Default nil.
+	OnDead func(ctx context.Context, t TaskInfo) error
 	// AnyType lets Enqueue accept any valid task type, not only those with
 	// a handler or in Types: for servers that store tasks other processes
 	// work (keel serve). Such types get their stored defaults, as Types

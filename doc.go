@@ -221,6 +221,26 @@
 // ResumeSchedule (which does not run the paused period) and
 // TriggerSchedule act on one in every process.
 //
+// # When a task dies
+//
+// OnDead("x.failed") on Handle or Declare enqueues one follow-up task of
+// type "x.failed" (payload DeadTask: the dead task's id, type, queue,
+// attempt, last error and payload) for every dead task of the type, in the
+// same transaction as the dead-lettering, whether the worker or the
+// leader's rescuer writes it. Config.OnDead is a hook run, durably, for
+// every dead task of the types a client handles. A follow-up's death gets
+// no follow-up of its own.
+//
+// # The automatic brake
+//
+// When a type's failed share of its last attempts reaches a threshold
+// (default half of 20), the leader opens its brake: its tasks are not
+// claimed for a cooldown (default 30s) and a brake_open alert fires; then
+// one probe task runs on one node, whose success closes the brake and
+// whose failure reopens it. Brake and NoBrake set a type's thresholds;
+// Client.SetBrake changes them at runtime, Client.Brakes lists brakes and
+// Client.CloseBrake closes one by hand.
+//
 // # Defaults
 //
 // Every Config field's comment ends with its default:

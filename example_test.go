@@ -592,3 +592,37 @@ func ExampleClient_StartRamp() {
 	// email.send rate: 50 burst: 5
 	// ramp at step 1 of 4 concurrency 1 next in 10m0s
 }
+
+// A type with OnDead gets one follow-up task per dead task, inserted with
+// the dead-lettering: here it records the failure for a person.
+func ExampleOnDead() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	followed := make(chan keel.DeadTask, 1)
+	h := keel.NewHandlers()
+	keel.Handle(h, "invoice.send", func(ctx context.Context, t *keel.Task[struct{ To string }]) error {
+		return keel.Permanent(errors.New("no such recipient"))
+	}, keel.OnDead("invoice.failed"))
+	keel.Handle(h, "invoice.failed", func(ctx context.Context, t *keel.Task[keel.DeadTask]) error {
+		followed <- t.Args // a failure table, a ticket, a message to a person
+		return nil
+	})
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+
+	if _, err := c.Enqueue(ctx, "invoice.send", struct{ To string }{"nobody@example.com"}); err != nil {
+		log.Fatal(err)
+	}
+	d := <-followed
+	fmt.Println(d.Type, "died after attempt", d.Attempt, "with", d.Error, "; payload", string(d.Payload))
+	// Output:
+	// invoice.send died after attempt 1 with permanent: no such recipient ; payload {"To":"nobody@example.com"}
+}

@@ -87,6 +87,9 @@ func (h *Handlers) check(fn, taskType string, opts []Option) options {
 	if err := defaults.validate(); err != nil {
 		panic(fmt.Sprintf("keel: %s(%q): %v", fn, taskType, err))
 	}
+	if defaults.onDead != nil && *defaults.onDead == taskType {
+		panic(fmt.Sprintf("keel: %s(%q): OnDead names the type itself", fn, taskType))
+	}
 	return defaults
 }
 

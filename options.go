@@ -23,6 +23,11 @@ type options struct {
 	backoff     *backoff.Policy
 	maxSnoozes  *int
 	meta        map[string]string
+	onDead      *string
+	brake       *driver.BrakeConfig
+	// onDeadHook: the type's deaths run Config.OnDead (set by NewClient
+	// for the types the client handles).
+	onDeadHook bool
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -101,9 +106,11 @@ func MaxSnoozes(n int) Option { return func(o *options) { o.maxSnoozes = ptr(n) 
 func Meta(tags map[string]string) Option { return func(o *options) { o.meta = tags } }
 
 // declared reports whether o sets any default that keel_types stores
-// (queue, priority, max attempts, timeout, backoff).
+// (queue, priority, max attempts, timeout, backoff, on_dead, the OnDead
+// hook).
 func (o options) declared() bool {
-	return o.queue != nil || o.priority != nil || o.maxAttempts != nil || o.timeout != nil || o.backoff != nil
+	return o.queue != nil || o.priority != nil || o.maxAttempts != nil || o.timeout != nil || o.backoff != nil ||
+		o.onDead != nil || o.onDeadHook || o.brake != nil
 }
 
 // typeDefaults is o as the stored declaration of taskType.
@@ -121,6 +128,7 @@ func (o options) typeDefaults(taskType string) driver.TypeDefaults {
 	if o.backoff != nil {
 		t.BackoffBase, t.BackoffMax = o.backoff.Base, o.backoff.Max
 	}
+	t.OnDead, t.OnDeadHook, t.Brake = deref(o.onDead), o.onDeadHook, deref(o.brake)
 	return t
 }
 
@@ -185,6 +193,16 @@ func (o options) validate() error {
 		return invalid("RunAt and Delay are exclusive")
 	case o.maxSnoozes != nil && (*o.maxSnoozes < 1 || *o.maxSnoozes > maxSnoozesLimit):
 		return invalid("max snoozes must be in 1..%d, got %d", maxSnoozesLimit, *o.maxSnoozes)
+	case o.onDead != nil && !validName(*o.onDead):
+		return invalid("invalid on_dead type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", *o.onDead)
+	case o.onDead != nil && reservedType(*o.onDead):
+		return invalid("on_dead type %q: names starting with %q are reserved for keel's own tasks", *o.onDead, reservedTypePrefix)
+	case o.brake != nil && o.brake.Window != -1 && (o.brake.Window < 0 || o.brake.Window > 10000):
+		return invalid("brake window must be in 1..10000 (0: the default), got %d", o.brake.Window)
+	case o.brake != nil && (o.brake.Threshold < 0 || o.brake.Threshold > 1 || o.brake.Threshold != o.brake.Threshold):
+		return invalid("brake threshold must be in (0, 1] (0: the default), got %v", o.brake.Threshold)
+	case o.brake != nil && o.brake.Cooldown < 0:
+		return invalid("brake cooldown must not be negative (0: the default), got %v", o.brake.Cooldown)
 	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
 		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
 	}

@@ -20,7 +20,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.eng != nil {
 		return fmt.Errorf("%w: already started", ErrNotWorker)
 	}
-	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && len(c.schedules) == 0 {
+	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && len(c.schedules) == 0 && c.cfg.OnDead == nil {
 		return fmt.Errorf("%w: no handlers registered (and no alert notifiers to deliver to, no schedules to run)", ErrNotWorker)
 	}
 	if err := c.declare(ctx); err != nil {
@@ -61,6 +61,12 @@ func (c *Client) Start(ctx context.Context) error {
 		if o.maxSnoozes != nil {
 			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
 		}
+	}
+	cfg.FollowUps, cfg.BrakeDefaults = c.followUps, brakeDefaults()
+	if c.cfg.OnDead != nil {
+		cfg.Queues[ReservedQueue] = 4
+		cfg.Handlers[onDeadType] = c.onDeadHandler()
+		cfg.TypeBackoff[onDeadType] = backoff.Policy{Base: onDeadRetry.base, Max: onDeadRetry.max, Jitter: 0.2}
 	}
 	if !c.cfg.Alerts.Off {
 		// keel's own tasks: alert deliveries and the drill, in their

@@ -148,6 +148,7 @@ func (d *dash) routes() {
 	d.route("POST", "queues/{name}", admins, d.updateQueue)
 	d.route("POST", "types/{name}", admins, d.updateType)
 	d.route("POST", "types/{name}/ramp", admins, d.rampType)
+	d.route("POST", "types/{name}/brake/close", admins, d.closeBrake)
 	d.route("GET", "tasks", viewers, d.tasks)
 	d.route("GET", "tasks/{id}", viewers, d.task)
 	d.route("POST", "tasks/{id}/cancel", admins, d.cancelTask)

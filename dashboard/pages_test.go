@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // checkPage checks what every HTML page must have: the CSP and the other
@@ -269,6 +270,27 @@ func TestActionsAdmin(t *testing.T) {
 		if r := b.do(t, "GET", "/queues", adminToken, nil); !strings.Contains(r.body, `id="queue-reports-pause"`) || !strings.Contains(r.body, `id="type-report.build-settings"`) {
 			t.Errorf("queues page shows admin no forms")
 		}
+
+		// An open brake: a banner and a row with a close button; closing it
+		// by hand says so and clears the banner.
+		now := time.Now()
+		if ok, err := b.drv.(driver.Braker).ChangeBrake(ctx, driver.BrakeChange{To: driver.BrakeRow{Type: typeReport, State: driver.BrakeOpen,
+			OpenedAt: now, Until: now.Add(time.Minute), Ratio: 0.6, Attempts: 20, Reason: "12 of the last 20 attempts failed"},
+			From: []driver.BrakeState{driver.BrakeClosed}, Now: now}); err != nil || !ok {
+			t.Fatalf("open brake: %v %v", ok, err)
+		}
+		if r := b.do(t, "GET", "/queues", adminToken, nil); !strings.Contains(r.body, `id="brake-banner-report.build"`) ||
+			!strings.Contains(r.body, `id="brake-report.build-close"`) || !strings.Contains(r.body, "12 of the last 20 attempts failed") {
+			t.Errorf("queues page shows no open brake:\n%s", r.body)
+		}
+		if r := post("/types/report.build/brake/close", url.Values{}, http.StatusSeeOther); r.header.Get("Location") != "/queues?done=brake&n=report.build" {
+			t.Errorf("after closing the brake: Location %q", r.header.Get("Location"))
+		}
+		if r := b.do(t, "GET", "/queues?done=brake&n=report.build", adminToken, nil); strings.Contains(r.body, `id="brake-banner-`) ||
+			!strings.Contains(r.body, "The brake of type report.build is closed") {
+			t.Errorf("queues page after closing the brake:\n%s", r.body)
+		}
+		post("/types/report.build/brake/close", url.Values{}, http.StatusConflict)
 
 		post(fmt.Sprintf("/tasks/%d/cancel", s.pending), url.Values{}, http.StatusSeeOther)
 		if st := state(s.pending); st != keel.StateCancelled {

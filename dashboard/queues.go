@@ -20,6 +20,9 @@ type queuesData struct {
 	Types  map[string]keel.TypeInfo // settings by type name
 	Ramps  map[string]*keel.RampState
 	Done   string // what the last action changed
+	// Braked are the types whose automatic brake is open or half open;
+	// Fallbacks the types with a brake that ever opened or an on_dead.
+	Braked, Fallbacks []keel.TypeInfo
 }
 
 type queueRow struct {
@@ -70,8 +73,27 @@ func (d *dash) queues(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		case !errors.Is(err, keel.ErrNotFound) && !errors.Is(err, keel.ErrInvalid):
 			return err
 		}
+		if t.Brake.State == keel.BrakeOpen || t.Brake.State == keel.BrakeHalfOpen {
+			data.Braked = append(data.Braked, t)
+		}
+		if t.Brake.State != "" || t.OnDead != "" {
+			data.Fallbacks = append(data.Fallbacks, t)
+		}
 	}
 	return d.render(w, r, http.StatusOK, "queues", v, data)
+}
+
+// closeBrake is POST /types/{name}/brake/close: close the type's open
+// brake by hand.
+func (d *dash) closeBrake(w http.ResponseWriter, r *http.Request, _ *viewer) error {
+	if err := form(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if _, err := d.c.CloseBrake(r.Context(), name); err != nil {
+		return err
+	}
+	return d.back(w, r, "queues", "brake", name)
 }
 
 // form reads a small form body.
@@ -257,6 +279,7 @@ var doneMessages = map[string]string{
 	"cancelled":    "Task cancelled.",
 	"retried":      "Task sent back to pending: it runs again now, its attempts reset.",
 	"requeued":     "Requeued %s dead letters: they run again now.",
+	"brake":        "The brake of type %s is closed: its tasks are claimed again.",
 	"requeued-some": "Requeued %s of the selected dead letters: they run again now. The others stay dead: " +
 		"a newer task holds their idempotency key, or they were requeued or purged meanwhile.",
 	"purged":    "Purged %s dead letters for good.",

@@ -162,15 +162,16 @@ func (e errorData) title() string { return e.Heading }
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"num":   num,
-	"numi":  func(n int) string { return num(int64(n)) },
-	"lat":   lat,
-	"dur":   dur,
-	"ago":   ago,
-	"stamp": stamp,
-	"zoned": func(t time.Time) string { return t.Format("2006-01-02 15:04:05 -07:00") },
-	"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
-	"pct":   func(a, b int64) string { return pct(a, b) },
+	"num":    num,
+	"numi":   func(n int) string { return num(int64(n)) },
+	"lat":    lat,
+	"dur":    dur,
+	"ago":    ago,
+	"stamp":  stamp,
+	"zoned":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 -07:00") },
+	"rate":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "/s" },
+	"pct":    func(a, b int64) string { return pct(a, b) },
+	"mul100": func(f float64) float64 { return 100 * f },
 	"views": func() []keel.View {
 		return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
 	},

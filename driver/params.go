@@ -87,6 +87,11 @@ type Transition struct {
 	// and AttemptedAt are read): drivers that count transitions in Go
 	// (SQLite, MySQL) count this one by it. Nil: the driver reads them.
 	Task *TaskRow
+	// FollowUps are tasks inserted in the same transaction as the
+	// transition, only when it applies: the on_dead follow-ups of a task
+	// being dead-lettered. Each carries an idempotency key, so a repeated
+	// write inserts nothing more. Default none.
+	FollowUps []InsertParams
 }
 
 // FinishParams finishes many running tasks held by Owner in one batch.

@@ -80,7 +80,16 @@ type TypeDefaults struct {
 	Timeout     time.Duration // stored in milliseconds, like settings
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	UpdatedAt   time.Time
+	// OnDead is the type of the follow-up task enqueued, in the same
+	// transaction, when a task of this type is dead-lettered ("": none).
+	OnDead string
+	// OnDeadHook: a dead task of this type also enqueues a keel.on_dead
+	// task, which runs the library's Config.OnDead hook.
+	OnDeadHook bool
+	// Brake holds the automatic brake's thresholds declared for the type
+	// (zero fields: keel's defaults).
+	Brake     BrakeConfig
+	UpdatedAt time.Time
 }
 
 // Equal reports whether t and o declare the same defaults (UpdatedAt
@@ -89,7 +98,9 @@ func (t TypeDefaults) Equal(o TypeDefaults) bool {
 	ms := func(d time.Duration) int64 { return *SettingMillis(&d) }
 	samePriority := (t.Priority == nil) == (o.Priority == nil) && (t.Priority == nil || *t.Priority == *o.Priority)
 	return t.Name == o.Name && t.Queue == o.Queue && samePriority && t.MaxAttempts == o.MaxAttempts &&
-		ms(t.Timeout) == ms(o.Timeout) && ms(t.BackoffBase) == ms(o.BackoffBase) && ms(t.BackoffMax) == ms(o.BackoffMax)
+		ms(t.Timeout) == ms(o.Timeout) && ms(t.BackoffBase) == ms(o.BackoffBase) && ms(t.BackoffMax) == ms(o.BackoffMax) &&
+		t.OnDead == o.OnDead && t.OnDeadHook == o.OnDeadHook && t.Brake.Window == o.Brake.Window &&
+		t.Brake.Threshold == o.Brake.Threshold && ms(t.Brake.Cooldown) == ms(o.Brake.Cooldown)
 }
 
 // DeclareTypesParams stores the defaults of several task types: each row
@@ -113,6 +124,10 @@ func (p DeclareTypesParams) Validate() error {
 			return fmt.Errorf("declare types: %q given twice", t.Name)
 		case t.MaxAttempts < 0 || t.Timeout < 0 || t.BackoffBase < 0 || t.BackoffMax < 0:
 			return fmt.Errorf("declare types: %q: negative value", t.Name)
+		case t.OnDead == t.Name:
+			return fmt.Errorf("declare types: %q: on_dead names the type itself", t.Name)
+		case t.Brake.Window < -1 || t.Brake.Threshold < 0 || t.Brake.Threshold > 1 || t.Brake.Cooldown < 0:
+			return fmt.Errorf("declare types: %q: brake thresholds out of range", t.Name)
 		}
 		seen[t.Name] = true
 	}

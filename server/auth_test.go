@@ -80,6 +80,11 @@ var roleRules = map[string][]Role{
 	"DELETE /v1/alerts/rules":       {RoleAdmin},
 	"POST /v1/drill":                {RoleAdmin},
 
+	// The automatic brake.
+	"POST /v1/types/{name}/brake/close": {RoleAdmin},
+	"PUT /v1/types/{name}/brake":        {RoleAdmin},
+	"GET /v1/brakes":                    {RoleAdmin, RoleRead},
+
 	// Periodic tasks.
 	"GET /v1/schedules":                 {RoleAdmin, RoleRead},
 	"POST /v1/schedules/{name}/pause":   {RoleAdmin},
@@ -115,6 +120,8 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{}`
 	case "PATCH /v1/queues/{name}", "PATCH /v1/types/{name}":
 		body = `{"paused":false}`
+	case "PUT /v1/types/{name}/brake":
+		body = `{"window":10}`
 	case "PATCH /v1/alerts/rules":
 		body = `{"dead_per_hour":5}`
 	case "PUT /v1/types/{name}/ramp":

@@ -198,7 +198,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := openapiDoc(t)
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,
-		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true}
+		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true, "BrakeSettings": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
@@ -206,7 +206,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"BatchResponse": reflect.TypeFor[BatchResponse](), "TaskList": reflect.TypeFor[TaskList](),
 		"BulkRequest": reflect.TypeFor[BulkRequest](), "BulkResponse": reflect.TypeFor[BulkResponse](),
 		"Queue": reflect.TypeFor[Queue](), "QueueList": reflect.TypeFor[QueueList](), "QueuePatch": reflect.TypeFor[QueuePatch](),
-		"TaskType": reflect.TypeFor[TaskType](), "TypeList": reflect.TypeFor[TypeList](), "TypePatch": reflect.TypeFor[TypePatch](),
+		"TaskType": reflect.TypeFor[TaskType](), "TypeList": reflect.TypeFor[TypeList](),
+		"Brake": reflect.TypeFor[Brake](), "BrakeList": reflect.TypeFor[BrakeList](), "BrakeSettings": reflect.TypeFor[BrakeSettings](), "TypePatch": reflect.TypeFor[TypePatch](),
 		"QueueStats": reflect.TypeFor[QueueStats](), "Stats": reflect.TypeFor[Stats](),
 		"Node": reflect.TypeFor[Node](), "NodeList": reflect.TypeFor[NodeList](),
 		"Pool": reflect.TypeFor[Pool](), "System": reflect.TypeFor[System](),

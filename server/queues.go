@@ -147,7 +147,7 @@ func typeFromInfo(t *keel.TypeInfo) TaskType {
 		Name: t.Name, Counts: counts(t.Counts), Paused: t.Paused, Concurrency: t.Concurrency, Rate: t.Rate, Burst: t.Burst,
 		MaxAttempts: t.MaxAttempts,
 		Timeout:     optDuration(t.Timeout), BackoffBase: optDuration(t.BackoffBase), BackoffMax: optDuration(t.BackoffMax),
-		UpdatedAt: optTime(t.UpdatedAt),
+		UpdatedAt: optTime(t.UpdatedAt), OnDead: t.OnDead, Brake: brakeFromInfo(t.Brake),
 	}
 }
 

@@ -165,6 +165,9 @@ func (s *server) routes() []route {
 		{"GET /v1/types/{name}/ramp", readers, s.getRamp},
 		{"PUT /v1/types/{name}/ramp", admins, s.startRamp},
 		{"POST /v1/types/{name}/ramp/stop", admins, s.stopRamp},
+		{"POST /v1/types/{name}/brake/close", admins, s.closeBrake},
+		{"PUT /v1/types/{name}/brake", admins, s.setBrake},
+		{"GET /v1/brakes", readers, s.listBrakes},
 
 		{"GET /v1/stats", readers, s.stats},
 		{"GET /v1/nodes", readers, s.nodes},

@@ -188,6 +188,11 @@ type TaskType struct {
 	UpdatedAt   *time.Time       `json:"updated_at,omitempty"`
 	// Ramp is the type's concurrency ramp, absent when it never had one.
 	Ramp *RampInfo `json:"ramp,omitempty"`
+	// OnDead is the declared on_dead follow-up type.
+	OnDead string `json:"on_dead,omitempty"`
+	// Brake is the type's automatic brake (state closed when it never
+	// opened).
+	Brake Brake `json:"brake"`
 	// Warnings, in the answer to a change, say what of it has no effect:
 	// a concurrency above the workers this node runs in all its queues.
 	Warnings []string `json:"warnings,omitempty"`

@@ -165,7 +165,7 @@ within a few seconds (engine.settings_interval).
 				return printRaw(cmd.OutOrStdout(), raw)
 			}
 			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tPAUSED\tCONCURRENCY\tTIMEOUT\tMAX ATTEMPTS\tBACKOFF")
+			fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tSUCCEEDED\tDEAD\tCANCELLED\tPAUSED\tCONCURRENCY\tRATE\tTIMEOUT\tMAX ATTEMPTS\tBACKOFF\tBRAKE\tON DEAD")
 			for _, t := range l.Types {
 				conc := "-"
 				if t.Concurrency > 0 {
@@ -179,14 +179,25 @@ within a few seconds (engine.settings_interval).
 				if t.BackoffBase != nil || t.BackoffMax != nil {
 					backoff = optDuration(t.BackoffBase) + ".." + optDuration(t.BackoffMax)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, count(t.Counts, "pending"), count(t.Counts, "running"),
+				rate := "-"
+				if t.Rate > 0 {
+					rate = fmt.Sprint(t.Rate)
+					if t.Burst > 0 {
+						rate += fmt.Sprintf(" (burst %d)", t.Burst)
+					}
+				}
+				onDead := "-"
+				if t.OnDead != "" {
+					onDead = t.OnDead
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, count(t.Counts, "pending"), count(t.Counts, "running"),
 					count(t.Counts, "succeeded"), count(t.Counts, "dead"), count(t.Counts, "cancelled"), yesNo(t.Paused),
-					conc, optDuration(t.Timeout), attempts, backoff)
+					conc, rate, optDuration(t.Timeout), attempts, backoff, t.Brake.State, onDead)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "(CONCURRENCY caps running tasks across the cluster, - for no cap; keel type ramp show NAME shows a ramp; TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies)")
+			fmt.Fprintln(cmd.OutOrStdout(), "(CONCURRENCY caps running tasks across the cluster, - for no cap; RATE is task starts per second across the cluster; keel type ramp show NAME shows a ramp; TIMEOUT, MAX ATTEMPTS and BACKOFF are runtime overrides; - means each task's own value applies; BRAKE is the automatic brake, see keel brakes; ON DEAD the follow-up type of a dead task)")
 			return nil
 		},
 	}

@@ -341,6 +341,15 @@ func handlers(cfg *config.Config, targets map[string]httptarget.Target) (*keel.H
 	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
 		t := cfg.Types[name]
 		opts := []keel.Option{keel.Queue(t.Queue), keel.Priority(t.Priority), keel.MaxAttempts(t.MaxAttempts), keel.Timeout(t.Timeout.D())}
+		if t.OnDead != "" {
+			opts = append(opts, keel.OnDead(t.OnDead))
+		}
+		switch b := t.Brake; {
+		case b.Off:
+			opts = append(opts, keel.NoBrake())
+		case b != config.TypeBrake{}:
+			opts = append(opts, keel.Brake(b.Window, b.Threshold, b.Cooldown.D()))
+		}
 		if !t.IsTarget() {
 			keel.Declare(h, name, opts...)
 			continue

@@ -91,7 +91,8 @@ const matchWhere = `state IN ('dead', 'cancelled') AND state = ?
 const settingColumns = `kind, name, paused, concurrency, timeout_ms, max_attempts, backoff_base_ms,
 	backoff_max_ms, updated_at, rate, burst`
 
-const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
+const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, on_dead, on_dead_hook,
+	brake_window, brake_threshold, brake_cooldown_ms, updated_at`
 
 // insertRow is one row of a (multi-row) insert.
 var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?, {now}, {now}, '[]', ?)`)
@@ -294,10 +295,12 @@ WHERE kind = ? AND name = ? FOR UPDATE`
 
 	// The declared defaults of task types (keel_types, migration 004):
 	// each declaration replaces the type's row whole.
-	sqlDeclareType = prepare(`INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, {now})
+	sqlDeclareType = prepare(`INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now})
 ON DUPLICATE KEY UPDATE queue = VALUES(queue), priority = VALUES(priority), max_attempts = VALUES(max_attempts),
 	timeout_ms = VALUES(timeout_ms), backoff_base_ms = VALUES(backoff_base_ms),
-	backoff_max_ms = VALUES(backoff_max_ms), updated_at = VALUES(updated_at)`)
+	backoff_max_ms = VALUES(backoff_max_ms), on_dead = VALUES(on_dead), on_dead_hook = VALUES(on_dead_hook),
+	brake_window = VALUES(brake_window), brake_threshold = VALUES(brake_threshold),
+	brake_cooldown_ms = VALUES(brake_cooldown_ms), updated_at = VALUES(updated_at)`)
 
 	sqlListTypes = prepare(`SELECT ` + typeColumns + ` FROM keel_types ORDER BY name`)
 

@@ -296,6 +296,11 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, now ti
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}
+	if n == 1 && len(t.FollowUps) > 0 {
+		if _, _, err := d.insertNotify(ctx, q, t.FollowUps, false); err != nil {
+			return false, fmt.Errorf("finish task %d: insert follow-up: %w", t.ID, err)
+		}
+	}
 	return n == 1, nil
 }
 

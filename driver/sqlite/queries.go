@@ -307,12 +307,16 @@ const sqlListSettings = `SELECT ` + settingColumns + ` FROM keel_settings ORDER 
 
 // The declared defaults of task types (keel_types, migration 004): each
 // declaration replaces the type's row whole.
-const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, updated_at`
+const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_base_ms, backoff_max_ms, on_dead, on_dead_hook,
+	brake_window, brake_threshold, brake_cooldown_ms, updated_at`
 
-const sqlDeclareType = `INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+const sqlDeclareType = `INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, priority = excluded.priority,
 	max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms,
-	backoff_base_ms = excluded.backoff_base_ms, backoff_max_ms = excluded.backoff_max_ms,
+	backoff_base_ms = excluded.backoff_base_ms,
+	backoff_max_ms = excluded.backoff_max_ms, on_dead = excluded.on_dead, on_dead_hook = excluded.on_dead_hook,
+	brake_window = excluded.brake_window, brake_threshold = excluded.brake_threshold,
+	brake_cooldown_ms = excluded.brake_cooldown_ms,
 	updated_at = excluded.updated_at`
 
 const sqlListTypes = `SELECT ` + typeColumns + ` FROM keel_types ORDER BY name`

@@ -244,6 +244,11 @@ func transition(ctx context.Context, tx querier, owner string, now time.Time, t 
 	if err != nil {
 		return false, fmt.Errorf("finish task %d: %w", t.ID, err)
 	}
+	if n == 1 && len(t.FollowUps) > 0 {
+		if _, err := insert(ctx, tx, t.FollowUps); err != nil {
+			return false, fmt.Errorf("finish task %d: insert follow-up: %w", t.ID, err)
+		}
+	}
 	return n == 1, nil
 }
 

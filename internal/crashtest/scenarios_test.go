@@ -24,6 +24,7 @@ func run(t *testing.T, b *backend) {
 	t.Run("KilledEnqueuer", func(t *testing.T) { killedEnqueuer(t, b) })
 	t.Run("LeaderFailover", func(t *testing.T) { leaderFailover(t, b) })
 	t.Run("TerminatedSessions", func(t *testing.T) { terminatedSessions(t, b) })
+	t.Run("DeadFollowUps", func(t *testing.T) { deadFollowUps(t, b) })
 	t.Run("ScheduleFailover", func(t *testing.T) { scheduleFailover(t, b) })
 	t.Run("KilledInStep", func(t *testing.T) { killedInStep(t, b) })
 	t.Run("ClusterLimit", func(t *testing.T) { clusterLimit(t, b) })

@@ -14,6 +14,11 @@ import (
 // decide maps an attempt's result to the task's next state: every
 // retry-or-dead decision of a running attempt is made here.
 func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, start, end time.Time) driver.Transition {
+	return e.deadWithFollowUps(row, e.decideState(ctx, row, res, start, end), end)
+}
+
+// decideState is decide without the follow-ups of a dead task.
+func (e *Engine) decideState(ctx context.Context, row *driver.TaskRow, res result, start, end time.Time) driver.Transition {
 	t := driver.Transition{ID: row.ID, Fence: row.Fence, Task: row}
 	if res.err == nil {
 		t.State, t.Result = driver.StateSucceeded, res.value
@@ -57,9 +62,16 @@ func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, st
 // decideExpired maps a task whose lease expired (its worker vanished) to
 // its next state, as the rescuer judged it at now, with the type's
 // runtime settings applied as for a claimed task.
+//
+// A task that dies gets its on_dead follow-ups; when they cannot be built
+// now, the zero transition leaves the task to the rescuer's next pass.
 func (e *Engine) decideExpired(row *driver.TaskRow, now time.Time) driver.Transition {
 	e.applyTypeSettings(row)
-	return ExpiredTransition(row, now, e.backoff(row.Type, row.Attempt))
+	t, ok := e.withFollowUps(row, ExpiredTransition(row, now, e.backoff(row.Type, row.Attempt)))
+	if !ok {
+		return driver.Transition{}
+	}
+	return t
 }
 
 // ExpiredTransition is the transition of a task whose lease expired before

@@ -106,6 +106,15 @@ type Config struct {
 	Tracer trace.Tracer
 	// Observer is told about attempts and rescues; nil: no one is.
 	Observer Observer
+	// FollowUps builds the on_dead follow-up tasks of a task about to be
+	// dead-lettered by t (the worker's decision or the rescuer's; a row
+	// the rescuer read has no payload); the driver inserts them in the
+	// same transaction. An error delays the task's death. Nil: none.
+	FollowUps func(ctx context.Context, row *driver.TaskRow, t driver.Transition) ([]driver.InsertParams, error)
+	// BrakeDefaults are the automatic brake's thresholds of the types that
+	// declare none (see driver.BrakeConfig); the leader evaluates brakes
+	// every SettingsInterval.
+	BrakeDefaults driver.BrakeConfig
 	// Loops run beside the workers, each every Interval from Start until
 	// Stop (the first run at once); a loop for the leader alone checks
 	// Engine.Leading.
@@ -148,6 +157,8 @@ type Engine struct {
 	handled []string
 
 	settings   settings
+	brakes     brakes        // the brakes not closed, as last read
+	brakeLoop  *service.Loop // the leader's brake evaluation
 	reconcile  *service.Loop // the leader's counter check
 	archive    *service.Loop // the leader's archiver
 	archived   archiveCounters
@@ -204,12 +215,17 @@ func Start(ctx context.Context, cfg Config) *Engine {
 		Now: cfg.Now, Logger: log, Leading: e.elector.Leading,
 	})
 	e.settings.load(ctx, e) // workers start with the stored settings
+	e.loadBrakes(ctx)       // and brakes
 	e.settings.loop = service.Start(ctx, func(ctx context.Context) {
 		service.Every(ctx, cfg.SettingsInterval, func(ctx context.Context) {
-			if e.settings.load(ctx, e) {
-				e.WakeQueue("") // a resumed queue or a raised limit frees slots
+			changed := e.settings.load(ctx, e)
+			if e.loadBrakes(ctx) || changed {
+				e.WakeQueue("") // a resumed queue, a raised limit or a closed brake frees slots
 			}
 		})
+	})
+	e.brakeLoop = service.Start(ctx, func(ctx context.Context) {
+		service.Every(ctx, cfg.SettingsInterval, e.evaluateBrakes)
 	})
 	e.reconcile = service.Start(ctx, func(ctx context.Context) {
 		service.Every(ctx, cfg.ReconcileInterval, e.reconcileCounters)
@@ -290,6 +306,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.heartbeat.Stop()
 	e.registrar.Stop()
 	e.settings.loop.Stop()
+	e.brakeLoop.Stop()
 	e.reconcile.Stop()
 	e.archive.Stop()
 	e.maintainer.loop.Stop()

@@ -124,6 +124,13 @@ func (p *producer) run() {
 func (p *producer) claim(n int) (more bool, err error) {
 	e := p.e
 	types, limited := e.claimFilter(n)
+	if e.anyBraked() {
+		// Half-open brakes' probes first, then no braked type (brake.go).
+		if probes := e.claimProbes(p, append(limitedNames(limited), types...), n); probes > 0 {
+			n, more = n-probes, true
+		}
+		types, limited = e.brakeFilter(types), e.brakeFilterLimited(limited)
+	}
 	queueLimited := e.queueLimited(p.name)
 	nowReal := time.Now()
 	for _, lt := range limited {

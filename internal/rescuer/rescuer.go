@@ -37,6 +37,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Decide returns the transition for a task whose lease expired, judged
 	// at now: the attempt failed with outcome lease_expired; retry or dead.
+	// A zero transition (ID 0) leaves the task to a later pass.
 	Decide func(row *driver.TaskRow, now time.Time) driver.Transition
 	// Leading gates the work: only the elected leader rescues.
 	Leading func() bool
@@ -107,9 +108,14 @@ func (r *Rescuer) RunOnce(ctx context.Context) {
 		if len(expired) == 0 {
 			return
 		}
-		tasks := make([]driver.RescueTask, len(expired))
+		tasks := make([]driver.RescueTask, 0, len(expired))
 		for i := range expired {
-			tasks[i] = driver.RescueTask{Owner: expired[i].LeaseOwner, Transition: r.cfg.Decide(&expired[i], now)}
+			if t := r.cfg.Decide(&expired[i], now); t.ID != 0 {
+				tasks = append(tasks, driver.RescueTask{Owner: expired[i].LeaseOwner, Transition: t})
+			}
+		}
+		if len(tasks) == 0 {
+			return
 		}
 		rows, err := r.cfg.Driver.Rescue(ctx, driver.RescueParams{Now: now, Tasks: tasks})
 		if err != nil {

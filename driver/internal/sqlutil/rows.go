@@ -212,20 +212,24 @@ func NullTime(t time.Time) any {
 
 // ScanTypeDefaults reads one row selected with the drivers' typeColumns
 // (name, queue, priority, max_attempts, timeout_ms, backoff_base_ms,
-// backoff_max_ms, updated_at); at turns the database's timestamp into a
-// UTC time.
+// backoff_max_ms, on_dead, on_dead_hook, brake_window, brake_threshold,
+// brake_cooldown_ms, updated_at); at turns the database's timestamp into
+// a UTC time.
 func ScanTypeDefaults[T any](scan Scan, at func(T) time.Time) (*driver.TypeDefaults, error) {
 	var (
 		r                    driver.TypeDefaults
 		queue                sql.NullString
 		priority             sql.NullInt64
 		timeout, base, maxMS int64
+		onDead               sql.NullString
+		cooldown             int64
 		updated              T
 	)
-	if err := scan(&r.Name, &queue, &priority, &r.MaxAttempts, &timeout, &base, &maxMS, &updated); err != nil {
+	if err := scan(&r.Name, &queue, &priority, &r.MaxAttempts, &timeout, &base, &maxMS, &onDead, &r.OnDeadHook,
+		&r.Brake.Window, &r.Brake.Threshold, &cooldown, &updated); err != nil {
 		return nil, err
 	}
-	r.Queue = queue.String
+	r.Queue, r.OnDead, r.Brake.Cooldown = queue.String, onDead.String, driver.SettingDuration(cooldown)
 	if priority.Valid {
 		p := int(priority.Int64)
 		r.Priority = &p
@@ -237,15 +241,17 @@ func ScanTypeDefaults[T any](scan Scan, at func(T) time.Time) (*driver.TypeDefau
 
 // TypeArgs are the arguments of one type's row, in the order of the
 // drivers' typeColumns without updated_at: name, queue (NULL when not
-// set), priority (NULL when not set), max_attempts, and the durations in
-// milliseconds (driver.SettingMillis).
+// set), priority (NULL when not set), max_attempts, the durations in
+// milliseconds (driver.SettingMillis), on_dead (NULL when not set),
+// on_dead_hook and the brake's thresholds.
 func TypeArgs(t driver.TypeDefaults) []any {
 	var priority any
 	if t.Priority != nil {
 		priority = *t.Priority
 	}
 	return []any{t.Name, NullString(t.Queue), priority, t.MaxAttempts,
-		*driver.SettingMillis(&t.Timeout), *driver.SettingMillis(&t.BackoffBase), *driver.SettingMillis(&t.BackoffMax)}
+		*driver.SettingMillis(&t.Timeout), *driver.SettingMillis(&t.BackoffBase), *driver.SettingMillis(&t.BackoffMax),
+		NullString(t.OnDead), t.OnDeadHook, t.Brake.Window, t.Brake.Threshold, *driver.SettingMillis(&t.Brake.Cooldown)}
 }
 
 // SortedTypes returns the types of p sorted by name: the order in which

@@ -387,6 +387,16 @@ type Type struct {
 	// serve starts it unless the same ramp is stored already. Default
 	// none.
 	Ramp *Ramp `toml:"ramp"`
+
+	// OnDead names a type (configured in [types]) of which one follow-up
+	// task is enqueued, atomically, whenever a task of this type is
+	// dead-lettered; its payload carries the dead task's id, type, queue,
+	// attempt, last error and payload. It may not name the type itself; a
+	// follow-up that dies gets no follow-up. Default "" (none).
+	OnDead string `toml:"on_dead"`
+	// Brake sets the type's automatic brake; only for types with a url.
+	// Default: keel's (window 20, threshold 0.5, cooldown 30s).
+	Brake TypeBrake `toml:"brake"`
 }
 
 // Ramp is [types."name".ramp]: a concurrency ramp (keel.Ramp).
@@ -400,6 +410,23 @@ type Ramp struct {
 	MaxFailureRatio float64 `toml:"max_failure_ratio"`
 	// MinAttempts must end before a step is judged. Default 20.
 	MinAttempts int `toml:"min_attempts"`
+}
+
+// TypeBrake is a type's automatic brake ([types."x".brake]): when, of its
+// last Window finished attempts, the failed share reaches Threshold, its
+// tasks are not claimed for Cooldown, then one probe task runs.
+type TypeBrake struct {
+	// Window is how many of the type's latest attempts are judged, 1..10000.
+	// Default 20.
+	Window int `toml:"window"`
+	// Threshold is the failed share that opens the brake, in (0, 1].
+	// Default 0.5.
+	Threshold float64 `toml:"threshold"`
+	// Cooldown is how long the brake stays open before a probe. Default
+	// "30s".
+	Cooldown Duration `toml:"cooldown"`
+	// Off turns the brake off for the type. Default false.
+	Off bool `toml:"off"`
 }
 
 // IsTarget reports whether the type is worked here (it has a url).

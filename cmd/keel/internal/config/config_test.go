@@ -493,6 +493,13 @@ func TestErrors(t *testing.T) {
 		{"enqueue-only with target field", "[types.r]\nqueue = \"r\"\nread_timeout = \"1s\"", nil, nil, "types.r.read_timeout: applies only to a type with a url"},
 		{"enqueue-only with backoff", "[types.r]\nqueue = \"r\"\nbackoff_base = \"1s\"", nil, nil, "types.r.backoff_base: applies only to a type with a url"},
 		{"enqueue-only on worked queue", target + "[types.r]\n", nil, nil, `types.r.queue: queue "default" is worked by this server`},
+		{"on_dead unknown", target + "on_dead = \"hook.failed\"", nil, nil, `types.hook.on_dead: type "hook.failed" is not configured`},
+		{"on_dead itself", target + "on_dead = \"hook\"", nil, nil, "types.hook.on_dead: names the type itself"},
+		{"on_dead reserved", target + "on_dead = \"keel.on_dead\"", nil, nil, `types.hook.on_dead: type names starting with "keel." are reserved`},
+		{"brake window", target + "[types.hook.brake]\nwindow = -2", nil, nil, "types.hook.brake.window: must be in 1..10000"},
+		{"brake threshold", target + "[types.hook.brake]\nthreshold = 1.5", nil, nil, "types.hook.brake.threshold: must be in (0, 1]"},
+		{"brake cooldown", target + "[types.hook.brake]\ncooldown = \"-1s\"", nil, nil, `types.hook.brake.cooldown: must not be negative`},
+		{"enqueue-only with brake", "[types.r]\nqueue = \"r\"\n[types.r.brake]\nwindow = 5", nil, nil, "types.r.brake: applies only to a type with a url"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -607,6 +614,9 @@ func TestExample(t *testing.T) {
 	c = load(t, Options{Path: write(t, strings.Join(uncommented, "\n")), Environ: env})
 	if len(c.Types) != 2 || !c.Types["email.send"].IsTarget() || c.Types["report.build"].Queue != "reports" || len(c.Tokens) != 2 {
 		t.Fatalf("the commented-out examples: types %+v tokens %d", c.Types, len(c.Tokens))
+	}
+	if e := c.Types["email.send"]; e.OnDead != "report.build" || e.Brake.Window != 20 || e.Brake.Threshold != 0.5 || e.Brake.Cooldown.D() != 30*time.Second {
+		t.Fatalf("the example's on_dead and brake: %+v", e)
 	}
 }
 

@@ -137,7 +137,7 @@ func (c *Config) fillTypes(md toml.MetaData) {
 			}
 			return false
 		}
-		for _, f := range []string{"url", "headers", "headers_env", "priority"} {
+		for _, f := range []string{"url", "headers", "headers_env", "priority", "on_dead", "brake"} {
 			defined(f)
 		}
 		if !defined("queue") {

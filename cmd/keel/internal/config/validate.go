@@ -252,8 +252,28 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 		v.bad(key+".timeout", "must be at least 1ms, got %q", t.Timeout)
 	}
 	validateLimits(v, key, t)
+	if t.OnDead != "" {
+		_, known := c.Types[t.OnDead]
+		switch {
+		case strings.HasPrefix(t.OnDead, "keel."):
+			v.bad(key+".on_dead", "type names starting with \"keel.\" are reserved for keel's own tasks, got %q", t.OnDead)
+		case t.OnDead == name:
+			v.bad(key+".on_dead", "names the type itself: a dead follow-up would follow up on itself")
+		case !known:
+			v.bad(key+".on_dead", "type %q is not configured: add [types.%q]", t.OnDead, t.OnDead)
+		}
+	}
+	if b := t.Brake; b.Window < 0 || b.Window > 10000 {
+		v.bad(key+".brake.window", "must be in 1..10000 (0: the default 20), got %d", b.Window)
+	}
+	if b := t.Brake; b.Threshold < 0 || b.Threshold > 1 || math.IsNaN(b.Threshold) {
+		v.bad(key+".brake.threshold", "must be in (0, 1] (0: the default 0.5), got %v", b.Threshold)
+	}
+	if t.Brake.Cooldown < 0 {
+		v.bad(key+".brake.cooldown", "must not be negative (0: the default 30s), got %q", t.Brake.Cooldown)
+	}
 	if !t.IsTarget() {
-		for _, f := range []string{"connect_timeout", "read_timeout", "max_result_bytes", "headers", "headers_env", "backoff_base", "backoff_max"} {
+		for _, f := range []string{"connect_timeout", "read_timeout", "max_result_bytes", "headers", "headers_env", "backoff_base", "backoff_max", "brake"} {
 			if c.Source(key+"."+f) == SourceFile {
 				v.bad(key+"."+f, "applies only to a type with a url (the process that works an enqueue-only type sets its own)")
 			}

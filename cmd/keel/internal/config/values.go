@@ -86,6 +86,7 @@ func (c *Config) typeValues(name string, t Type) []Value {
 		val("priority", strconv.Itoa(t.Priority)),
 		val("max_attempts", strconv.Itoa(t.MaxAttempts)),
 		val("timeout", t.Timeout.String()),
+		val("on_dead", t.OnDead),
 	}
 	if t.Concurrency > 0 || t.Rate > 0 || t.Burst > 0 {
 		out = append(out, val("concurrency", strconv.Itoa(t.Concurrency)),
@@ -108,6 +109,7 @@ func (c *Config) typeValues(name string, t Type) []Value {
 		val("max_result_bytes", strconv.FormatInt(t.MaxResultBytes, 10)),
 		val("backoff_base", t.BackoffBase.String()),
 		val("backoff_max", t.BackoffMax.String()),
+		val("brake", brakeValue(t.Brake)),
 	)
 	for _, h := range slices.Sorted(maps.Keys(t.Headers)) {
 		v := Value{Key: p + "headers." + h, Value: "<redacted>", Source: SourceFile}
@@ -117,4 +119,22 @@ func (c *Config) typeValues(name string, t Type) []Value {
 		out = append(out, v)
 	}
 	return out
+}
+
+// brakeValue shows a type's brake in one line.
+func brakeValue(b TypeBrake) string {
+	if b.Off {
+		return "off"
+	}
+	window, threshold, cooldown := "20", "0.5", "30s"
+	if b.Window > 0 {
+		window = strconv.Itoa(b.Window)
+	}
+	if b.Threshold > 0 {
+		threshold = strconv.FormatFloat(b.Threshold, 'g', -1, 64)
+	}
+	if b.Cooldown > 0 {
+		cooldown = b.Cooldown.String()
+	}
+	return "window " + window + ", threshold " + threshold + ", cooldown " + cooldown
 }

@@ -1,0 +1,244 @@
+package keel
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// The automatic brake (seed 000 §3.1: after a timeout, retry, degrade,
+// record). The leader watches every type's finished attempts: when, of a
+// type's last Window attempts since its brake last closed, the failed share
+// reaches Threshold, it opens the type's brake. Its tasks are then not
+// claimed (they wait, pending) for Cooldown, and an alert (rule
+// brake_open) fires. Then one node with a handler for the type runs one
+// probe task: its success closes the brake (and resolves the alert), its
+// failure reopens it for another Cooldown. An operator can close it by
+// hand (Client.CloseBrake, the API, keel brake close). keel's own types
+// never brake.
+
+// The brake's defaults.
+const (
+	// DefaultBrakeWindow is how many of a type's latest attempts are
+	// judged.
+	DefaultBrakeWindow = 20
+	// DefaultBrakeThreshold is the failed share that opens the brake.
+	DefaultBrakeThreshold = 0.5
+	// DefaultBrakeCooldown is how long an open brake waits before a probe.
+	DefaultBrakeCooldown = 30 * time.Second
+)
+
+// Brake sets the type's automatic brake: it opens when, of the type's last
+// window finished attempts, the failed share reaches threshold, and stays
+// open for cooldown before one probe task runs. Zero arguments take the
+// defaults (DefaultBrakeWindow 20, DefaultBrakeThreshold 0.5,
+// DefaultBrakeCooldown 30s). Only meaningful on Handle and Declare; stored
+// with the type's declared defaults, so the leader applies it whichever
+// process it is. Default: the defaults.
+func Brake(window int, threshold float64, cooldown time.Duration) Option {
+	return func(o *options) {
+		o.brake = &driver.BrakeConfig{Window: window, Threshold: threshold, Cooldown: cooldown}
+	}
+}
+
+// NoBrake turns the automatic brake off for the type. Only meaningful on
+// Handle and Declare.
+func NoBrake() Option {
+	return func(o *options) { o.brake = &driver.BrakeConfig{Window: -1} }
+}
+
+// RuleBrakeOpen is the alert rule that fires while a type's brake is open
+// or half open, and resolves when it closes.
+const RuleBrakeOpen = "brake_open"
+
+// The states of a brake.
+const (
+	BrakeClosed   = driver.BrakeClosed
+	BrakeOpen     = driver.BrakeOpen
+	BrakeHalfOpen = driver.BrakeHalfOpen
+)
+
+// BrakeInfo is one type's brake as stored.
+type BrakeInfo struct {
+	Type string
+	// State is closed, open (the type's tasks are not claimed until
+	// Until) or half_open (one probe task may run).
+	State driver.BrakeState
+	// OpenedAt is when the brake last opened; Until when an open brake
+	// lets a probe through.
+	OpenedAt, Until time.Time
+	// ProbeTaskID is the half-open brake's probe task (0: none yet),
+	// run by ProbeNode since ProbeAt.
+	ProbeTaskID int64
+	ProbeNode   string
+	ProbeAt     time.Time
+	// Ratio is the failed share of the Attempts that opened the brake.
+	Ratio    float64
+	Attempts int
+	// Reason says why the brake last changed.
+	Reason    string
+	ClosedAt  time.Time
+	UpdatedAt time.Time
+	// Settings are the thresholds set at runtime (SetBrake), over the
+	// type's declared ones and the defaults; zero fields are not set.
+	Settings BrakeSettings
+}
+
+// BrakeSettings are a type's brake thresholds set at runtime: Window
+// (1..10000 attempts, or -1 to turn the brake off), Threshold (0..1] and
+// Cooldown (up to 24h). A zero field is not set: the type's declared value
+// (Brake, keel.toml) or the default applies.
+type BrakeSettings struct {
+	Window    int
+	Threshold float64
+	Cooldown  time.Duration
+}
+
+func brakeFromRow(r driver.BrakeRow) BrakeInfo {
+	return BrakeInfo{Type: r.Type, State: r.State, OpenedAt: r.OpenedAt, Until: r.Until, ProbeTaskID: r.ProbeTaskID,
+		ProbeNode: r.ProbeOwner, ProbeAt: r.ProbeAt, Ratio: r.Ratio, Attempts: r.Attempts, Reason: r.Reason,
+		ClosedAt: r.ClosedAt, UpdatedAt: r.UpdatedAt,
+		Settings: BrakeSettings{Window: r.Config.Window, Threshold: r.Config.Threshold, Cooldown: r.Config.Cooldown}}
+}
+
+// SetBrake replaces a type's runtime brake thresholds (see BrakeSettings;
+// the zero value clears them). The leader applies them at its next
+// evaluation, on every node's behalf. Bad values are ErrInvalid and write
+// nothing.
+func (c *Client) SetBrake(ctx context.Context, taskType string, s BrakeSettings) (*BrakeInfo, error) {
+	if !validName(taskType) {
+		return nil, invalid("invalid task type %q", taskType)
+	}
+	if reservedType(taskType) {
+		return nil, invalid("task type %q: keel's own types never brake", taskType)
+	}
+	b, ok := c.drv.(driver.Braker)
+	if !ok {
+		return nil, fmt.Errorf("%w: the driver stores no brakes", ErrWrongState)
+	}
+	p := driver.BrakeConfigParams{Type: taskType, Config: driver.BrakeConfig{Window: s.Window, Threshold: s.Threshold, Cooldown: s.Cooldown}, Now: c.cfg.Now()}
+	if err := p.Validate(); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if err := b.SetBrakeConfig(ctx, p); err != nil {
+		return nil, fmt.Errorf("keel: set brake: %w", unavailable(ctx, err))
+	}
+	brakes, err := c.Brakes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, br := range brakes {
+		if br.Type == taskType {
+			return &br, nil
+		}
+	}
+	return nil, fmt.Errorf("keel: set brake: the brake of %q was not stored", taskType)
+}
+
+// Brakes returns every stored brake (types whose brake never opened have
+// none: they are closed), ordered by type.
+func (c *Client) Brakes(ctx context.Context) ([]BrakeInfo, error) {
+	b, ok := c.drv.(driver.Braker)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := b.ListBrakes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keel: list brakes: %w", unavailable(ctx, err))
+	}
+	out := make([]BrakeInfo, len(rows))
+	for i, r := range rows {
+		out[i] = brakeFromRow(r)
+	}
+	return out, nil
+}
+
+// CloseBrake closes a type's open or half-open brake by hand: its tasks
+// are claimed again at once on this node and within SettingsInterval on
+// the others, and the brake_open alert resolves at the next alert
+// evaluation. Its failure ratio is then judged on attempts from the next
+// minute on. A brake that is not open is ErrWrongState; an invalid type
+// name ErrInvalid.
+func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, error) {
+	if !validName(taskType) {
+		return nil, invalid("invalid task type %q", taskType)
+	}
+	b, ok := c.drv.(driver.Braker)
+	if !ok {
+		return nil, fmt.Errorf("%w: the driver stores no brakes", ErrWrongState)
+	}
+	rows, err := b.ListBrakes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keel: close brake: %w", unavailable(ctx, err))
+	}
+	i := slices.IndexFunc(rows, func(r driver.BrakeRow) bool { return r.Type == taskType })
+	if i < 0 || rows[i].State == driver.BrakeClosed {
+		return nil, fmt.Errorf("%w: the brake of type %q is not open", ErrWrongState, taskType)
+	}
+	now := c.cfg.Now()
+	to := driver.BrakeRow{Type: taskType, State: driver.BrakeClosed, OpenedAt: rows[i].OpenedAt, Ratio: rows[i].Ratio,
+		Attempts: rows[i].Attempts, ClosedAt: now, Reason: "closed by hand", Config: rows[i].Config}
+	applied, err := b.ChangeBrake(ctx, driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeOpen, driver.BrakeHalfOpen}, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("keel: close brake: %w", unavailable(ctx, err))
+	}
+	if !applied {
+		return nil, fmt.Errorf("%w: the brake of type %q is not open", ErrWrongState, taskType)
+	}
+	if e := c.engine(); e != nil {
+		e.BrakesChanged(ctx)
+	}
+	to.UpdatedAt = now
+	info := brakeFromRow(to)
+	return &info, nil
+}
+
+// brakeConditions are the brake_open alert conditions: one per type whose
+// brake is open or half open.
+func (c *Client) brakeConditions(ctx context.Context) ([]condition, error) {
+	brakes, err := c.Brakes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []condition
+	for _, b := range brakes {
+		if b.State == BrakeClosed {
+			continue
+		}
+		out = append(out, condition{rule: RuleBrakeOpen, subject: "type:" + b.Type,
+			message: fmt.Sprintf("the brake of type %s opened: %s. Its tasks wait, pending, until a probe task succeeds.", b.Type, b.Reason),
+			hint:    fmt.Sprintf("keel brakes; keel tasks list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
+			values:  map[string]any{"ratio": b.Ratio, "attempts": b.Attempts, "state": string(b.State)}})
+	}
+	return out, nil
+}
+
+// brakeDefaults are the engine's default brake thresholds.
+func brakeDefaults() driver.BrakeConfig {
+	return driver.BrakeConfig{Window: DefaultBrakeWindow, Threshold: DefaultBrakeThreshold, Cooldown: DefaultBrakeCooldown}
+}
+
+// addFallbacksAndBrakes fills in the types' stored on_dead and brakes
+// (get adds a type not listed yet): for Types.
+func (c *Client) addFallbacksAndBrakes(ctx context.Context, get func(name string) *TypeInfo) error {
+	declared, err := c.drv.ListTypes(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("keel: list declared types: %w", unavailable(ctx, err))
+	}
+	for _, d := range declared {
+		if d.OnDead != "" {
+			get(d.Name).OnDead = d.OnDead
+		}
+	}
+	brakes, err := c.Brakes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brakes {
+		get(b.Type).Brake = b
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package sqlutil
+
+import (
+	"database/sql"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// BrakeColumns are the columns of keel_brakes, as every driver selects
+// them.
+const BrakeColumns = `type, state, opened_at, open_until, probe_task_id, probe_owner, probe_at, probe_attempt,
+	ratio, attempts, reason, closed_at, updated_at, cfg_window, cfg_threshold, cfg_cooldown_ms`
+
+// ScanBrake reads one row selected with BrakeColumns; at turns the
+// database's timestamp (T) into a UTC time.
+func ScanBrake[T any](scan Scan, at func(T) time.Time) (*driver.BrakeRow, error) {
+	var (
+		r                               driver.BrakeRow
+		state                           string
+		opened, until, probeAt, closedA *T
+		updated                         T
+		probeID                         sql.NullInt64
+		owner                           sql.NullString
+		cooldown                        int64
+	)
+	if err := scan(&r.Type, &state, &opened, &until, &probeID, &owner, &probeAt, &r.ProbeAttempt,
+		&r.Ratio, &r.Attempts, &r.Reason, &closedA, &updated, &r.Config.Window, &r.Config.Threshold, &cooldown); err != nil {
+		return nil, err
+	}
+	r.Config.Cooldown = driver.SettingDuration(cooldown)
+	opt := func(v *T) time.Time {
+		if v == nil {
+			return time.Time{}
+		}
+		return at(*v)
+	}
+	r.State, r.ProbeTaskID, r.ProbeOwner = driver.BrakeState(state), probeID.Int64, owner.String
+	r.OpenedAt, r.Until, r.ProbeAt, r.ClosedAt, r.UpdatedAt = opt(opened), opt(until), opt(probeAt), opt(closedA), at(updated)
+	return &r, nil
+}
+
+// BrakeArgs are the arguments of the drivers' brake update: the new
+// row's state, opened_at, open_until, probe_task_id, probe_owner,
+// probe_at, probe_attempt, ratio, attempts, reason, closed_at and
+// updated_at; then the condition's type, three from states, "no owner
+// check" and owner. tm turns a time into the database's argument, and a
+// zero time into NULL.
+func BrakeArgs(c driver.BrakeChange, tm func(time.Time) any) []any {
+	t := c.To
+	var probeID any
+	if t.ProbeTaskID != 0 {
+		probeID = t.ProbeTaskID
+	}
+	from := c.FromArgs()
+	return []any{string(t.State), tm(t.OpenedAt), tm(t.Until), probeID, NullString(t.ProbeOwner), tm(t.ProbeAt),
+		t.ProbeAttempt, t.Ratio, t.Attempts, t.Reason, tm(t.ClosedAt), tm(c.Now),
+		t.Type, from[0], from[1], from[2], !c.OwnerCheck, c.Owner}
+}
+
+// BrakeConfigArgs are the arguments of the drivers' brake config update:
+// cfg_window, cfg_threshold, cfg_cooldown_ms, updated_at (tm of Now), type.
+func BrakeConfigArgs(p driver.BrakeConfigParams, tm func(time.Time) any) []any {
+	return []any{p.Config.Window, p.Config.Threshold, *driver.SettingMillis(&p.Config.Cooldown), tm(p.Now), p.Type}
+}
