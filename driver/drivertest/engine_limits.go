@@ -39,12 +39,14 @@ func testEngineClusterConcurrency(t *testing.T, e *env) {
 		e.worker(keel.Config{SettingsInterval: settingsInterval, Queues: map[string]keel.QueueConfig{"default": {MaxWorkers: 10}}},
 			func(ctx context.Context, task *keel.Task[args]) error {
 				defer g.enter()()
-				time.Sleep(5 * time.Millisecond)
+				// Long enough that two runs overlap even when a loaded
+				// database takes milliseconds per limited claim.
+				time.Sleep(50 * time.Millisecond)
 				return nil
 			})
 	}
 	var ids []int64
-	for i := range 40 {
+	for i := range 30 {
 		ids = append(ids, e.enqueue(admin, i).ID)
 	}
 	for _, id := range ids {
