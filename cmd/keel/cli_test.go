@@ -323,14 +323,14 @@ func TestQueueTypeStats(t *testing.T) {
 	}
 	s.keel(t, "type", "resume", "email")
 	out = s.keel(t, "type", "list")
-	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+2\s+-\s+6\s+1s\.\.1m\s+closed\s+-$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+2\s+-\s+-\s+6\s+1s\.\.1m\s+closed\s+-$`).MatchString(out) {
 		t.Fatalf("type list:\n%s", out)
 	}
-	if out := s.keel(t, "type", "set", "email", "--concurrency", "0"); !strings.Contains(out, "concurrency no cap,") {
+	if out := s.keel(t, "type", "set", "email", "--concurrency", "0", "--rate", "50", "--burst", "5"); !strings.Contains(out, "concurrency no cap,") {
 		t.Fatalf("type set --concurrency 0: %q", out)
 	}
 	out = s.keel(t, "type", "list")
-	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+-\s+-\s+6\s+1s\.\.1m\s+closed\s+-$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^email\s+1\s+0\s+0\s+0\s+0\s+no\s+-\s+50 \(burst 5\)\s+-\s+6\s+1s\.\.1m\s+closed\s+-$`).MatchString(out) {
 		t.Fatalf("type list after clearing the cap:\n%s", out)
 	}
 	if err := s.keelErr(t, "type", "set", "email", "--concurrency", "10001"); !strings.Contains(err.Error(), "HTTP 400") ||
