@@ -107,69 +107,36 @@ func TestHelperProcess(t *testing.T) {
 	if err != nil {
 		fail("open", err)
 	}
+	delay := func() time.Duration {
+		d, err := time.ParseDuration(os.Getenv(envDelay))
+		if err != nil {
+			fail("delay", err)
+		}
+		return d
+	}
+	// serve starts a worker client and runs until the test kills it.
+	serve := func(c *keel.Client, err error) {
+		if err != nil {
+			fail("client", err)
+		}
+		if err := c.Start(ctx); err != nil {
+			fail("start", err)
+		}
+		fmt.Println("ready")
+		select {}
+	}
+	node := os.Getenv(envNode)
 	switch mode := os.Getenv(envMode); mode {
 	case "work":
-		delay, err := time.ParseDuration(os.Getenv(envDelay))
-		if err != nil {
-			fail("delay", err)
-		}
-		c, err := newWorker(b, drv, db, os.Getenv(envNode), delay)
-		if err != nil {
-			fail("client", err)
-		}
-		if err := c.Start(ctx); err != nil {
-			fail("start", err)
-		}
-		fmt.Println("ready")
-		select {}
+		serve(newWorker(b, drv, db, node, delay()))
 	case "fail":
-		delay, err := time.ParseDuration(os.Getenv(envDelay))
-		if err != nil {
-			fail("delay", err)
-		}
-		c, err := newFailWorker(drv, os.Getenv(envNode), delay)
-		if err != nil {
-			fail("client", err)
-		}
-		if err := c.Start(ctx); err != nil {
-			fail("start", err)
-		}
-		fmt.Println("ready")
-		select {}
+		serve(newFailWorker(drv, node, delay()))
 	case "limited":
-		delay, err := time.ParseDuration(os.Getenv(envDelay))
-		if err != nil {
-			fail("delay", err)
-		}
-		c, err := newLimitedWorker(b, drv, db, os.Getenv(envNode), delay)
-		if err != nil {
-			fail("client", err)
-		}
-		if err := c.Start(ctx); err != nil {
-			fail("start", err)
-		}
-		fmt.Println("ready")
-		select {}
+		serve(newLimitedWorker(b, drv, db, node, delay()))
 	case "schedule":
-		c, err := newScheduler(drv, os.Getenv(envNode))
-		if err != nil {
-			fail("client", err)
-		}
-		if err := c.Start(ctx); err != nil {
-			fail("start", err)
-		}
-		fmt.Println("ready")
-		select {}
+		serve(newScheduler(drv, node))
 	case "steps":
-		c, err := newStepsWorker(b, drv, db, os.Getenv(envNode))
-		if err != nil {
-			fail("client", err)
-		}
-		if err := c.Start(ctx); err != nil {
-			fail("start", err)
-		}
-		fmt.Println("ready")
-		select {}
+		serve(newStepsWorker(b, drv, db, node))
 	case "enqueue":
 		c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{taskType}})
 		if err != nil {
