@@ -156,11 +156,22 @@ func rampCall(cmd *cobra.Command, f *apiFlags, method, name, suffix string, body
 	return nil
 }
 
-// applyLimits stores the cluster-wide limits of keel.toml's types as their
-// runtime settings and starts their ramps, once as keel serve starts. A
+// applyLimits stores the cluster-wide limits of keel.toml's queues and
+// types as their runtime settings and starts the types' ramps, once as
+// keel serve starts. A
 // ramp already stored with the same steps, interval and thresholds carries
 // on (a restart does not restart it).
 func applyLimits(ctx context.Context, c *keel.Client, cfg *config.Config, log *slog.Logger) error {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Queues)) {
+		q := cfg.Queues[name]
+		if q.Concurrency == 0 && q.Rate == 0 && q.Burst == 0 {
+			continue
+		}
+		u := keel.QueueUpdate{Concurrency: &q.Concurrency, Rate: &q.Rate, Burst: &q.Burst}
+		if _, err := c.UpdateQueue(ctx, name, u); err != nil {
+			return fmt.Errorf("queues.%s: store its limits: %w", name, err)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
 		t := cfg.Types[name]
 		if t.Concurrency > 0 || t.Rate > 0 || t.Burst > 0 {

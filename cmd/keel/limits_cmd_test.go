@@ -82,7 +82,7 @@ func TestApplyLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &config.Config{Types: map[string]config.Type{
+	cfg := &config.Config{Queues: map[string]config.Queue{"mail": {Workers: 4, Concurrency: 5, Rate: 20, Burst: 4}, "default": {Workers: 10}}, Types: map[string]config.Type{
 		"a": {Concurrency: 3, Rate: 7.5, Burst: 2},
 		"b": {Rate: 1, Ramp: &config.Ramp{Steps: []int{1, 4}, Every: config.Duration(time.Minute)}},
 	}}
@@ -103,6 +103,20 @@ func TestApplyLimits(t *testing.T) {
 	}
 	if b := got["b"]; b.Concurrency != 1 || b.Rate != 1 {
 		t.Fatalf("type b %+v, want the ramp's first step 1 and rate 1", b)
+	}
+	queues, err := c.Queues(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotQ := map[string]keel.QueueInfo{}
+	for _, q := range queues {
+		gotQ[q.Name] = q
+	}
+	if q := gotQ["mail"]; q.Concurrency != 5 || q.Rate != 20 || q.Burst != 4 {
+		t.Fatalf("queue mail %+v, want concurrency 5, rate 20, burst 4", q)
+	}
+	if q, ok := gotQ["default"]; ok && (q.Concurrency != 0 || q.Rate != 0) {
+		t.Fatalf("queue default %+v: no limits were configured", q)
 	}
 	first, err := c.GetRamp(t.Context(), "b")
 	if err != nil {

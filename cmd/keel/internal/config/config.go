@@ -331,9 +331,20 @@ type Metrics struct {
 
 // Queue is one queue this server works.
 type Queue struct {
-	// Workers is how many of the queue's tasks run at once, 1..10000.
-	// Default 10.
+	// Workers is how many of the queue's tasks run at once in this
+	// server, 1..10000. Default 10.
 	Workers int `toml:"workers"`
+	// Concurrency caps the queue's running tasks across every node of the
+	// cluster, 0..10000; keel serve stores it as the queue's runtime
+	// setting when it starts (keel queue set changes it until the next
+	// start). Default 0 (no cap).
+	Concurrency int `toml:"concurrency"`
+	// Rate caps the queue's task starts per second across the cluster, a
+	// number up to 1000000; stored like Concurrency. Default 0 (none).
+	Rate float64 `toml:"rate"`
+	// Burst is the rate's bucket size, 0..1000000. Default 0 (max(1,
+	// ceil(rate))).
+	Burst int `toml:"burst"`
 }
 
 // Type is one task type the API accepts.

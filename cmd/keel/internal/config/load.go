@@ -116,6 +116,11 @@ func (c *Config) fillEntries(md toml.MetaData) {
 		} else {
 			q.Workers = defaultWorkers
 		}
+		for _, f := range []string{"concurrency", "rate", "burst"} {
+			if md.IsDefined("queues", name, f) {
+				c.sources["queues."+name+"."+f] = SourceFile
+			}
+		}
 		c.Queues[name] = q
 	}
 	if c.Types == nil {

@@ -222,9 +222,11 @@ func (c *Config) validateQueuesAndTypes(v *checker) {
 		if !namePattern.MatchString(name) {
 			v.bad(key, "invalid queue name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", name)
 		}
-		if w := c.Queues[name].Workers; w < 1 || w > 10000 {
-			v.bad(key+".workers", "must be in 1..10000, got %d", w)
+		q := c.Queues[name]
+		if q.Workers < 1 || q.Workers > 10000 {
+			v.bad(key+".workers", "must be in 1..10000, got %d", q.Workers)
 		}
+		validateRate(v, key, q.Concurrency, q.Rate, q.Burst)
 		if _, ok := worked[name]; !ok && c.Source("queues") == SourceFile {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: no type with a url uses this queue, so this server does not work it", key))
 		}
@@ -441,15 +443,7 @@ func (c *Config) validateSchedules(v *checker) {
 
 // validateLimits checks a type's cluster-wide limits and ramp.
 func validateLimits(v *checker, key string, t Type) {
-	if t.Concurrency < 0 || t.Concurrency > 10000 {
-		v.bad(key+".concurrency", "must be in 0..10000, got %d", t.Concurrency)
-	}
-	if math.IsNaN(t.Rate) || t.Rate < 0 || t.Rate > 1_000_000 {
-		v.bad(key+".rate", "must be a number of task starts per second in 0..1000000, got %v", t.Rate)
-	}
-	if t.Burst < 0 || t.Burst > 1_000_000 {
-		v.bad(key+".burst", "must be in 0..1000000, got %d", t.Burst)
-	}
+	validateRate(v, key, t.Concurrency, t.Rate, t.Burst)
 	r := t.Ramp
 	if r == nil {
 		return
@@ -474,5 +468,19 @@ func validateLimits(v *checker, key string, t Type) {
 	}
 	if r.MinAttempts < 0 || r.MinAttempts > 1_000_000 {
 		v.bad(key+".ramp.min_attempts", "must be in 1..1000000, got %d", r.MinAttempts)
+	}
+}
+
+// validateRate checks a queue's or a type's cluster-wide concurrency, rate
+// and burst.
+func validateRate(v *checker, key string, concurrency int, rate float64, burst int) {
+	if concurrency < 0 || concurrency > 10000 {
+		v.bad(key+".concurrency", "must be in 0..10000, got %d", concurrency)
+	}
+	if math.IsNaN(rate) || rate < 0 || rate > 1_000_000 {
+		v.bad(key+".rate", "must be a number of task starts per second in 0..1000000, got %v", rate)
+	}
+	if burst < 0 || burst > 1_000_000 {
+		v.bad(key+".burst", "must be in 0..1000000, got %d", burst)
 	}
 }

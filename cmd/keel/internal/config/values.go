@@ -64,6 +64,13 @@ func (c *Config) Values() []Value {
 			v.Note = "not worked: no type with a url uses it"
 		}
 		out = append(out, v)
+		if q := c.Queues[name]; q.Concurrency > 0 || q.Rate > 0 || q.Burst > 0 {
+			p := "queues." + name + "."
+			for _, f := range [][2]string{{"concurrency", strconv.Itoa(q.Concurrency)},
+				{"rate", strconv.FormatFloat(q.Rate, 'g', -1, 64)}, {"burst", strconv.Itoa(q.Burst)}} {
+				out = append(out, Value{Key: p + f[0], Value: f[1], Source: c.Source(p + f[0])})
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Types)) {
 		out = append(out, c.typeValues(name, c.Types[name])...)
