@@ -147,7 +147,7 @@ func failureConditions(rules AlertRules, snap *snapshot) []condition {
 		out = append(out, condition{rule: RuleFailureRatio, subject: "type:" + name,
 			message: fmt.Sprintf("%d of the %d attempts of type %s that ended in the last %v failed (%.0f%%; the rule fires above %.0f%% of at least %d).",
 				t.failed, t.ended, name, rules.FailureWindow, 100*ratio, 100*rules.FailureRatio, rules.FailureMinAttempts),
-			hint:   fmt.Sprintf("keel tasks list --type %s --state pending; keel inspect <id> shows each attempt's error", name),
+			hint:   fmt.Sprintf("keel list --type %s --state pending; keel inspect <id> shows each attempt's error", name),
 			values: map[string]any{"failed": t.failed, "attempts": t.ended, "ratio": ratio, "threshold": rules.FailureRatio}})
 	}
 	return out

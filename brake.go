@@ -210,7 +210,7 @@ func (c *Client) brakeConditions(ctx context.Context) ([]condition, error) {
 		}
 		out = append(out, condition{rule: RuleBrakeOpen, subject: "type:" + b.Type,
 			message: fmt.Sprintf("the brake of type %s opened: %s. Its tasks wait, pending, until a probe task succeeds.", b.Type, b.Reason),
-			hint:    fmt.Sprintf("keel brakes; keel tasks list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
+			hint:    fmt.Sprintf("keel brakes; keel list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
 			values:  map[string]any{"ratio": b.Ratio, "attempts": b.Attempts, "state": string(b.State)}})
 	}
 	return out, nil
