@@ -18,6 +18,9 @@ const (
 	ETAEstimated ETAStatus = "estimated"
 	// ETAPaused: the task's queue or type is paused; it starts when resumed.
 	ETAPaused ETAStatus = "paused"
+	// ETABraked: the automatic brake of the task's type is open or half
+	// open; it starts after a probe task succeeds (see Client.Brakes).
+	ETABraked ETAStatus = "braked"
 	// ETANoWorker: no live worker process works the task's queue.
 	ETANoWorker ETAStatus = "no_worker"
 	// ETAUnknown: the queue has work ahead but no history yet to say how
@@ -83,6 +86,9 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	switch {
 	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
 		e.Status = ETAPaused
+		return e, nil
+	case s.braked[t.Type]:
+		e.Status = ETABraked
 		return e, nil
 	case !s.served(t.Queue, c.liveWindow()):
 		e.Status = ETANoWorker

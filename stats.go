@@ -53,6 +53,9 @@ type TypeStats struct {
 	// recent rate; 0 when none is ready or there is no rate.
 	TimeToDrain time.Duration
 	Paused      bool
+	// Braked: the type's automatic brake is open or half open, so its
+	// tasks wait (TimeToDrain is 0).
+	Braked bool
 }
 
 // QueueStats is one queue's figures in Stats: its types' figures summed.
@@ -137,6 +140,8 @@ type snapshot struct {
 	settings []driver.Setting
 	nodes    []driver.NodeRow
 	workers  map[string]int // this client's workers per queue
+	// braked are the types whose automatic brake is open or half open.
+	braked map[string]bool
 }
 
 // snapshotCache keeps the last snapshot for ETA, so that a burst of
@@ -170,6 +175,20 @@ func (c *Client) snapshot(ctx context.Context, maxAge time.Duration) (*snapshot,
 	}
 	if s.nodes, err = c.drv.ListNodes(ctx); err != nil {
 		return nil, fmt.Errorf("keel: list nodes: %w", unavailable(ctx, err))
+	}
+	if b, ok := c.drv.(driver.Braker); ok {
+		brakes, err := b.ListBrakes(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("keel: list brakes: %w", unavailable(ctx, err))
+		}
+		for _, r := range brakes {
+			if r.State == driver.BrakeOpen || r.State == driver.BrakeHalfOpen {
+				if s.braked == nil {
+					s.braked = map[string]bool{}
+				}
+				s.braked[r.Type] = true
+			}
+		}
 	}
 	for q := range c.cfg.Queues {
 		s.workers[q] = c.workers(q)
@@ -335,7 +354,9 @@ func (s *snapshot) queueStats(name string, window time.Duration) QueueStats {
 		if ts.AttemptsLastHour > 0 {
 			ts.MeanDuration = time.Duration(durMS/ts.AttemptsLastHour) * time.Millisecond
 		}
-		ts.TimeToDrain = drain(ts.Views[ViewReady], busyRate(th, s.at, 5*time.Minute, claimedIn))
+		if ts.Braked = s.braked[t]; !ts.Braked {
+			ts.TimeToDrain = drain(ts.Views[ViewReady], busyRate(th, s.at, 5*time.Minute, claimedIn))
+		}
 		q.Types = append(q.Types, ts)
 	}
 	slices.SortFunc(q.Types, func(a, b TypeStats) int { return compareStrings(a.Name, b.Name) })

@@ -71,7 +71,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 			qs.Types = append(qs.Types, TypeStats{Name: t.Name, Views: views(t.Views), Counts: counts(t.Counts),
 				Rates: Rates(t.Rates), OldestReadyAge: Duration(t.OldestReadyAge), MeanDuration: Duration(t.MeanDuration),
 				TimeToDrain: Duration(t.TimeToDrain), DeadLastHour: t.DeadLastHour, FailedLastHour: t.FailedLastHour,
-				AttemptsLastHour: t.AttemptsLastHour, Paused: t.Paused})
+				AttemptsLastHour: t.AttemptsLastHour, Paused: t.Paused, Braked: t.Braked})
 		}
 		out.Queues[i] = qs
 	}

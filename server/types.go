@@ -238,6 +238,8 @@ type TypeStats struct {
 	FailedLastHour   int64            `json:"failed_last_hour"`
 	AttemptsLastHour int64            `json:"attempts_last_hour"`
 	Paused           bool             `json:"paused"`
+	// Braked: the type's automatic brake is open or half open.
+	Braked bool `json:"braked"`
 }
 
 // QueueStats is one queue in Stats.

@@ -430,8 +430,11 @@ func printStats(out io.Writer, st server.Stats) error {
 			span(q.OldestReadyAge), span(q.TimeToDrain), q.DeadLastHour, note)
 		for _, t := range q.Types {
 			note := ""
-			if t.Paused {
+			switch {
+			case t.Paused:
 				note = "paused"
+			case t.Braked:
+				note = "braked: see keel brakes"
 			}
 			fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\n", t.Name, t.Views["ready"], t.Views["running"],
 				t.Views["scheduled"]+t.Views["retrying"], t.Views["dead"], t.Rates.M1, t.Rates.M5, t.Rates.M15,

@@ -76,6 +76,8 @@ func printTimeline(out io.Writer, t server.Task) {
 			line(*t.ETA, "estimated start (tasks ahead in the queue)")
 		case t.ETAStatus == "paused":
 			line(now(), "waiting: the queue or type is paused")
+		case t.ETAStatus == "braked":
+			line(now(), "waiting: the type's automatic brake is open (keel brakes)")
 		case t.ETAStatus == "no_worker":
 			line(now(), "waiting: no live worker works queue %s", t.Queue)
 		}

@@ -138,6 +138,8 @@ func when(t server.Task) string {
 			return "runs " + ago(t.RunAt) + " (at " + stamp(t.RunAt) + ")"
 		case t.ETAStatus == "paused":
 			return "waits: its queue or type is paused"
+		case t.ETAStatus == "braked":
+			return "waits: its type's automatic brake is open (keel brakes)"
 		case t.ETAStatus == "no_worker":
 			return "waits: no live worker works queue " + t.Queue
 		case t.ETAStatus == "unknown":

@@ -42,10 +42,13 @@ func testEngineBrake(t *testing.T, e *env) {
 		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: 1}},
 		Alerts: keel.AlertConfig{Interval: 50 * time.Millisecond}})
 	const tasks = 8
+	var ids []int64
 	for i := range tasks {
-		if _, err := c.Enqueue(e.ctx, "br.hook", map[string]int{"n": i}); err != nil {
+		info, err := c.Enqueue(e.ctx, "br.hook", map[string]int{"n": i})
+		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, info.ID)
 	}
 	e.startClient(c)
 	brake := func() keel.BrakeInfo {
@@ -95,6 +98,29 @@ func testEngineBrake(t *testing.T, e *env) {
 	time.Sleep(opened.Until.Sub(time.Now()) / 2)
 	if n := requests.Load(); n != seen || e.countState(c, keel.StatePending) != tasks {
 		t.Fatalf("while open: %d requests (were %d), %d pending (want all %d)", n, seen, e.countState(c, keel.StatePending), tasks)
+	}
+	// Stats and the ETA say the tasks wait for the brake.
+	st, err := c.Stats(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var braked bool
+	for _, q := range st.Queues {
+		for _, ts := range q.Types {
+			if ts.Name == "br.hook" {
+				braked = ts.Braked && ts.TimeToDrain == 0
+			}
+		}
+	}
+	if !braked {
+		t.Fatalf("stats while the brake is open: %+v, want br.hook braked with no time to drain", st.Queues)
+	}
+	task, err := c.Get(e.ctx, ids[len(ids)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est, err := c.Estimate(e.ctx, task); err != nil || est == nil || est.Status != keel.ETABraked {
+		t.Fatalf("estimate of a braked task: %+v, %v; want status braked", est, err)
 	}
 	// The cooldown passes: one probe runs, fails, and the brake reopens.
 	reopened := waitBrake("the probe to fail and the brake to reopen", func(b keel.BrakeInfo) bool {
