@@ -39,7 +39,7 @@ func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []cond
 			out = append(out, condition{rule: RuleOldestReadyAge, subject: "queue:" + q,
 				message: fmt.Sprintf("the oldest ready task in queue %s has waited at least %v (the rule fires above %v); %d tasks are ready.",
 					q, oldest.Round(time.Second), rules.OldestReadyAge, ready),
-				hint:   fmt.Sprintf("keel stats; keel nodes; keel queues (is queue %s paused, or are its workers busy or gone?)", q),
+				hint:   fmt.Sprintf("keel stats; keel nodes; keel queue list (is queue %s paused, or are its workers busy or gone?)", q),
 				values: map[string]any{"oldest_ready_seconds": int64(oldest.Seconds()), "ready": ready, "threshold_seconds": int64(rules.OldestReadyAge.Seconds())}})
 		}
 		if rules.NoLiveWorker && ready > 0 && !snap.served(q, liveWindow) {
