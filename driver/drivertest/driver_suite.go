@@ -93,6 +93,11 @@ var driverTests = []test{
 	{"ClaimLimitedRate", testClaimLimitedRate},
 	{"ClaimLimitedBucketMath", testBucketMath},
 	{"ClaimLimitedBadParams", testClaimLimitedBadParams},
+	{"IdempotentHTTPLifecycle", testIdempotentHTTPLifecycle},
+	{"IdempotentHTTPRelease", testIdempotentHTTPRelease},
+	{"IdempotentHTTPExpiry", testIdempotentHTTPExpiry},
+	{"IdempotentHTTPConcurrentBegin", testIdempotentHTTPConcurrentBegin},
+	{"IdempotentHTTPBadParams", testIdempotentHTTPBadParams},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
