@@ -191,39 +191,49 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, h http.Handler,
 	// A context that outlives the request's: storing must happen even when
 	// the client went away.
 	ctx := context.WithoutCancel(r.Context())
-	finished := false
-	defer func() {
-		if finished {
-			return
-		}
-		// A panic (re-panicked after the defer) or a response not stored.
+	release := func() {
 		if _, err := m.store.ReleaseRequest(ctx, scope, key, owner); err != nil {
 			m.opts.Logger.Error("idempotency: release key", "scope", scope, "key", key, "err", err)
 		}
+	}
+	done := false
+	defer func() {
+		if !done { // a panic, re-panicked after this
+			release()
+		}
 	}()
 	h.ServeHTTP(rec, r)
+	done = true
 	if rec.passed {
-		return // too large: already sent, key released by the defer
+		release() // too large to store: already sent
+		return
 	}
-	rec.flush()
+	// The response is stored (or the key released) before it is sent: a
+	// process that dies in between leaves a stored response the client's
+	// retry replays, never a response the client saw and a key a retry
+	// runs again; and a client that retries at once after a 5xx finds
+	// the key free.
+	defer rec.flush()
 	if rec.status >= 500 {
+		release()
 		return
 	}
 	headers, err := json.Marshal(storedHeaders(rec.Header()))
 	if err != nil {
 		m.opts.Logger.Error("idempotency: encode headers", "scope", scope, "key", key, "err", err)
+		release()
 		return
 	}
 	ok, err := m.store.FinishRequest(ctx, driver.FinishRequestParams{Scope: scope, Key: key, Owner: owner,
 		Response: driver.StoredResponse{Status: rec.status, Headers: headers, Body: rec.buf.Bytes()}})
 	if err != nil {
 		m.opts.Logger.Error("idempotency: store response", "scope", scope, "key", key, "err", err)
+		release()
 		return
 	}
 	if !ok {
 		m.opts.Logger.Warn("idempotency: key taken over before the response was stored (handler ran longer than Options.Lock?)", "scope", scope, "key", key)
 	}
-	finished = true
 }
 
 // recorder buffers the response (up to max bytes) so that it can be
