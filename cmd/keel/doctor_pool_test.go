@@ -99,7 +99,11 @@ func TestDoctorPoolSaturated(t *testing.T) {
 		if !strings.Contains(rs["connection pool"].Hint, "pool_max_conns") {
 			t.Errorf("hint: %+v", rs["connection pool"])
 		}
-		wantStatus(t, rs, "database", statusOK)
+		// Reachable with a connection to spare: not failed (a loaded
+		// machine's slow round trip may make it a warning).
+		if db := rs["database"]; db.Status != statusOK && !(db.Status == statusWarn && strings.Contains(db.Hint, "slow")) {
+			t.Errorf("check database: %+v, want ok (or slow)", db)
+		}
 		wantStatus(t, rs, "nodes", statusOK, "1 alive")
 	})
 	t.Run("full", func(t *testing.T) {
