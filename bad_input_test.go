@@ -264,6 +264,7 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"negative ArchiveInterval":      func(c *keel.Config) { c.ArchiveInterval = -time.Second },
 		"negative ArchiveBatch":         func(c *keel.Config) { c.ArchiveBatch = -1 },
 		"ArchiveBatch over 10000":       func(c *keel.Config) { c.ArchiveBatch = 10001 },
+		"RedisGate without Client":      func(c *keel.Config) { c.RedisGate = &keel.RedisGate{} },
 	}
 	for name, mod := range cases {
 		cfg := keel.Config{Driver: drv}
