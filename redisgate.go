@@ -54,6 +54,8 @@ type RedisGate struct {
 // RedisGateStats counts the Redis gate's decisions since the client was
 // made.
 type RedisGateStats struct {
+	// Enabled: the client has a gate (Config.RedisGate).
+	Enabled bool
 	// Acquired: submissions that set the gate key and inserted.
 	Acquired int64
 	// Hits: submissions answered from the holder's task, without a write.
@@ -102,7 +104,7 @@ func (c *Client) RedisGateStats() RedisGateStats {
 	if g == nil {
 		return RedisGateStats{}
 	}
-	return RedisGateStats{Acquired: g.acquired.Load(), Hits: g.hits.Load(),
+	return RedisGateStats{Enabled: true, Acquired: g.acquired.Load(), Hits: g.hits.Load(),
 		Skipped: g.skipped.Load(), Fallbacks: g.fallbacks.Load()}
 }
 
