@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"os/exec"
@@ -210,4 +211,36 @@ func privateRedis(t *testing.T) (string, func()) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return addr, stop
+}
+
+// A Redis gate in front of the database's idempotency check: the second
+// submission of a key is answered from the first one's task, without an
+// insert. Redis unreachable would only skip the gate.
+func ExampleRedisGate() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"invoice.send"},
+		RedisGate: &keel.RedisGate{Client: rdb,
+			Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()), // default "keel:gate:"
+			TTL:    time.Minute, Timeout: time.Second}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		info, err := c.Enqueue(ctx, "invoice.send", map[string]int{"invoice": 42}, keel.UniqueBy("invoice-42"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(info.ID, info.Duplicate)
+	}
+	st := c.RedisGateStats()
+	fmt.Println("acquired", st.Acquired, "hits", st.Hits, "skipped", st.Skipped)
+	// Output:
+	// 1 false
+	// 1 true
+	// acquired 1 hits 1 skipped 0
 }
