@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -119,7 +120,8 @@ func TestRedisGate(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			t0 := time.Now()
-			c := gateClient(t, gateDriver(t, db), "127.0.0.1:6379")
+			drv := gateDriver(t, db)
+			c := gateClient(t, drv, "127.0.0.1:6379")
 			if dups := submitAll(t, c, 100); dups != 99 {
 				t.Errorf("%d duplicates, want 99", dups)
 			}
@@ -141,8 +143,20 @@ func TestRedisGate(t *testing.T) {
 			if _, err := c.Enqueue(t.Context(), "t.gate", payload{N: 1}, keel.IdempotencyKey("k")); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Enqueue(t.Context(), "t.gate", payload{N: 2}, keel.IdempotencyKey("k")); err == nil {
-				t.Errorf("another payload under a held key: no error")
+			if _, err := c.Enqueue(t.Context(), "t.gate", payload{N: 2}, keel.IdempotencyKey("k")); !errors.Is(err, keel.ErrIdempotencyConflict) {
+				t.Errorf("another payload under a held key: %v, want ErrIdempotencyConflict", err)
+			}
+			// A failed insert releases the gate key it set: a client with
+			// fresh gate keys sets "k", fails on the conflict and releases
+			// it, so its next submission sets it again (no hit on a key
+			// whose insert failed).
+			c2 := gateClient(t, drv, "127.0.0.1:6379")
+			if _, err := c2.Enqueue(t.Context(), "t.gate", payload{N: 2}, keel.IdempotencyKey("k")); !errors.Is(err, keel.ErrIdempotencyConflict) {
+				t.Fatalf("conflict through a fresh gate: %v", err)
+			}
+			info, err = c2.Enqueue(t.Context(), "t.gate", payload{N: 1}, keel.IdempotencyKey("k"))
+			if st := c2.RedisGateStats(); err != nil || !info.Duplicate || st.Acquired != 2 || st.Hits != 0 {
+				t.Errorf("after a released key: %+v, %v, stats %+v; want a duplicate through a second acquire", info, err, st)
 			}
 		})
 	}
