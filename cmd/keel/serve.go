@@ -330,7 +330,7 @@ func redisGate(r config.Redis) (*redis.Client, *keel.RedisGate, error) {
 		return nil, nil, fmt.Errorf("redis.url: %w", err)
 	}
 	rdb := redis.NewClient(opts)
-	return rdb, &keel.RedisGate{Client: rdb, Prefix: r.Prefix, TTL: r.GateTTL.D(), Timeout: r.Timeout.D()}, nil
+	return rdb, &keel.RedisGate{Client: rdb, Prefix: r.Prefix, TTL: r.GateTTL.D(), Timeout: r.Timeout.D(), Wait: r.Wait.D()}, nil
 }
 
 // schedules maps [[schedules]] onto keel.Schedule.

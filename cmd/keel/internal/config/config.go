@@ -335,6 +335,10 @@ type Redis struct {
 	// Timeout bounds each Redis call; a slower answer skips the gate.
 	// Default "50ms".
 	Timeout Duration `toml:"timeout"`
+	// Wait is how long an enqueue that found the key held polls the
+	// database for the holder's task before inserting itself. Default
+	// "500ms".
+	Wait Duration `toml:"wait"`
 }
 
 // Enabled reports whether the Redis gate is on.
@@ -506,7 +510,8 @@ func Defaults() *Config {
 			FailureWindow: Duration(5 * time.Minute), NoLiveWorker: true, NodeLost: true,
 			Interval: Duration(15 * time.Second), RetryMax: Duration(5 * time.Minute)},
 		Tracing: Tracing{ServiceName: "keel", SampleRatio: 1},
-		Redis:   Redis{Prefix: "keel:gate:", GateTTL: Duration(10 * time.Second), Timeout: Duration(50 * time.Millisecond)},
+		Redis: Redis{Prefix: "keel:gate:", GateTTL: Duration(10 * time.Second), Timeout: Duration(50 * time.Millisecond),
+			Wait: Duration(500 * time.Millisecond)},
 		Queues:  map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
 		Types:   map[string]Type{},
 		sources: map[string]Source{},

@@ -79,6 +79,7 @@ var fields = []Field{
 	{"redis.prefix", "KEEL_REDIS_PREFIX", func(c *Config) any { return &c.Redis.Prefix }},
 	{"redis.gate_ttl", "KEEL_REDIS_GATE_TTL", func(c *Config) any { return &c.Redis.GateTTL }},
 	{"redis.timeout", "KEEL_REDIS_TIMEOUT", func(c *Config) any { return &c.Redis.Timeout }},
+	{"redis.wait", "KEEL_REDIS_WAIT", func(c *Config) any { return &c.Redis.Wait }},
 
 	{"alerts.dead_per_hour", "KEEL_ALERTS_DEAD_PER_HOUR", func(c *Config) any { return &c.Alerts.DeadPerHour }},
 	{"alerts.oldest_ready_age", "KEEL_ALERTS_OLDEST_READY_AGE", func(c *Config) any { return &c.Alerts.OldestReadyAge }},

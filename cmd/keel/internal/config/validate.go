@@ -354,6 +354,7 @@ func (c *Config) validateRedis(v *checker) {
 		v.bad("redis.gate_ttl", "must be at least 1ms, got %q", r.GateTTL)
 	}
 	v.positive("redis.timeout", r.Timeout)
+	v.positive("redis.wait", r.Wait)
 	if r.Prefix == "" {
 		v.bad("redis.prefix", "must not be empty")
 	}
