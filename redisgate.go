@@ -25,7 +25,9 @@ import (
 // newer holder's key). A submission that finds the key held looks the
 // task up by its key (one indexed read, no write) and answers it as a
 // duplicate; while the holder has not committed yet it polls for up to
-// Wait, then inserts as usual. Redis unreachable, slow (Timeout) or
+// Wait, then inserts as usual (so does a resubmission within the TTL of a
+// task that died or was cancelled, which released its key in the
+// database but not in Redis). Redis unreachable, slow (Timeout) or
 // failing skips the gate: the submission inserts as usual (logged at
 // WARN at most once a minute, counted in RedisGateStats). In every case
 // the database's unique index still decides, so the gate changes how

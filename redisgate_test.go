@@ -48,18 +48,21 @@ func gateDriver(t *testing.T, db string) driver.Driver {
 
 // gateClient returns a client of drv gated by Redis at addr, under a key
 // prefix of its own.
-func gateClient(t *testing.T, drv driver.Driver, addr string) *keel.Client {
+func gateClient(t *testing.T, drv driver.Driver, addr string, mod ...func(*keel.RedisGate)) *keel.Client {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	var b [6]byte
 	rand.Read(b[:])
+	// Generous bounds: a loaded machine must not turn the counts below
+	// into timings.
+	g := &keel.RedisGate{Client: rdb, Prefix: "keeltest:" + hex.EncodeToString(b[:]) + ":",
+		TTL: time.Minute, Timeout: 5 * time.Second, Wait: 20 * time.Second}
+	for _, m := range mod {
+		m(g)
+	}
 	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"t.gate"},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-		// Generous bounds: a loaded machine must not turn the counts below
-		// into timings.
-		RedisGate: &keel.RedisGate{Client: rdb, Prefix: "keeltest:" + hex.EncodeToString(b[:]) + ":",
-			TTL: time.Minute, Timeout: 5 * time.Second, Wait: 20 * time.Second}})
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), RedisGate: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +160,31 @@ func TestRedisGate(t *testing.T) {
 			info, err = c2.Enqueue(t.Context(), "t.gate", payload{N: 1}, keel.IdempotencyKey("k"))
 			if st := c2.RedisGateStats(); err != nil || !info.Duplicate || st.Acquired != 2 || st.Hits != 0 {
 				t.Errorf("after a released key: %+v, %v, stats %+v; want a duplicate through a second acquire", info, err, st)
+			}
+		})
+	}
+}
+
+// TestRedisGateReleasedKey: a task cancelled while its gate key lives
+// released its key in the database: a resubmission finds the Redis key
+// held, no holder in the database, and inserts a new task after Wait.
+func TestRedisGateReleasedKey(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			c := gateClient(t, gateDriver(t, db), "127.0.0.1:6379", func(g *keel.RedisGate) { g.Wait = 50 * time.Millisecond })
+			first, err := c.Enqueue(t.Context(), "t.gate", payload{N: 3}, keel.IdempotencyKey("order-3"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Cancel(t.Context(), first.ID); err != nil {
+				t.Fatal(err)
+			}
+			again, err := c.Enqueue(t.Context(), "t.gate", payload{N: 3}, keel.IdempotencyKey("order-3"))
+			if err != nil || again.Duplicate || again.ID == first.ID {
+				t.Fatalf("resubmission after cancel: %+v, %v; want a new task", again, err)
+			}
+			if st := c.RedisGateStats(); st.Acquired != 1 || st.Fallbacks != 1 || st.Hits != 0 {
+				t.Errorf("stats %+v: want 1 acquired, 1 fallback", st)
 			}
 		})
 	}
