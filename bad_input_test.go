@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keelq/keel"
 )
 
@@ -223,6 +225,8 @@ func TestBulkFilterBadInput(t *testing.T) {
 func TestNewClientRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	_, drv := setup(t)
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // never called: the config is refused first
+	defer rdb.Close()
 	cases := map[string]func(*keel.Config){
 		"no driver":                     func(c *keel.Config) { c.Driver = nil },
 		"negative Timeout":              func(c *keel.Config) { c.Timeout = -time.Second },
@@ -264,6 +268,16 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"negative ArchiveInterval":      func(c *keel.Config) { c.ArchiveInterval = -time.Second },
 		"negative ArchiveBatch":         func(c *keel.Config) { c.ArchiveBatch = -1 },
 		"ArchiveBatch over 10000":       func(c *keel.Config) { c.ArchiveBatch = 10001 },
+		"RedisGate without Client":      func(c *keel.Config) { c.RedisGate = &keel.RedisGate{} },
+		"RedisGate negative TTL": func(c *keel.Config) {
+			c.RedisGate = &keel.RedisGate{Client: rdb, TTL: -time.Second}
+		},
+		"RedisGate TTL below 1ms": func(c *keel.Config) {
+			c.RedisGate = &keel.RedisGate{Client: rdb, TTL: time.Microsecond}
+		},
+		"RedisGate negative Wait": func(c *keel.Config) {
+			c.RedisGate = &keel.RedisGate{Client: rdb, Wait: -time.Second}
+		},
 	}
 	for name, mod := range cases {
 		cfg := keel.Config{Driver: drv}

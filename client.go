@@ -37,6 +37,8 @@ type Client struct {
 	obs observers // told about task events (Observe)
 
 	schedules []driver.ScheduleParams // Config.Schedules, validated
+
+	gate *gate // Config.RedisGate; nil without
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -62,6 +64,11 @@ func NewClient(cfg Config) (*Client, error) {
 	var err error
 	if c.schedules, err = c.validateSchedules(); err != nil {
 		return nil, err
+	}
+	if cfg.RedisGate != nil {
+		if c.gate, err = newGate(*cfg.RedisGate); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -163,7 +170,12 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	if err != nil {
 		return nil, err
 	}
-	results, err := insert(params)
+	var results []driver.InsertResult
+	if c.gate != nil && !inTx && len(params) == 1 && params[0].IdemKey != "" {
+		results, err = c.gateInsert(ctx, params[0], insert)
+	} else {
+		results, err = insert(params)
+	}
 	if err != nil {
 		err = fmt.Errorf("enqueue: %w", unavailable(ctx, err))
 		for _, s := range spans {

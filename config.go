@@ -67,6 +67,11 @@ type Config struct {
 	// (keel nodes, the dashboard). Default keel's module version from the
 	// program's build information ("" when it has none).
 	Version string
+	// RedisGate, when set, puts a Redis first gate before the database's
+	// idempotency check for single tasks with a key: an accelerator that
+	// spares the database most duplicate inserts, never a guarantee (the
+	// unique index still decides; see RedisGate). Default nil (no gate).
+	RedisGate *RedisGate
 	// Logger receives keel's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; tests inject their own. Default time.Now.

@@ -31,10 +31,12 @@
 //	keel_archived_total                counter    state (succeeded, cancelled, dead)
 //	keel_archive_deleted_total         counter
 //	keel_schedule_tasks_total          counter    schedule
+//	keel_redis_gate_total              counter    result (acquired, hit, skipped, fallback)
 //
 // The keel_db_ metrics are this process's connection pool to the
 // database, read at scrape time from a driver that reports it
-// (driver.PoolStater; all of keel's do).
+// (driver.PoolStater; all of keel's do). keel_redis_gate_total is
+// present only for a client with a Redis gate (keel.Config.RedisGate).
 package metrics
 
 import (
@@ -88,7 +90,9 @@ type Collector struct {
 	// stats reads the cluster-wide gauges: the watched client's Stats.
 	stats func(context.Context) (*keel.Stats, error)
 	// archived reads the watched client's archival counts.
-	archived  func() keel.ArchiveTotals
+	archived func() keel.ArchiveTotals
+	// gate reads the watched client's Redis gate counters.
+	gate      func() keel.RedisGateStats
 	cached    *keel.Stats
 	cachedAt  time.Time
 	failLogAt time.Time
@@ -117,6 +121,7 @@ type Collector struct {
 	archivedDesc    *prometheus.Desc
 	deletedDesc     *prometheus.Desc
 	firingDesc      *prometheus.Desc
+	gateDesc        *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -198,6 +203,9 @@ func New(o Options) (*Collector, error) {
 		deletedDesc: prometheus.NewDesc("keel_archive_deleted_total",
 			"Archived tasks this process deleted as the elected leader (DeleteArchivedAfter, [retention] archive).",
 			nil, nil),
+		gateDesc: prometheus.NewDesc("keel_redis_gate_total",
+			"Keyed single-task enqueues of this process by the Redis first gate's decision: acquired (set the key, inserted), hit (answered from the holder's task without a write), skipped (Redis failed: inserted without the gate), fallback (the holder's task did not appear in time: inserted).",
+			[]string{"result"}, nil),
 		firingDesc: prometheus.NewDesc("keel_alerts_firing",
 			"Alerts firing now, by rule, cluster-wide (GET /v1/alerts lists them), read from the database at scrape time.",
 			[]string{"rule"}, nil),
@@ -222,6 +230,7 @@ func (m *Collector) Watch(c *keel.Client) error {
 		m.pool = ps.PoolStats
 	}
 	m.archived = c.Archived
+	m.gate = c.RedisGateStats
 	c.Observe(observer{m})
 	return nil
 }
@@ -246,6 +255,7 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.archivedDesc
 	ch <- m.deletedDesc
 	ch <- m.firingDesc
+	ch <- m.gateDesc
 }
 
 // Collect implements prometheus.Collector: the counters and histograms,
@@ -257,8 +267,18 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 		v.Collect(ch)
 	}
 	m.mu.Lock()
-	pool, archived := m.pool, m.archived
+	pool, archived, gate := m.pool, m.archived, m.gate
 	m.mu.Unlock()
+	if gate != nil {
+		if g := gate(); g.Enabled {
+			for _, r := range []struct {
+				result string
+				n      int64
+			}{{"acquired", g.Acquired}, {"hit", g.Hits}, {"skipped", g.Skipped}, {"fallback", g.Fallbacks}} {
+				ch <- prometheus.MustNewConstMetric(m.gateDesc, prometheus.CounterValue, float64(r.n), r.result)
+			}
+		}
+	}
 	if pool != nil {
 		p := pool()
 		ch <- prometheus.MustNewConstMetric(m.connsDesc, prometheus.GaugeValue, float64(p.InUse), "in_use")

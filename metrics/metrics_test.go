@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/keelq/keel"
@@ -413,4 +414,43 @@ func TestScheduleTasksCounted(t *testing.T) {
 	if got := value("schedule=yearly"); got != 1 {
 		t.Fatalf("keel_schedule_tasks_total{schedule=yearly} = %v, want 1 (the trigger)", got)
 	}
+}
+
+// TestRedisGateCounts: the Redis gate's decisions are counted in
+// keel_redis_gate_total; a client without a gate has no such series.
+func TestRedisGateCounts(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { rdb.Close() })
+	drv := openDriver(t, "sqlite")
+	watch := func(cfg keel.Config) (*keel.Client, *prometheus.Registry) {
+		c, err := keel.NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := metrics.New(metrics.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Watch(c); err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(m)
+		return c, reg
+	}
+	_, plain := watch(keel.Config{Driver: drv, Types: []string{"t"}, Logger: slog.New(slog.DiscardHandler)})
+	if _, ok := gather(t, plain)["keel_redis_gate_total"]; ok {
+		t.Error("keel_redis_gate_total without a gate")
+	}
+	c, reg := watch(keel.Config{Driver: drv, Types: []string{"t"}, Logger: slog.New(slog.DiscardHandler),
+		RedisGate: &keel.RedisGate{Client: rdb, Prefix: fmt.Sprintf("keeltest:metrics:%d:", time.Now().UnixNano()),
+			TTL: time.Minute, Timeout: 5 * time.Second, Wait: 20 * time.Second}})
+	for range 3 {
+		if _, err := c.Enqueue(t.Context(), "t", map[string]int{"n": 1}, keel.IdempotencyKey("gate-metrics")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gather(t, reg).counters(t, "keel_redis_gate_total",
+		map[string]float64{"result=acquired": 1, "result=hit": 2, "result=skipped": 0, "result=fallback": 0})
 }

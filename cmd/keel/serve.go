@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/keelq/keel"
@@ -107,6 +108,16 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 
 	kc := clientConfig(cfg, drv, log)
 	kc.TracerProvider = tp
+	if cfg.Redis.Enabled() {
+		rdb, gate, err := redisGate(cfg.Redis)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		kc.RedisGate = gate
+		log.Info("keel: Redis first gate on", "redis", config.RedactDSN(cfg.Redis.URL), "prefix", gate.Prefix,
+			"gate_ttl", gate.TTL, "timeout", gate.Timeout)
+	}
 	if kc.Handlers, err = handlers(cfg, targets); err != nil {
 		return err
 	}
@@ -309,6 +320,17 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 		Alerts:    alertConfig(cfg.Alerts),
 		Schedules: schedules(cfg.Schedules),
 	}
+}
+
+// redisGate makes the Redis client and the gate of [redis]. The client
+// connects lazily: Redis down at start only skips the gate.
+func redisGate(r config.Redis) (*redis.Client, *keel.RedisGate, error) {
+	opts, err := redis.ParseURL(r.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis.url: %w", err)
+	}
+	rdb := redis.NewClient(opts)
+	return rdb, &keel.RedisGate{Client: rdb, Prefix: r.Prefix, TTL: r.GateTTL.D(), Timeout: r.Timeout.D(), Wait: r.Wait.D()}, nil
 }
 
 // schedules maps [[schedules]] onto keel.Schedule.

@@ -24,6 +24,7 @@
 //	KEEL_LOG_<FIELD>                [log] fields: KEEL_LOG_LEVEL, KEEL_LOG_FORMAT
 //	KEEL_TRACING_<FIELD>            [tracing] fields, e.g. KEEL_TRACING_OTLP_ENDPOINT
 //	KEEL_METRICS_LISTEN             metrics.listen
+//	KEEL_REDIS_<FIELD>              [redis] fields, e.g. KEEL_REDIS_URL
 package config
 
 import "time"
@@ -64,6 +65,7 @@ type Config struct {
 	Log       Log       `toml:"log"`
 	Tracing   Tracing   `toml:"tracing"`
 	Metrics   Metrics   `toml:"metrics"`
+	Redis     Redis     `toml:"redis"`
 	Alerts    Alerts    `toml:"alerts"`
 	// Queues this server works, by name. Default one queue, "default",
 	// with 10 workers. Only queues of types with a url are worked.
@@ -317,6 +319,31 @@ type Tracing struct {
 	SampleRatio float64 `toml:"sample_ratio"`
 }
 
+// Redis configures the Redis first gate (keel.RedisGate) in front of the
+// database's idempotency check for keyed enqueues: an accelerator, not a
+// guarantee (the unique index still decides). Off unless URL is set.
+type Redis struct {
+	// URL is the Redis server, redis://[user:password@]host:port/db or
+	// rediss:// for TLS. Default "": no gate.
+	URL string `toml:"url"`
+	// Prefix is put before the idempotency key to make the Redis key.
+	// Default "keel:gate:".
+	Prefix string `toml:"prefix"`
+	// GateTTL is how long a gate key lives: duplicates within it are
+	// answered without an insert. Default "10s".
+	GateTTL Duration `toml:"gate_ttl"`
+	// Timeout bounds each Redis call; a slower answer skips the gate.
+	// Default "50ms".
+	Timeout Duration `toml:"timeout"`
+	// Wait is how long an enqueue that found the key held polls the
+	// database for the holder's task before inserting itself. Default
+	// "500ms".
+	Wait Duration `toml:"wait"`
+}
+
+// Enabled reports whether the Redis gate is on.
+func (r Redis) Enabled() bool { return r.URL != "" }
+
 // Enabled reports whether spans are exported.
 func (t Tracing) Enabled() bool { return t.OTLPEndpoint != "" }
 
@@ -483,6 +510,8 @@ func Defaults() *Config {
 			FailureWindow: Duration(5 * time.Minute), NoLiveWorker: true, NodeLost: true,
 			Interval: Duration(15 * time.Second), RetryMax: Duration(5 * time.Minute)},
 		Tracing: Tracing{ServiceName: "keel", SampleRatio: 1},
+		Redis: Redis{Prefix: "keel:gate:", GateTTL: Duration(10 * time.Second), Timeout: Duration(50 * time.Millisecond),
+			Wait: Duration(500 * time.Millisecond)},
 		Queues:  map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
 		Types:   map[string]Type{},
 		sources: map[string]Source{},

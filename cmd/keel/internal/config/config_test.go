@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 		"retention.dead": "30d", "retention.succeeded": "30d", "retention.archive": "0s", "retention.interval": "1m",
 		"log.level": "info", "log.format": "text", "metrics.listen": "",
 		"tracing.otlp_endpoint": "", "tracing.insecure": "false", "tracing.service_name": "keel", "tracing.sample_ratio": "1",
+		"redis.url": "", "redis.prefix": "keel:gate:", "redis.gate_ttl": "10s", "redis.timeout": "50ms", "redis.wait": "500ms",
 		"alerts.dead_per_hour": "3", "alerts.oldest_ready_age": "10m", "alerts.failure_ratio": "0.5",
 		"alerts.failure_min_attempts": "20", "alerts.failure_window": "5m", "alerts.no_live_worker": "true",
 		"alerts.node_lost": "true", "alerts.interval": "15s", "alerts.retry_max": "5m", "alerts.off": "false",
@@ -157,6 +158,10 @@ any_type = true
 [database]
 dsn = "postgres://keel:secret@db.example:5432/keel"
 schema = "jobs"
+
+[redis]
+url = "redis://:secret@cache.example:6379/1"
+gate_ttl = "1m"
 
 [[tokens]]
 token = "0123456789abcdef-admin"
@@ -272,6 +277,9 @@ func TestFile(t *testing.T) {
 		if v.Key == "engine.timeout" && v.Source != SourceFile {
 			t.Errorf("engine.timeout source %s", v.Source)
 		}
+	}
+	if v := value(t, c, "redis.url"); v.Value != "redis://:xxxxx@cache.example:6379/1" {
+		t.Errorf("redis.url shown as %q", v.Value)
 	}
 	if v := value(t, c, "database.dsn"); v.Value != "postgres://keel:xxxxx@db.example:5432/keel" {
 		t.Errorf("dsn shown as %q", v.Value)
@@ -451,6 +459,14 @@ func TestErrors(t *testing.T) {
 		{"log level", "[log]\nlevel = \"loud\"", nil, nil, `log.level: must be debug, info, warn or error, got "loud"`},
 		{"log format", "[log]\nformat = \"xml\"", nil, nil, `log.format: must be text or json, got "xml"`},
 		{"metrics listen", "[metrics]\nlisten = \"9090\"", nil, nil, `metrics.listen: must be host:port such as 127.0.0.1:9090, got "9090"`},
+		{"redis url", "[redis]\nurl = \"http://127.0.0.1:6379\"", nil, nil, `redis.url: must be a URL such as redis://127.0.0.1:6379/0`},
+		{"redis url env", "", []string{"KEEL_REDIS_URL=127.0.0.1:6379"}, nil, `redis.url (from KEEL_REDIS_URL): must be a URL such as redis://127.0.0.1:6379/0`},
+		{"redis url db", "[redis]\nurl = \"redis://127.0.0.1:6379/x\"", nil, nil, `redis.url: must be a URL`},
+		{"redis gate ttl", "[redis]\ngate_ttl = \"0s\"", nil, nil, `redis.gate_ttl: must be at least 1ms, got "0s"`},
+		{"redis timeout", "[redis]\ntimeout = \"-1s\"", nil, nil, `redis.timeout: must be positive`},
+		{"redis wait", "[redis]\nwait = \"0s\"", nil, nil, `redis.wait: must be positive`},
+		{"redis prefix", "[redis]\nprefix = \"\"", nil, nil, `redis.prefix: must not be empty`},
+		{"redis unknown env", "", []string{"KEEL_REDIS_GATE=1"}, nil, `KEEL_REDIS_GATE`},
 		{"alerts dead per hour", "[alerts]\ndead_per_hour = -2", nil, nil, `alerts.dead_per_hour: must be -1 (off) or more, got -2`},
 		{"alerts failure ratio", "[alerts]\nfailure_ratio = 1.5", nil, nil, `alerts.failure_ratio: must be in [0, 1)`},
 		{"alerts failure window", "[alerts]\nfailure_window = \"2h\"", nil, nil, `alerts.failure_window: must be in 1m..1h, got "2h"`},

@@ -75,6 +75,12 @@ var fields = []Field{
 	{"tracing.sample_ratio", "KEEL_TRACING_SAMPLE_RATIO", func(c *Config) any { return &c.Tracing.SampleRatio }},
 	{"metrics.listen", "KEEL_METRICS_LISTEN", func(c *Config) any { return &c.Metrics.Listen }},
 
+	{"redis.url", "KEEL_REDIS_URL", func(c *Config) any { return &c.Redis.URL }},
+	{"redis.prefix", "KEEL_REDIS_PREFIX", func(c *Config) any { return &c.Redis.Prefix }},
+	{"redis.gate_ttl", "KEEL_REDIS_GATE_TTL", func(c *Config) any { return &c.Redis.GateTTL }},
+	{"redis.timeout", "KEEL_REDIS_TIMEOUT", func(c *Config) any { return &c.Redis.Timeout }},
+	{"redis.wait", "KEEL_REDIS_WAIT", func(c *Config) any { return &c.Redis.Wait }},
+
 	{"alerts.dead_per_hour", "KEEL_ALERTS_DEAD_PER_HOUR", func(c *Config) any { return &c.Alerts.DeadPerHour }},
 	{"alerts.oldest_ready_age", "KEEL_ALERTS_OLDEST_READY_AGE", func(c *Config) any { return &c.Alerts.OldestReadyAge }},
 	{"alerts.failure_ratio", "KEEL_ALERTS_FAILURE_RATIO", func(c *Config) any { return &c.Alerts.FailureRatio }},
@@ -89,7 +95,7 @@ var fields = []Field{
 
 // envPrefixes are the prefixes under which every variable must be a known
 // one, so that a misspelt KEEL_ENGINE_TIMOUT is an error.
-var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_", "KEEL_TRACING_", "KEEL_METRICS_", "KEEL_ALERTS_"}
+var envPrefixes = []string{"KEEL_HTTP_", "KEEL_ENGINE_", "KEEL_RETENTION_", "KEEL_LOG_", "KEEL_DATABASE_", "KEEL_TRACING_", "KEEL_METRICS_", "KEEL_REDIS_", "KEEL_ALERTS_"}
 
 // Fields returns every scalar setting in file order.
 func Fields() []Field { return append([]Field(nil), fields...) }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keelq/keel"
 )
 
@@ -68,6 +70,7 @@ func (c *Config) validate() error {
 	c.validateEngine(v)
 	c.validateQueuesAndTypes(v)
 	c.validateTracing(v)
+	c.validateRedis(v)
 	c.validateAlerts(v)
 	c.validateSchedules(v)
 	return errors.Join(v.errs...)
@@ -342,6 +345,24 @@ func (c *Config) validateTracing(v *checker) {
 	host, port, err := net.SplitHostPort(ep)
 	if err != nil || host == "" || !validPort(port) {
 		v.bad("tracing.otlp_endpoint", "must be host:port such as 127.0.0.1:4318 or an http(s) URL such as http://127.0.0.1:4318, got %q", ep)
+	}
+}
+
+func (c *Config) validateRedis(v *checker) {
+	r := c.Redis
+	if r.GateTTL.D() < time.Millisecond {
+		v.bad("redis.gate_ttl", "must be at least 1ms, got %q", r.GateTTL)
+	}
+	v.positive("redis.timeout", r.Timeout)
+	v.positive("redis.wait", r.Wait)
+	if r.Prefix == "" {
+		v.bad("redis.prefix", "must not be empty")
+	}
+	if !r.Enabled() {
+		return
+	}
+	if _, err := redis.ParseURL(r.URL); err != nil {
+		v.bad("redis.url", "must be a URL such as redis://127.0.0.1:6379/0: %v", strings.ReplaceAll(err.Error(), r.URL, RedactDSN(r.URL)))
 	}
 }
 

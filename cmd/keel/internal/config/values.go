@@ -32,6 +32,11 @@ func (c *Config) Values() []Value {
 			if v.Value == "" {
 				v.Note = "hostname-pid-random"
 			}
+		case "redis.url":
+			v.Value = RedactDSN(v.Value)
+			if v.Value == "" {
+				v.Note = "Redis gate off"
+			}
 		case "tracing.otlp_endpoint":
 			if v.Value == "" {
 				v.Note = "traces off"

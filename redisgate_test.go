@@ -1,0 +1,288 @@
+package keel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/mysql"
+	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/internal/testdb"
+)
+
+// gateDriver opens a fresh database of kind db, closed when the test ends.
+func gateDriver(t *testing.T, db string) driver.Driver {
+	t.Helper()
+	ctx := context.Background()
+	var d driver.Driver
+	var err error
+	switch db {
+	case "sqlite":
+		d, err = sqlite.Open(ctx, testdb.SQLiteFile(t), sqlite.Options{})
+	case "postgres":
+		d, err = postgres.Open(ctx, testdb.PostgresDSN(), postgres.Options{Schema: testdb.PostgresSchema(t, "keel_gate")})
+	case "mysql":
+		_, dsn := testdb.MySQLDatabase(t, "keel_gate")
+		d, err = mysql.Open(ctx, dsn, mysql.Options{})
+	}
+	if err != nil {
+		t.Fatalf("open %s: %v", db, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// gateClient returns a client of drv gated by Redis at addr, under a key
+// prefix of its own.
+func gateClient(t *testing.T, drv driver.Driver, addr string, mod ...func(*keel.RedisGate)) *keel.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	var b [6]byte
+	rand.Read(b[:])
+	// Generous bounds: a loaded machine must not turn the counts below
+	// into timings.
+	g := &keel.RedisGate{Client: rdb, Prefix: "keeltest:" + hex.EncodeToString(b[:]) + ":",
+		TTL: time.Minute, Timeout: 5 * time.Second, Wait: 20 * time.Second}
+	for _, m := range mod {
+		m(g)
+	}
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"t.gate"},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), RedisGate: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// submitAll enqueues the same UniqueBy task n times at once and returns
+// how many answers were duplicates, failing on any error or on two ids.
+func submitAll(t *testing.T, c *keel.Client, n int) (dups int) {
+	t.Helper()
+	var mu sync.Mutex
+	ids := map[int64]bool{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			info, err := c.Enqueue(t.Context(), "t.gate", payload{N: 7}, keel.UniqueBy("order-7"))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("enqueue: %v", err)
+				return
+			}
+			ids[info.ID] = true
+			if info.Duplicate {
+				dups++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(ids) != 1 {
+		t.Fatalf("%d submissions made %d tasks, want 1", n, len(ids))
+	}
+	return dups
+}
+
+// dbHits sums the idempotency hits the database recorded (inserts that
+// reached it and found the key held) since the test began.
+func dbHits(t *testing.T, c *keel.Client, since time.Time) int64 {
+	t.Helper()
+	h, err := c.History(t.Context(), since.Truncate(time.Minute), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range h {
+		n += p.Hits
+	}
+	return n
+}
+
+// TestRedisGate: 100 concurrent identical submissions through the gate
+// make one task, and the duplicates are answered without reaching the
+// database's insert.
+func TestRedisGate(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			t0 := time.Now()
+			drv := gateDriver(t, db)
+			c := gateClient(t, drv, "127.0.0.1:6379")
+			if dups := submitAll(t, c, 100); dups != 99 {
+				t.Errorf("%d duplicates, want 99", dups)
+			}
+			st := c.RedisGateStats()
+			if st.Acquired != 1 || st.Hits+st.Fallbacks+st.Skipped != 99 || st.Hits < 90 {
+				t.Errorf("gate stats %+v: want 1 acquired and at least 90 of 99 hits", st)
+			}
+			// Only the submissions the gate did not answer reached the insert.
+			if got, want := dbHits(t, c, t0), st.Fallbacks+st.Skipped; got != want {
+				t.Errorf("database saw %d duplicate inserts, want %d (stats %+v)", got, want, st)
+			}
+			// A later duplicate is a gate hit too: the key is kept for its TTL.
+			info, err := c.Enqueue(t.Context(), "t.gate", payload{N: 7}, keel.UniqueBy("order-7"))
+			if err != nil || !info.Duplicate || c.RedisGateStats().Hits != st.Hits+1 {
+				t.Errorf("later duplicate: %+v, %v, stats %+v", info, err, c.RedisGateStats())
+			}
+			// Another payload under the same explicit key is still the
+			// database's conflict, not a gate hit.
+			if _, err := c.Enqueue(t.Context(), "t.gate", payload{N: 1}, keel.IdempotencyKey("k")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Enqueue(t.Context(), "t.gate", payload{N: 2}, keel.IdempotencyKey("k")); !errors.Is(err, keel.ErrIdempotencyConflict) {
+				t.Errorf("another payload under a held key: %v, want ErrIdempotencyConflict", err)
+			}
+			// A failed insert releases the gate key it set: a client with
+			// fresh gate keys sets "k", fails on the conflict and releases
+			// it, so its next submission sets it again (no hit on a key
+			// whose insert failed).
+			c2 := gateClient(t, drv, "127.0.0.1:6379")
+			if _, err := c2.Enqueue(t.Context(), "t.gate", payload{N: 2}, keel.IdempotencyKey("k")); !errors.Is(err, keel.ErrIdempotencyConflict) {
+				t.Fatalf("conflict through a fresh gate: %v", err)
+			}
+			info, err = c2.Enqueue(t.Context(), "t.gate", payload{N: 1}, keel.IdempotencyKey("k"))
+			if st := c2.RedisGateStats(); err != nil || !info.Duplicate || st.Acquired != 2 || st.Hits != 0 {
+				t.Errorf("after a released key: %+v, %v, stats %+v; want a duplicate through a second acquire", info, err, st)
+			}
+		})
+	}
+}
+
+// TestRedisGateReleasedKey: a task cancelled while its gate key lives
+// released its key in the database: a resubmission finds the Redis key
+// held, no holder in the database, and inserts a new task after Wait.
+func TestRedisGateReleasedKey(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			c := gateClient(t, gateDriver(t, db), "127.0.0.1:6379", func(g *keel.RedisGate) { g.Wait = 50 * time.Millisecond })
+			first, err := c.Enqueue(t.Context(), "t.gate", payload{N: 3}, keel.IdempotencyKey("order-3"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Cancel(t.Context(), first.ID); err != nil {
+				t.Fatal(err)
+			}
+			again, err := c.Enqueue(t.Context(), "t.gate", payload{N: 3}, keel.IdempotencyKey("order-3"))
+			if err != nil || again.Duplicate || again.ID == first.ID {
+				t.Fatalf("resubmission after cancel: %+v, %v; want a new task", again, err)
+			}
+			if st := c.RedisGateStats(); st.Acquired != 1 || st.Fallbacks != 1 || st.Hits != 0 {
+				t.Errorf("stats %+v: want 1 acquired, 1 fallback", st)
+			}
+		})
+	}
+}
+
+// TestRedisGateRedisStopped: with the gate's Redis gone, submissions skip
+// the gate and the database's unique index still makes one task.
+func TestRedisGateRedisStopped(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			addr, stop := privateRedis(t)
+			c := gateClient(t, gateDriver(t, db), addr)
+			if dups := submitAll(t, c, 10); dups != 9 {
+				t.Errorf("with Redis: %d duplicates, want 9", dups)
+			}
+			if st := c.RedisGateStats(); st.Acquired != 1 || st.Skipped != 0 {
+				t.Errorf("with Redis: stats %+v", st)
+			}
+			stop()
+			if dups := submitAll(t, c, 100); dups != 100 {
+				t.Errorf("Redis stopped: %d duplicates, want 100", dups)
+			}
+			if st := c.RedisGateStats(); st.Skipped != 100 {
+				t.Errorf("Redis stopped: stats %+v, want 100 skipped", st)
+			}
+			// A new task still goes in without Redis.
+			info, err := c.Enqueue(t.Context(), "t.gate", payload{N: 8}, keel.UniqueBy("order-8"))
+			if err != nil || info.Duplicate {
+				t.Errorf("new task without Redis: %+v, %v", info, err)
+			}
+		})
+	}
+}
+
+// privateRedis starts a redis-server of the test's own on a free port and
+// returns its address and a stop function (also run when the test ends).
+func privateRedis(t *testing.T) (string, func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for rdb.Ping(t.Context()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s not ready", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr, stop
+}
+
+// A Redis gate in front of the database's idempotency check: the second
+// submission of a key is answered from the first one's task, without an
+// insert. Redis unreachable would only skip the gate.
+func ExampleRedisGate() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"invoice.send"},
+		RedisGate: &keel.RedisGate{Client: rdb,
+			Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()), // default "keel:gate:"
+			TTL:    time.Minute, Timeout: time.Second}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		info, err := c.Enqueue(ctx, "invoice.send", map[string]int{"invoice": 42}, keel.UniqueBy("invoice-42"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(info.ID, info.Duplicate)
+	}
+	st := c.RedisGateStats()
+	fmt.Println("acquired", st.Acquired, "hits", st.Hits, "skipped", st.Skipped)
+	// Output:
+	// 1 false
+	// 1 true
+	// acquired 1 hits 1 skipped 0
+}
