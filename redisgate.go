@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/logevent"
 )
 
 // RedisGate configures the Redis first gate (Config.RedisGate): an
@@ -187,7 +189,8 @@ func (c *Client) gateSkipped(err error) {
 	defer g.warnMu.Unlock()
 	if now := time.Now(); now.Sub(g.lastWarn) >= time.Minute {
 		g.lastWarn = now
-		c.cfg.Logger.Warn("keel: Redis gate skipped, the database decides alone", "error", err, "skipped_total", n)
+		c.cfg.Logger.Warn("keel: Redis gate skipped, the database decides alone (logged at most once a minute)",
+			slog.String(logevent.Error, err.Error()), slog.Int64("skipped_total", n))
 	}
 }
 

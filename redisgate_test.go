@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/internal/proctest"
 	"github.com/keelq/keel/internal/testdb"
 )
 
@@ -48,7 +51,7 @@ func gateDriver(t *testing.T, db string) driver.Driver {
 
 // gateClient returns a client of drv gated by Redis at addr, under a key
 // prefix of its own.
-func gateClient(t *testing.T, drv driver.Driver, addr string, mod ...func(*keel.RedisGate)) *keel.Client {
+func gateClient(t *testing.T, drv driver.Driver, addr string, mod ...func(*keel.Config)) *keel.Client {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
@@ -58,11 +61,12 @@ func gateClient(t *testing.T, drv driver.Driver, addr string, mod ...func(*keel.
 	// into timings.
 	g := &keel.RedisGate{Client: rdb, Prefix: "keeltest:" + hex.EncodeToString(b[:]) + ":",
 		TTL: time.Minute, Timeout: 5 * time.Second, Wait: 20 * time.Second}
+	cfg := keel.Config{Driver: drv, Types: []string{"t.gate"},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), RedisGate: g}
 	for _, m := range mod {
-		m(g)
+		m(&cfg)
 	}
-	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"t.gate"},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), RedisGate: g})
+	c, err := keel.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +175,7 @@ func TestRedisGate(t *testing.T) {
 func TestRedisGateReleasedKey(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
-			c := gateClient(t, gateDriver(t, db), "127.0.0.1:6379", func(g *keel.RedisGate) { g.Wait = 50 * time.Millisecond })
+			c := gateClient(t, gateDriver(t, db), "127.0.0.1:6379", func(cfg *keel.Config) { cfg.RedisGate.Wait = 50 * time.Millisecond })
 			first, err := c.Enqueue(t.Context(), "t.gate", payload{N: 3}, keel.IdempotencyKey("order-3"))
 			if err != nil {
 				t.Fatal(err)
@@ -196,7 +200,10 @@ func TestRedisGateRedisStopped(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			addr, stop := privateRedis(t)
-			c := gateClient(t, gateDriver(t, db), addr)
+			logs := &proctest.Buffer{}
+			c := gateClient(t, gateDriver(t, db), addr, func(cfg *keel.Config) {
+				cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, t.Output()), nil))
+			})
 			if dups := submitAll(t, c, 10); dups != 9 {
 				t.Errorf("with Redis: %d duplicates, want 9", dups)
 			}
@@ -209,6 +216,9 @@ func TestRedisGateRedisStopped(t *testing.T) {
 			}
 			if st := c.RedisGateStats(); st.Skipped != 100 {
 				t.Errorf("Redis stopped: stats %+v, want 100 skipped", st)
+			}
+			if n := strings.Count(logs.String(), "Redis gate skipped"); n != 1 {
+				t.Errorf("%d warnings for 100 skips, want 1 (at most one a minute)", n)
 			}
 			// A new task still goes in without Redis.
 			info, err := c.Enqueue(t.Context(), "t.gate", payload{N: 8}, keel.UniqueBy("order-8"))
