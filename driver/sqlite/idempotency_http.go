@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,16 +60,7 @@ func (d *Driver) BeginRequest(ctx context.Context, p driver.BeginRequestParams) 
 				p.Scope, p.Key, now, now, p.Digest)
 		},
 		Get: func() (*sqlutil.RequestRow, error) {
-			var r sqlutil.RequestRow
-			var headers string
-			err := d.rdb.QueryRowContext(ctx, sqlGetRequest, p.Scope, p.Key).Scan(&r.State, &r.Digest, &r.Response.Status, &headers, &r.Response.Body)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil, nil
-			}
-			if headers != "" {
-				r.Response.Headers = []byte(headers)
-			}
-			return &r, err
+			return sqlutil.GetRequest(ctx, d.rdb, sqlGetRequest, p.Scope, p.Key)
 		},
 	})
 	if err != nil {

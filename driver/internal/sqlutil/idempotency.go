@@ -2,6 +2,7 @@ package sqlutil
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 
 	"github.com/keelq/keel/driver"
@@ -62,4 +63,25 @@ func BeginRequest(p driver.BeginRequestParams, s RequestSteps) (driver.BeginOutc
 	}
 	// The key kept vanishing under us: someone else is busy with it.
 	return driver.BeginInFlight, nil, nil
+}
+
+// GetRequest reads the keel_idempotency row of scope and key with query
+// (state, digest, status, headers, body; nil when there is none): the Get
+// step of RequestSteps on a database/sql driver.
+func GetRequest(ctx context.Context, q Queryer, query, scope, key string) (*RequestRow, error) {
+	rows, err := Collect(Query(ctx, q, query, scope, key), func(scan Scan) (*RequestRow, error) {
+		var r RequestRow
+		var headers string
+		if err := scan(&r.State, &r.Digest, &r.Response.Status, &headers, &r.Response.Body); err != nil {
+			return nil, err
+		}
+		if headers != "" {
+			r.Response.Headers = []byte(headers)
+		}
+		return &r, nil
+	})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0], nil
 }
