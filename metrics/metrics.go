@@ -125,6 +125,8 @@ type Collector struct {
 
 	handlerOnce sync.Once
 	handler     http.Handler
+	regOnce     sync.Once
+	reg         *prometheus.Registry
 }
 
 // New returns a Collector. It counts nothing until Watch gives it a
@@ -348,13 +350,26 @@ func (m *Collector) readStats() *keel.Stats {
 // its own. keel serve answers GET /metrics with it.
 func (m *Collector) Handler() http.Handler {
 	m.handlerOnce.Do(func() {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		m.handler = promhttp.HandlerFor(m.registry(), promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(m.opts.Logger.Handler(), slog.LevelWarn),
 		})
 	})
 	return m.handler
+}
+
+// Registerer is the registry Handler serves: a collector registered in
+// it (such as a broker source's, package keel/source) is served with the
+// rest.
+func (m *Collector) Registerer() prometheus.Registerer { return m.registry() }
+
+// registry is Handler's registry: this Collector's metrics with Go
+// runtime and process metrics, made once.
+func (m *Collector) registry() *prometheus.Registry {
+	m.regOnce.Do(func() {
+		m.reg = prometheus.NewRegistry()
+		m.reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	})
+	return m.reg
 }
 
 // APIRequest counts one answered HTTP API request: route is the route's

@@ -192,4 +192,13 @@ func validName(s string) bool { return namePattern.MatchString(s) }
 // redact hides a URL's password.
 func redact(u *url.URL) string { return u.Redacted() }
 
+// redactURL is raw with its password hidden.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(bad url)"
+	}
+	return u.Redacted()
+}
+
 var errStopped = errors.New("source stopped")
