@@ -43,4 +43,3 @@ func (d *delivery) header(name string) (string, bool) {
 	}
 	return "", false
 }
-
