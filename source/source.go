@@ -334,7 +334,7 @@ func (s *Source) enqueue(ctx context.Context, specs []keel.TaskSpec, of []*deliv
 		return accepted, duplicate, nil, nil
 	}
 	if !badInput(err) {
-		return 0, 0, nil, fmt.Errorf("enqueue: %w", err)
+		return 0, 0, nil, err
 	}
 	for i, spec := range specs {
 		t, err := s.c.EnqueueMany(ctx, []keel.TaskSpec{spec})
@@ -346,7 +346,7 @@ func (s *Source) enqueue(ctx context.Context, specs []keel.TaskSpec, of []*deliv
 		case badInput(err):
 			rejects = append(rejects, s.rejection(of[i], err.Error()))
 		default:
-			return 0, 0, nil, fmt.Errorf("enqueue: %w", err)
+			return 0, 0, nil, err
 		}
 	}
 	return accepted, duplicate, rejects, nil
