@@ -9,38 +9,43 @@
 --
 -- keel_sources holds each source's latest report per node: its counters
 -- since it started and its state.
+--
+-- Names are VARBINARY: compared and ordered byte by byte, trailing spaces
+-- included (utf8mb4_bin pads), like on the other databases. TEXT columns
+-- take no literal default on MySQL 8: every insert names them. The sizes
+-- are the limits of driver.RejectedParams and driver.SourceReport.
 CREATE TABLE IF NOT EXISTS keel_rejected (
-    id             BIGINT        NOT NULL AUTO_INCREMENT,
-    source         VARCHAR(200)  NOT NULL,
-    type           VARCHAR(200)  NOT NULL,
-    queue          VARCHAR(200)  NOT NULL DEFAULT '',
-    key_spec       VARCHAR(1000) NOT NULL DEFAULT '',
-    reason         TEXT          NOT NULL,
-    body           LONGBLOB      NOT NULL,
-    size           BIGINT        NOT NULL,
-    headers        MEDIUMTEXT    NOT NULL,
-    digest         VARBINARY(32) NOT NULL,
-    received_at    DATETIME(6)   NOT NULL,
-    resubmitted_at DATETIME(6)   NULL,
-    task_id        BIGINT        NULL,
+    id             BIGINT         NOT NULL AUTO_INCREMENT,
+    source         VARBINARY(200) NOT NULL,
+    type           VARBINARY(200) NOT NULL,
+    queue          VARBINARY(200) NOT NULL DEFAULT '',
+    key_spec       VARCHAR(1000)  NOT NULL DEFAULT '',
+    reason         TEXT           NOT NULL,
+    body           LONGBLOB       NOT NULL,
+    size           BIGINT         NOT NULL,
+    headers        MEDIUMTEXT     NOT NULL,
+    digest         VARBINARY(32)  NOT NULL,
+    received_at    DATETIME(6)    NOT NULL,
+    resubmitted_at DATETIME(6)    NULL,
+    task_id        BIGINT         NULL,
     PRIMARY KEY (id),
     UNIQUE KEY keel_rejected_digest (source, digest)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS keel_sources (
-    source     VARCHAR(200)  NOT NULL,
-    node       VARCHAR(200)  NOT NULL,
-    kind       VARCHAR(16)   NOT NULL,
-    type       VARCHAR(200)  NOT NULL,
-    state      VARCHAR(16)   NOT NULL,
-    last_error TEXT          NOT NULL,
-    accepted   BIGINT        NOT NULL DEFAULT 0,
-    duplicate  BIGINT        NOT NULL DEFAULT 0,
-    rejected   BIGINT        NOT NULL DEFAULT 0,
-    nacked     BIGINT        NOT NULL DEFAULT 0,
-    ack_p50_us BIGINT        NOT NULL DEFAULT 0,
-    ack_p99_us BIGINT        NOT NULL DEFAULT 0,
-    started_at DATETIME(6)   NOT NULL,
-    updated_at DATETIME(6)   NOT NULL,
+    source     VARBINARY(200) NOT NULL,
+    node       VARBINARY(200) NOT NULL,
+    kind       VARCHAR(16)    NOT NULL,
+    type       VARBINARY(200) NOT NULL,
+    state      VARCHAR(16)    NOT NULL,
+    last_error TEXT           NOT NULL,
+    accepted   BIGINT         NOT NULL DEFAULT 0,
+    duplicate  BIGINT         NOT NULL DEFAULT 0,
+    rejected   BIGINT         NOT NULL DEFAULT 0,
+    nacked     BIGINT         NOT NULL DEFAULT 0,
+    ack_p50_us BIGINT         NOT NULL DEFAULT 0,
+    ack_p99_us BIGINT         NOT NULL DEFAULT 0,
+    started_at DATETIME(6)    NOT NULL,
+    updated_at DATETIME(6)    NOT NULL,
     PRIMARY KEY (source, node)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
