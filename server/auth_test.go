@@ -92,6 +92,13 @@ var roleRules = map[string][]Role{
 	"POST /v1/schedules/{name}/trigger": {RoleAdmin},
 	"DELETE /v1/schedules/{name}":       {RoleAdmin},
 
+	// Broker sources and their rejected messages.
+	"GET /v1/sources":                 {RoleAdmin, RoleRead},
+	"GET /v1/rejected":                {RoleAdmin, RoleRead},
+	"GET /v1/rejected/{id}":           {RoleAdmin, RoleRead},
+	"POST /v1/rejected/{id}/resubmit": {RoleAdmin},
+	"DELETE /v1/rejected/{id}":        {RoleAdmin},
+
 	// Limits and ramps.
 	"GET /v1/types/{name}/ramp":       {RoleAdmin, RoleRead},
 	"PUT /v1/types/{name}/ramp":       {RoleAdmin},

@@ -198,7 +198,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := openapiDoc(t)
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,
-		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true, "BrakeSettings": true}
+		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true, "BrakeSettings": true,
+		"ResubmitRequest": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
@@ -217,6 +218,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"RampRequest": reflect.TypeFor[RampRequest](), "RampInfo": reflect.TypeFor[RampInfo](),
 		"DrillRequest": reflect.TypeFor[DrillRequest](), "DrillResult": reflect.TypeFor[DrillResult](), "DrillNotifier": reflect.TypeFor[DrillNotifier](),
 		"Schedule": reflect.TypeFor[ScheduleRecord](), "ScheduleList": reflect.TypeFor[ScheduleList](),
+		"Source": reflect.TypeFor[SourceRecord](), "SourceList": reflect.TypeFor[SourceList](),
+		"RejectedMessage": reflect.TypeFor[RejectedRecord](), "RejectedList": reflect.TypeFor[RejectedList](),
+		"ResubmitRequest": reflect.TypeFor[ResubmitRequest](),
 	} {
 		schema, ok := schemas[name].(map[string]any)
 		if !ok {

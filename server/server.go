@@ -186,6 +186,12 @@ func (s *server) routes() []route {
 		{"POST /v1/schedules/{name}/trigger", admins, s.triggerSchedule},
 		{"DELETE /v1/schedules/{name}", admins, s.deleteSchedule},
 
+		{"GET /v1/sources", readers, s.listSources},
+		{"GET /v1/rejected", readers, s.listRejected},
+		{"GET /v1/rejected/{id}", readers, s.getRejected},
+		{"POST /v1/rejected/{id}/resubmit", admins, s.resubmitRejected},
+		{"DELETE /v1/rejected/{id}", admins, s.deleteRejected},
+
 		{metricsRoute, readers, s.metrics},
 	}
 }

@@ -75,6 +75,11 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Queues[i] = qs
 	}
+	sources, err := s.c.Sources(r.Context())
+	if err != nil {
+		return err
+	}
+	out.Sources = sourceRecords(sources)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

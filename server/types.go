@@ -267,6 +267,8 @@ type Stats struct {
 	Alert        bool             `json:"alert"`
 	Firing       map[string]int   `json:"firing"`
 	Nodes        int              `json:"nodes"`
+	// Sources are the broker sources' latest reports, by name then node.
+	Sources []SourceRecord `json:"sources"`
 }
 
 // Problem is an error body (RFC 9457, application/problem+json).

@@ -446,6 +446,9 @@ func printStats(out io.Writer, st server.Stats) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printSourceStats(out, st.Sources); err != nil {
+		return err
+	}
 	if st.Alert {
 		var rules []string
 		n := 0

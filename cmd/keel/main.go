@@ -1,8 +1,8 @@
 // Command keel is keel's command-line tool: keel serve (the HTTP API and
 // the workers of HTTP-target task types), the operator commands that talk
 // to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
-// stats, nodes, alerts, schedules), doctor, config check, migrate, demo
-// and bench.
+// stats, nodes, alerts, schedules, sources, rejected), doctor, config
+// check, migrate, demo and bench.
 package main
 
 import (
@@ -38,7 +38,8 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
-	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newSchedulesCmd(), newBrakesCmd(), newBrakeCmd())
+	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newSchedulesCmd(), newBrakesCmd(), newBrakeCmd(),
+		newSourcesCmd(), newRejectedCmd())
 	return root
 }
 

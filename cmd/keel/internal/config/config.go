@@ -83,6 +83,10 @@ type Config struct {
 	// elected leader enqueues a task of the schedule's type on every tick.
 	// Default none.
 	Schedules []Schedule `toml:"schedules"`
+	// Sources are broker sources, one [[sources]] block each: RabbitMQ
+	// queues or NATS JetStream consumers whose messages become tasks.
+	// Default none.
+	Sources []BrokerSource `toml:"sources"`
 
 	// File is the file read, "" if none. Set by Load.
 	File string `toml:"-"`

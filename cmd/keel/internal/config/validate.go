@@ -73,6 +73,7 @@ func (c *Config) validate() error {
 	c.validateRedis(v)
 	c.validateAlerts(v)
 	c.validateSchedules(v)
+	c.validateSources(v)
 	return errors.Join(v.errs...)
 }
 

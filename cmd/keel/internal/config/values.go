@@ -9,7 +9,8 @@ import (
 )
 
 // Values lists every effective setting with its source, secrets redacted:
-// the scalar fields in file order, then tokens, queues and types by name.
+// the scalar fields in file order, then tokens, queues and types by name,
+// then the broker sources in file order (their URLs' passwords redacted).
 func (c *Config) Values() []Value {
 	var out []Value
 	for _, f := range fields {
@@ -80,7 +81,7 @@ func (c *Config) Values() []Value {
 	for _, name := range slices.Sorted(maps.Keys(c.Types)) {
 		out = append(out, c.typeValues(name, c.Types[name])...)
 	}
-	return out
+	return append(out, c.sourceValues()...)
 }
 
 func (c *Config) typeValues(name string, t Type) []Value {
