@@ -99,6 +99,9 @@ func New(c *keel.Client, cfg Config) (*Source, error) {
 // Name is the source's name.
 func (s *Source) Name() string { return s.cfg.Name }
 
+// Config is the source's configuration, defaults filled in.
+func (s *Source) Config() Config { return s.cfg }
+
 // Start starts consuming in the background and returns at once; the
 // source connects (and reconnects) on its own. Stop ends it.
 func (s *Source) Start(ctx context.Context) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/metrics"
 	"github.com/keelq/keel/server"
+	"github.com/keelq/keel/source"
 	"github.com/keelq/keel/server/httptarget"
 )
 
@@ -168,6 +169,15 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 		metricsSrv = httpServer(ctx, cfg, h, log)
 	}
 
+	sources, err := newSources(client, cfg, m, log)
+	if err != nil {
+		ln.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
+	}
+
 	worked := slices.Sorted(maps.Keys(cfg.WorkedQueues()))
 	if len(worked) > 0 || (!cfg.Alerts.Off && len(cfg.Alerts.Webhooks) > 0) || len(cfg.Schedules) > 0 {
 		if err := client.Start(ctx); err != nil {
@@ -185,6 +195,13 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 	if len(cfg.Tokens) == 0 {
 		log.Warn("keel: no tokens configured: listening on loopback only, requests are not checked")
+	}
+	for _, src := range sources {
+		if err := src.Start(ctx); err != nil {
+			return err
+		}
+		sc := src.Config()
+		log.Info("keel: consuming", "source", sc.Name, "kind", sc.Kind, "url", config.RedactDSN(sc.URL), "type", sc.Type)
 	}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -216,6 +233,13 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 			hs.Close()
 		}
 	}
+	// The sources stop first: their batch in hand is stored and
+	// acknowledged, or handed back to the broker.
+	for _, src := range sources {
+		if err := src.Stop(sctx); err != nil {
+			log.Warn("keel: stopping a source", "error", err)
+		}
+	}
 	if err := client.Stop(sctx); err != nil {
 		log.Warn("keel: stopping workers", "error", err)
 	}
@@ -226,6 +250,23 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 	}
 	log.Info("keel: stopped")
 	return failed
+}
+
+// newSources builds the [[sources]] blocks' consumers of client; their
+// metrics are served with m's.
+func newSources(client *keel.Client, cfg *config.Config, m *metrics.Collector, log *slog.Logger) ([]*source.Source, error) {
+	var out []*source.Source
+	for _, b := range cfg.Sources {
+		sc := b.Config()
+		sc.Logger = log
+		sc.Registerer = m.Registerer()
+		src, err := source.New(client, sc)
+		if err != nil {
+			return nil, fmt.Errorf("sources: %w", err)
+		}
+		out = append(out, src)
+	}
+	return out, nil
 }
 
 // withDashboard serves the API's routes (/v1/..., /healthz, /readyz,

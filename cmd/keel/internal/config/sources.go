@@ -104,7 +104,9 @@ func (c *Config) validateSources(v *checker) {
 			continue
 		}
 		if _, ok := c.Types[s.Type]; !ok && len(c.Types) > 0 && !c.AnyType {
-			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: type %q is not in [types], and any_type is off: the API of this server does not accept it", key, s.Type))
+			// keel serve's client could not enqueue it: every message
+			// would be handed back to the broker forever.
+			v.bad(key+".type", "%q is not in [types], and any_type is off: add [types.%s] or set any_type = true", s.Type, s.Type)
 		}
 	}
 }

@@ -110,10 +110,11 @@ func TestSourceErrors(t *testing.T) {
 	}
 }
 
-// TestSourceTypeWarning: a source whose type the API does not accept is
-// valid but warned about.
-func TestSourceTypeWarning(t *testing.T) {
-	c := load(t, Options{Path: write(t, `
+// TestSourceTypeUnknown: a source whose type keel serve's client would
+// refuse is an error (its messages could never become tasks); with
+// any_type it loads.
+func TestSourceTypeUnknown(t *testing.T) {
+	const file = `
 [[sources]]
 name = "orders"
 kind = "rabbitmq"
@@ -123,12 +124,10 @@ type = "order.created"
 key = "/id"
 [types."email.send"]
 queue = "mail"
-`)})
-	found := false
-	for _, w := range c.Warnings {
-		found = found || strings.Contains(w, `sources[0]: type "order.created" is not in [types]`)
+`
+	_, err := Load(Options{Path: write(t, file)})
+	if err == nil || !strings.Contains(err.Error(), `sources[0].type: "order.created" is not in [types]`) {
+		t.Fatalf("Load: %v; want an error about the source's type", err)
 	}
-	if !found {
-		t.Fatalf("no warning about the source's type: %q", c.Warnings)
-	}
+	load(t, Options{Path: write(t, "any_type = true\n"+file)})
 }
