@@ -20,6 +20,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
+	"github.com/keelq/keel/internal/brokertest"
 	"github.com/keelq/keel/internal/testdb"
 )
 
@@ -164,7 +165,7 @@ func TestDatabaseDown(t *testing.T) {
 func dbDown(t *testing.T, drv driver.Driver, p *proxy, committed func(context.Context, []int) (int, error)) {
 	t.Cleanup(func() { drv.Close() })
 	c := newClient(t, drv)
-	queue := rabbitQueue(t)
+	queue := brokertest.RabbitQueue(t)
 	s, err := New(c, Config{Name: "orders", Kind: KindRabbitMQ, URL: rabbitURL, Queue: queue, Type: "order.import",
 		Key: "/order_id", Logger: testLogger(t), NackDelay: 500 * time.Millisecond, Batch: 50})
 	if err != nil {
@@ -209,7 +210,7 @@ func dbDown(t *testing.T, drv driver.Driver, p *proxy, committed func(context.Co
 				b, _ := json.Marshal(order{N: n})
 				bodies = append(bodies, b)
 			}
-			if err := sendRabbit(context.Background(), queue, bodies); err != nil {
+			if err := brokertest.PublishRabbit(context.Background(), queue, bodies); err != nil {
 				t.Errorf("publish: %v", err)
 				return
 			}
@@ -225,7 +226,7 @@ func dbDown(t *testing.T, drv driver.Driver, p *proxy, committed func(context.Co
 	if err := s.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if n := rabbitReady(t, queue); n != 0 {
+	if n := brokertest.RabbitReady(t, queue); n != 0 {
 		t.Errorf("%d messages left in the broker", n)
 	}
 	st := s.Stats()

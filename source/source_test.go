@@ -2,8 +2,6 @@ package source
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
 	"github.com/keelq/keel"
@@ -23,6 +20,7 @@ import (
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
 	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/internal/brokertest"
 	"github.com/keelq/keel/internal/testdb"
 )
 
@@ -30,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The brokers on our machines (the test command starts them when down).
 const (
-	rabbitURL = "amqp://guest:guest@127.0.0.1:5672/"
+	rabbitURL = brokertest.RabbitURL
 	natsURL   = "nats://127.0.0.1:4222"
 )
 
@@ -71,13 +69,6 @@ func newClient(t *testing.T, drv driver.Driver) *keel.Client {
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// uniqueName is a broker name of this test's own.
-func uniqueName(prefix string) string {
-	var b [5]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
 }
 
 // cutter opens TCP connections and cuts them all on demand: a network
@@ -216,85 +207,6 @@ func typeCount(t *testing.T, c *keel.Client) int64 {
 	return n
 }
 
-// rabbitQueue is a queue name of the test's own, deleted when it ends.
-func rabbitQueue(t *testing.T) string {
-	t.Helper()
-	q := uniqueName("keeltest.")
-	t.Cleanup(func() {
-		conn, err := amqp.Dial(rabbitURL)
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		if ch, err := conn.Channel(); err == nil {
-			ch.QueueDelete(q, false, false, false)
-		}
-	})
-	return q
-}
-
-// publishRabbit publishes bodies persistently to queue (declared durable)
-// and waits for the broker's confirms.
-func publishRabbit(t *testing.T, queue string, bodies [][]byte) {
-	t.Helper()
-	if err := sendRabbit(t.Context(), queue, bodies); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func sendRabbit(ctx context.Context, queue string, bodies [][]byte) error {
-	conn, err := amqp.Dial(rabbitURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
-		return err
-	}
-	if err := ch.Confirm(false); err != nil {
-		return err
-	}
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, len(bodies)))
-	for i, b := range bodies {
-		err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{
-			DeliveryMode: amqp.Persistent, ContentType: "application/json", Body: b,
-			Headers: amqp.Table{"x-seq": int64(i)},
-		})
-		if err != nil {
-			return err
-		}
-	}
-	for range bodies {
-		if c := <-confirms; !c.Ack {
-			return fmt.Errorf("the broker refused message %d", c.DeliveryTag)
-		}
-	}
-	return nil
-}
-
-// rabbitReady is how many messages wait in queue, unacknowledged ones of
-// a closed consumer included.
-func rabbitReady(t *testing.T, queue string) int {
-	conn, err := amqp.Dial(rabbitURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q.Messages
-}
-
 // TestRabbitMQExactlyOnce publishes 10,000 orders, 10 % of them twice, and
 // 40 bad messages, and cuts the source's connection twice between a
 // batch's commit and its ack: every distinct order becomes exactly one
@@ -304,15 +216,17 @@ func TestRabbitMQExactlyOnce(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, openDriver(t, db))
-			queue := rabbitQueue(t)
+			queue := brokertest.RabbitQueue(t)
 			w := newWorkload(10000, 40)
-			publishRabbit(t, queue, w.bodies)
+			if err := brokertest.PublishRabbit(t.Context(), queue, w.bodies); err != nil {
+				t.Fatal(err)
+			}
 			s, err := New(c, Config{Name: "orders", Kind: KindRabbitMQ, URL: rabbitURL, Queue: queue,
 				Type: "order.import", Key: "/order_id", Logger: testLogger(t), Reconnect: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
-			exactlyOnce(t, c, s, w, func() int { return rabbitReady(t, queue) })
+			exactlyOnce(t, c, s, w, func() int { return brokertest.RabbitReady(t, queue) })
 		})
 	}
 }
@@ -381,7 +295,7 @@ func natsStream(t *testing.T) (stream string, js jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream = uniqueName("KEELTEST_")
+	stream = brokertest.UniqueName("KEELTEST_")
 	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
 		t.Fatal(err)
 	}
