@@ -72,8 +72,8 @@ type Config struct {
 	// arrived. Default 5ms.
 	Linger time.Duration
 	// MaxBacklog stops pulling messages while the type has more pending
-	// tasks than this (back-pressure); 0 turns the bound off. Default
-	// 10000.
+	// tasks than this (back-pressure); a negative value turns the bound
+	// off. Default 10000.
 	MaxBacklog int64
 	// NackDelay is how long a message waits before it is handed back to
 	// the broker when the database cannot take it. Default 5s.
@@ -110,8 +110,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("source %q: type %q must be 1..128 letters, digits and . _ - : (starting with a letter or digit)", c.Name, c.Type)
 	case c.TaskQueue != "" && !validName(c.TaskQueue):
 		return fmt.Errorf("source %q: task_queue %q must be 1..128 letters, digits and . _ - : (starting with a letter or digit)", c.Name, c.TaskQueue)
-	case c.Prefetch < 0 || c.Batch < 0 || c.MaxBody < 0 || c.MaxBacklog < 0:
-		return fmt.Errorf("source %q: prefetch, batch, max_body and max_backlog must not be negative", c.Name)
+	case c.Prefetch < 0 || c.Batch < 0 || c.MaxBody < 0:
+		return fmt.Errorf("source %q: prefetch, batch and max_body must not be negative", c.Name)
 	case c.Batch > 10000:
 		return fmt.Errorf("source %q: batch %d over 10000", c.Name, c.Batch)
 	case c.AckWait < 0 || c.Linger < 0 || c.NackDelay < 0 || c.Check < 0 || c.Reconnect < 0:

@@ -35,7 +35,7 @@ const (
 var databases = []string{"sqlite", "postgres", "mysql"}
 
 // openDriver opens a fresh database of kind db, closed when the test ends.
-func openDriver(t *testing.T, db string) driver.Driver {
+func openDriver(t testing.TB, db string) driver.Driver {
 	t.Helper()
 	ctx := context.Background()
 	var d driver.Driver
@@ -58,7 +58,7 @@ func openDriver(t *testing.T, db string) driver.Driver {
 
 // newClient is a client of drv that may enqueue the type "order.import"
 // (declared, no handler here: the tasks stay pending for the checks).
-func newClient(t *testing.T, drv driver.Driver) *keel.Client {
+func newClient(t testing.TB, drv driver.Driver) *keel.Client {
 	t.Helper()
 	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"order.import"}, Logger: testLogger(t)})
 	if err != nil {
@@ -67,7 +67,7 @@ func newClient(t *testing.T, drv driver.Driver) *keel.Client {
 	return c
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
@@ -184,7 +184,7 @@ func (w *workload) check(t *testing.T, c *keel.Client, name string) {
 }
 
 // waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -195,7 +195,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func typeCount(t *testing.T, c *keel.Client) int64 {
+func typeCount(t testing.TB, c *keel.Client) int64 {
 	counts, err := c.Counts(t.Context())
 	if err != nil {
 		return -1
@@ -284,7 +284,7 @@ func exactlyOnce(t *testing.T, c *keel.Client, s *Source, w *workload, ready fun
 }
 
 // natsStream is a stream name of the test's own, deleted when it ends.
-func natsStream(t *testing.T) (stream string, js jetstream.JetStream) {
+func natsStream(t testing.TB) (stream string, js jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -303,7 +303,7 @@ func natsStream(t *testing.T) (stream string, js jetstream.JetStream) {
 	return stream, js
 }
 
-func publishNATS(t *testing.T, js jetstream.JetStream, subject string, bodies [][]byte) {
+func publishNATS(t testing.TB, js jetstream.JetStream, subject string, bodies [][]byte) {
 	t.Helper()
 	var futures []jetstream.PubAckFuture
 	for _, b := range bodies {

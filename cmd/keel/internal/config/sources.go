@@ -51,7 +51,7 @@ type BrokerSource struct {
 	// Linger is how long a batch waits to fill. Default "5ms".
 	Linger Duration `toml:"linger"`
 	// MaxBacklog stops consuming while the type has more pending tasks
-	// than this. Default 10000.
+	// than this; a negative value turns the bound off. Default 10000.
 	MaxBacklog int64 `toml:"max_backlog"`
 	// NackDelay is how long a message waits before it is handed back when
 	// the database cannot take it. Default "5s".
