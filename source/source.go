@@ -41,6 +41,10 @@ type Source struct {
 	m     *metrics
 
 	accepted, duplicate, rejected, nacked atomic.Int64
+	// backlog is the type's pending tasks at the last check, and
+	// sinceCheck how many this source added after it: the bound holds
+	// between checks too.
+	backlog, sinceCheck atomic.Int64
 	state                                 atomic.Value // string
 	blocked                               atomic.Value // string: "", StatePaused or StateBacklog
 	lastErr                               atomic.Value // string
@@ -170,6 +174,9 @@ func (s *Source) currentState() string {
 	if b := s.blocked.Load().(string); b != "" && st == StateRunning {
 		return b
 	}
+	if st == StateRunning && s.overBacklog() {
+		return StateBacklog
+	}
 	return st
 }
 
@@ -228,12 +235,18 @@ func (s *Source) serve(ctx context.Context, cn conn) error {
 // waitUnblocked waits while the source's queue or type is paused or its
 // backlog is over the bound.
 func (s *Source) waitUnblocked(ctx context.Context) error {
-	for s.blocked.Load().(string) != "" {
+	for s.blocked.Load().(string) != "" || s.overBacklog() {
 		if !sleep(ctx, min(s.cfg.Check, 100*time.Millisecond)) {
 			return ctx.Err()
 		}
 	}
 	return ctx.Err()
+}
+
+// overBacklog tells whether the tasks this source added since the last
+// check took the type's backlog over MaxBacklog.
+func (s *Source) overBacklog() bool {
+	return s.cfg.MaxBacklog >= 0 && s.backlog.Load()+s.sinceCheck.Load() > s.cfg.MaxBacklog
 }
 
 // collect waits for a first delivery, then takes more until max or until
@@ -309,6 +322,7 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 		s.acks.add(now.Sub(d.received))
 		s.m.ack.Observe(now.Sub(d.received).Seconds())
 	}
+	s.sinceCheck.Add(accepted)
 	s.count(accepted, duplicate, int64(len(rejects)))
 	if s.state.Load().(string) == StateWaiting {
 		s.state.Store(StateRunning)

@@ -37,12 +37,17 @@ func (s *Source) watch(ctx context.Context) {
 // When the database cannot be read, the last finding stays.
 func (s *Source) check(ctx context.Context) error {
 	drv := s.c.Driver()
+	// Reset first: a task added between the reset and the read counts
+	// twice, holding the source a little early, never late.
+	since := s.sinceCheck.Swap(0)
 	settings, err := drv.ListSettings(ctx)
 	if err != nil {
+		s.sinceCheck.Add(since)
 		return fmt.Errorf("read settings: %w", err)
 	}
 	counts, err := drv.Counts(ctx)
 	if err != nil {
+		s.sinceCheck.Add(since)
 		return fmt.Errorf("read counts: %w", err)
 	}
 	var backlog int64
@@ -69,7 +74,8 @@ func (s *Source) check(ctx context.Context) error {
 			blocked = StatePaused
 		}
 	}
-	if blocked == "" && s.cfg.MaxBacklog > 0 && backlog > s.cfg.MaxBacklog {
+	s.backlog.Store(backlog)
+	if blocked == "" && s.cfg.MaxBacklog >= 0 && backlog > s.cfg.MaxBacklog {
 		blocked = StateBacklog
 	}
 	if prev := s.blocked.Swap(blocked).(string); prev != blocked {
