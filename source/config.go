@@ -36,7 +36,7 @@ type Config struct {
 	Queue string
 	// Prefetch is how many unacknowledged RabbitMQ messages the broker
 	// sends ahead (basic.qos); NATS: the consumer's MaxAckPending. Default
-	// 2 × Batch.
+	// (Inflight + 1) × Batch.
 	Prefetch int
 
 	// Stream is the JetStream stream consumed; it is created, on Subject,
@@ -68,6 +68,8 @@ type Config struct {
 	// Batch is how many messages go into one insert transaction. Default
 	// 100.
 	Batch int
+	// Inflight is how many batches are being stored at once. Default 4.
+	Inflight int
 	// Linger is how long a batch waits to fill once its first message
 	// arrived. Default 5ms.
 	Linger time.Duration
@@ -110,8 +112,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("source %q: type %q must be 1..128 letters, digits and . _ - : (starting with a letter or digit)", c.Name, c.Type)
 	case c.TaskQueue != "" && !validName(c.TaskQueue):
 		return fmt.Errorf("source %q: task_queue %q must be 1..128 letters, digits and . _ - : (starting with a letter or digit)", c.Name, c.TaskQueue)
-	case c.Prefetch < 0 || c.Batch < 0 || c.MaxBody < 0:
-		return fmt.Errorf("source %q: prefetch, batch and max_body must not be negative", c.Name)
+	case c.Prefetch < 0 || c.Batch < 0 || c.MaxBody < 0 || c.Inflight < 0:
+		return fmt.Errorf("source %q: prefetch, batch, inflight and max_body must not be negative", c.Name)
+	case c.Inflight > 64:
+		return fmt.Errorf("source %q: inflight %d over 64", c.Name, c.Inflight)
 	case c.Batch > 10000:
 		return fmt.Errorf("source %q: batch %d over 10000", c.Name, c.Batch)
 	case c.AckWait < 0 || c.Linger < 0 || c.NackDelay < 0 || c.Check < 0 || c.Reconnect < 0:
@@ -154,8 +158,11 @@ func (c Config) withDefaults() Config {
 	if c.Batch == 0 {
 		c.Batch = 100
 	}
+	if c.Inflight == 0 {
+		c.Inflight = 4
+	}
 	if c.Prefetch == 0 {
-		c.Prefetch = 2 * c.Batch
+		c.Prefetch = (c.Inflight + 1) * c.Batch
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second

@@ -11,12 +11,14 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// rabbitConn consumes a RabbitMQ queue on one channel: deliveries arrive
-// in order, so one ack or nack with multiple set covers a whole batch.
+// rabbitConn consumes a RabbitMQ queue on one channel.
 type rabbitConn struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 	out  chan *delivery
+	// multiple: one batch at a time, so a batch's last delivery tag
+	// acknowledges the whole batch.
+	multiple bool
 
 	mu      sync.Mutex
 	lastErr error
@@ -72,6 +74,7 @@ func (rc *rabbitConn) open(s *Source) error {
 		return fmt.Errorf("consume queue %q: %w", s.cfg.Queue, err)
 	}
 	rc.ch = ch
+	rc.multiple = s.cfg.Inflight == 1
 	rc.out = make(chan *delivery, s.cfg.Prefetch)
 	closed := rc.conn.NotifyClose(make(chan *amqp.Error, 1))
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
@@ -109,11 +112,27 @@ func (rc *rabbitConn) err() error {
 }
 
 func (rc *rabbitConn) ack(batch []*delivery) error {
-	return rc.ch.Ack(batch[len(batch)-1].tag, true)
+	if rc.multiple {
+		return rc.ch.Ack(batch[len(batch)-1].tag, true)
+	}
+	for _, d := range batch {
+		if err := rc.ch.Ack(d.tag, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (rc *rabbitConn) nack(batch []*delivery, _ time.Duration) error {
-	return rc.ch.Nack(batch[len(batch)-1].tag, true, true)
+	if rc.multiple {
+		return rc.ch.Nack(batch[len(batch)-1].tag, true, true)
+	}
+	for _, d := range batch {
+		if err := rc.ch.Nack(d.tag, false, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (rc *rabbitConn) close() {

@@ -210,15 +210,37 @@ func (s *Source) consume(ctx context.Context) {
 
 // serve moves batches from cn into tasks until cn fails or ctx ends.
 func (s *Source) serve(ctx context.Context, cn conn) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // the batches in flight end before the connection closes
+	slots := make(chan struct{}, s.cfg.Inflight)
+	failed := make(chan error, 1)
 	for {
 		if err := s.waitUnblocked(ctx); err != nil {
 			return nil
 		}
+		select {
+		case slots <- struct{}{}:
+		case err := <-failed:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
 		batch, err := collect(ctx, cn.deliveries(), s.cfg.Batch, s.cfg.Linger)
 		if len(batch) > 0 {
-			if herr := s.handle(ctx, cn, batch); herr != nil {
-				return herr
-			}
+			s.sinceCheck.Add(int64(len(batch)))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				if herr := s.handle(ctx, cn, batch); herr != nil {
+					select {
+					case failed <- herr:
+					default:
+					}
+				}
+			}()
+		} else {
+			<-slots
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -309,6 +331,7 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 		}
 	}
 	if err != nil {
+		s.sinceCheck.Add(-int64(len(batch)))
 		return s.handBack(ctx, cn, batch, err)
 	}
 	if s.testBeforeAck != nil {
@@ -322,7 +345,7 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 		s.acks.add(now.Sub(d.received))
 		s.m.ack.Observe(now.Sub(d.received).Seconds())
 	}
-	s.sinceCheck.Add(accepted)
+	s.sinceCheck.Add(accepted - int64(len(batch))) // serve counted the whole batch
 	s.count(accepted, duplicate, int64(len(rejects)))
 	if s.state.Load().(string) == StateWaiting {
 		s.state.Store(StateRunning)

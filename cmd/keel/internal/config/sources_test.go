@@ -91,7 +91,7 @@ func TestSourceErrors(t *testing.T) {
 		"bad duration":    {rabbit + "linger = \"soon\"\n", `invalid duration "soon"`},
 		"number duration": {rabbit + "nack_delay = 5\n", `duration must be a string such as "30s"`},
 		"negative":        {rabbit + "nack_delay = \"-1s\"\n", `sources[0]: source "orders": ack_wait, linger, nack_delay`},
-		"negative batch":  {rabbit + "batch = -1\n", `sources[0]: source "orders": prefetch, batch and max_body must not be negative`},
+		"negative batch":  {rabbit + "batch = -1\n", `sources[0]: source "orders": prefetch, batch, inflight and max_body must not be negative`},
 		"unknown key":     {rabbit + "exchange = \"x\"\n", `unknown key sources.exchange`},
 		"second block":    {rabbit + strings.Replace(strings.Replace(rabbit, "orders", "other", 1), `"/id"`, `"id"`, 1), `sources[1]: source "other":`},
 	} {
