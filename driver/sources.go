@@ -23,7 +23,8 @@ type RejectedParams struct {
 	// longer one is cut there, and Size tells its whole length.
 	Body []byte
 	Size int64
-	// Headers is a JSON object of header name to its values (strings).
+	// Headers is a JSON object of header name to its values (strings);
+	// empty is stored as "{}".
 	Headers []byte
 	// Digest is the SHA-256 of the whole body: a second message of Source
 	// with the same digest (a redelivery) is not stored again.
