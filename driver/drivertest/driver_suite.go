@@ -98,6 +98,14 @@ var driverTests = []test{
 	{"IdempotentHTTPExpiry", testIdempotentHTTPExpiry},
 	{"IdempotentHTTPConcurrentBegin", testIdempotentHTTPConcurrentBegin},
 	{"IdempotentHTTPBadParams", testIdempotentHTTPBadParams},
+	{"SourcesRejectedRoundTrip", testSourcesRejectedRoundTrip},
+	{"SourcesRejectedDuplicate", testSourcesRejectedDuplicate},
+	{"SourcesRejectedBadInputWritesNothing", testSourcesRejectedBadInput},
+	{"SourcesRejectedConcurrent", testSourcesRejectedConcurrent},
+	{"SourcesRejectedList", testSourcesRejectedList},
+	{"SourcesRejectedResolveDelete", testSourcesRejectedResolveDelete},
+	{"SourcesReport", testSourcesReport},
+	{"SourcesListOrder", testSourcesListOrder},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {
