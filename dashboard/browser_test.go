@@ -248,6 +248,8 @@ func TestBrowserPages(t *testing.T) {
 		{"alerts", "/alerts", "#alert-table", evilAlert},
 		{"nodes", "/nodes", "#nav-nodes", "Nodes"},
 		{"schedules", "/schedules", "#s-nightly", "Asia/Tokyo"},
+		{"sources", "/sources", fmt.Sprintf("#rejected-%d", s.rejected), evilReason},
+		{"rejected", fmt.Sprintf("/rejected/%d", s.rejected), "#rejected-body", "<script>alert(1)</script>"},
 	}
 	for _, p := range pages {
 		br.do(t, p.name, chromedp.Navigate(b.srv.URL+p.path), chromedp.WaitVisible(p.sel))

@@ -1,6 +1,6 @@
 // Package dashboard is keel's web dashboard: server-rendered HTML pages
 // (overview, queues and types, tasks, task detail, dead letters, alerts,
-// nodes) over a keel.Client, with every file it needs embedded in the
+// nodes, schedules, broker sources and their rejected messages) over a keel.Client, with every file it needs embedded in the
 // binary. keel serve mounts it at "/"; a Go program can mount the handler
 // New returns in its own server.
 //
@@ -160,6 +160,10 @@ func (d *dash) routes() {
 	d.route("GET", "nodes", viewers, d.nodes)
 	d.route("GET", "schedules", viewers, d.schedules)
 	d.route("POST", "schedules/{name}", admins, d.updateSchedule)
+	d.route("GET", "sources", viewers, d.sources)
+	d.route("GET", "rejected/{id}", viewers, d.rejectedMessage)
+	d.route("POST", "rejected/{id}/resubmit", admins, d.resubmitRejected)
+	d.route("POST", "rejected/{id}/delete", admins, d.deleteRejected)
 	d.route("GET", "", public, d.notFound)
 }
 

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
@@ -58,6 +59,7 @@ const (
 	evilError   = "<script>alert(2)</script> refused"
 	evilStep    = "<script>alert(5)</script> step"
 	evilAlert   = "<script>alert(3)</script> fired"
+	evilReason  = "<script>alert(6)</script> rejected"
 )
 
 // Task types the tests use.
@@ -162,8 +164,9 @@ func (w *testWriter) Write(p []byte) (int, error) {
 
 // seeded are the ids of the tasks seed made.
 type seeded struct {
-	pending int64   // payload evilPayload
-	dead    []int64 // died with evilError
+	pending  int64   // payload evilPayload
+	dead     []int64 // died with evilError
+	rejected int64   // a rejected message of source "orders": body evilPayload, reason evilReason
 }
 
 // seed enqueues a pending task with a hostile payload, dead-letters n
@@ -187,7 +190,33 @@ func seed(t *testing.T, b *bundle, n int) seeded {
 		Type: typeReport, Queue: "reports", Payload: json.RawMessage(evilPayload), Missed: driver.MissedSkip, Now: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
+	s.rejected = seedSources(t, b)
 	return s
+}
+
+// seedSources reports source "orders" on node-1 and stores one rejected
+// message of it (type mail.send, key /order_id) with a hostile body and
+// reason; it returns the message's id.
+func seedSources(t *testing.T, b *bundle) int64 {
+	t.Helper()
+	ss, ok := b.drv.(driver.SourceStore)
+	if !ok {
+		t.Fatalf("driver %T is no driver.SourceStore", b.drv)
+	}
+	now := time.Now()
+	if err := ss.ReportSource(t.Context(), driver.SourceReport{Source: "orders", Node: "node-1", Kind: "rabbitmq", Type: typeMail,
+		State: "running", Accepted: 42, Duplicate: 2, Rejected: 1, AckP50: 2 * time.Millisecond, AckP99: 80 * time.Millisecond,
+		StartedAt: now.Add(-time.Hour), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(evilPayload)
+	digest := sha256.Sum256(body)
+	res, err := ss.InsertRejected(t.Context(), []driver.RejectedParams{{Source: "orders", Type: typeMail, Key: "/order_id", Reason: evilReason,
+		Body: body, Size: int64(len(body)), Headers: []byte(`{"message-id":["m-1"]}`), Digest: digest[:], ReceivedAt: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].ID
 }
 
 // deadLetters has a worker dead-letter n new tasks of type mail.send in

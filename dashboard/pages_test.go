@@ -44,7 +44,8 @@ func TestPages(t *testing.T) {
 		s := seed(t, b, 2)
 		pages := []string{"/", "/live", "/queues", "/tasks", "/tasks?state=dead&type=mail.send&queue=default",
 			"/tasks?after=2020-01-01T00:00&before=2099-01-01", fmt.Sprintf("/tasks/%d", s.pending), fmt.Sprintf("/tasks/%d", s.dead[0]),
-			"/dead", "/dead?type=mail.send", "/alerts", "/nodes", "/schedules"}
+			"/dead", "/dead?type=mail.send", "/alerts", "/nodes", "/schedules", "/sources", "/sources?source=orders&open=true",
+			fmt.Sprintf("/rejected/%d", s.rejected)}
 		for _, tok := range []string{adminToken, readToken, enqueueToken} {
 			for _, p := range pages {
 				r := b.do(t, "GET", p, tok, nil)
@@ -55,7 +56,7 @@ func TestPages(t *testing.T) {
 				checkPage(t, p, r)
 				hasForms := strings.Contains(r.body, `method="post" action="/queues/`) || strings.Contains(r.body, `id="task-retry"`) ||
 					strings.Contains(r.body, `id="task-cancel"`) || strings.Contains(r.body, `id="dead-selected"`) ||
-					strings.Contains(r.body, `action="/schedules/`)
+					strings.Contains(r.body, `action="/schedules/`) || strings.Contains(r.body, `action="/rejected/`)
 				if tok != adminToken && hasForms {
 					t.Errorf("%s as %s shows action forms", p, tok)
 				}
@@ -63,11 +64,13 @@ func TestPages(t *testing.T) {
 		}
 		// The hostile strings are there, escaped.
 		for p, want := range map[string]string{
-			fmt.Sprintf("/tasks/%d", s.pending): "&lt;script&gt;alert(1)&lt;/script&gt;",
-			fmt.Sprintf("/tasks/%d", s.dead[0]): "&lt;script&gt;alert(2)&lt;/script&gt; refused",
-			"/dead":                             "&lt;script&gt;alert(2)&lt;/script&gt; refused",
-			"/alerts":                           "&lt;script&gt;alert(3)&lt;/script&gt; fired",
-			"/":                                 "&lt;script&gt;alert(3)&lt;/script&gt; fired",
+			fmt.Sprintf("/tasks/%d", s.pending):     "&lt;script&gt;alert(1)&lt;/script&gt;",
+			fmt.Sprintf("/tasks/%d", s.dead[0]):     "&lt;script&gt;alert(2)&lt;/script&gt; refused",
+			"/dead":                                 "&lt;script&gt;alert(2)&lt;/script&gt; refused",
+			"/alerts":                               "&lt;script&gt;alert(3)&lt;/script&gt; fired",
+			"/":                                     "&lt;script&gt;alert(3)&lt;/script&gt; fired",
+			"/sources":                              "&lt;script&gt;alert(6)&lt;/script&gt; rejected",
+			fmt.Sprintf("/rejected/%d", s.rejected): "&lt;script&gt;alert(1)&lt;/script&gt;",
 		} {
 			if r := b.do(t, "GET", p, readToken, nil); !strings.Contains(r.body, want) {
 				t.Errorf("%s: no %q in the page", p, want)
@@ -117,6 +120,7 @@ func TestEmptyStates(t *testing.T) {
 	for p, want := range map[string]string{
 		"/dead": "No dead letters", "/alerts": "No alerts", "/nodes": "No worker process is registered",
 		"/tasks": "No tasks match", "/": "No queues yet", "/schedules": "No schedules",
+		"/sources": "No source has reported",
 	} {
 		r := b.do(t, "GET", p, "", nil)
 		if r.status != http.StatusOK || !strings.Contains(r.body, want) {
@@ -146,6 +150,8 @@ func actions(s seeded) []struct {
 		{"/dead/matching", url.Values{"action": {"requeue"}, "confirm": {"yes"}}},
 		{"/schedules/nightly", url.Values{"op": {"pause"}}},
 		{"/schedules/nightly", url.Values{"op": {"trigger"}}},
+		{fmt.Sprintf("/rejected/%d/resubmit", s.rejected), url.Values{"payload": {`{"order_id":"x"}`}}},
+		{fmt.Sprintf("/rejected/%d/delete", s.rejected), url.Values{"confirm": {"yes"}}},
 	}
 }
 

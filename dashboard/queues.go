@@ -282,9 +282,12 @@ var doneMessages = map[string]string{
 	"brake":        "The brake of type %s is closed: its tasks are claimed again.",
 	"requeued-some": "Requeued %s of the selected dead letters: they run again now. The others stay dead: " +
 		"a newer task holds their idempotency key, or they were requeued or purged meanwhile.",
-	"purged":    "Purged %s dead letters for good.",
-	"schedule":  "Schedule %s updated; the leader applies it at its next look (within a second).",
-	"triggered": "Schedule %s: one task enqueued now; its ticks did not move.",
+	"purged":             "Purged %s dead letters for good.",
+	"schedule":           "Schedule %s updated; the leader applies it at its next look (within a second).",
+	"triggered":          "Schedule %s: one task enqueued now; its ticks did not move.",
+	"resubmitted":        "The message is task %s now.",
+	"resubmitted-before": "The message was resubmitted before: it is task %s.",
+	"rejected-deleted":   "Rejected message %s deleted.",
 }
 
 // doneMessage is the message of the done code in q, or "".

@@ -104,7 +104,8 @@ var titles = map[string][2]string{
 	"login": {"Log in", ""}, "error": {"Error", ""}, "overview": {"Overview", "overview"},
 	"queues": {"Queues & types", "queues"}, "tasks": {"Tasks", "tasks"}, "task": {"Task", "tasks"},
 	"dead": {"Dead letters", "dead"}, "confirm": {"Confirm", "dead"}, "alerts": {"Alerts", "alerts"}, "nodes": {"Nodes", "nodes"},
-	"schedules": {"Schedules", "schedules"},
+	"schedules": {"Schedules", "schedules"}, "sources": {"Sources", "sources"}, "rejected": {"Rejected message", "sources"},
+	"rejected_delete": {"Delete rejected message", "sources"},
 }
 
 // render writes page name with data inside the layout; fragment, when
@@ -175,17 +176,33 @@ var funcs = template.FuncMap{
 	"views": func() []keel.View {
 		return []keel.View{keel.ViewReady, keel.ViewScheduled, keel.ViewRetrying, keel.ViewRunning, keel.ViewDead}
 	},
-	"states":   func() []keel.State { return states },
-	"backlog":  backlog,
-	"add":      func(a, b int) int { return a + b },
-	"query":    query,
-	"sortkeys": sortKeys,
-	"join":     strings.Join,
-	"add64":    func(a, b int64) int64 { return a + b },
-	"vw":       func(m map[keel.View]int64, v string) int64 { return m[keel.View(v)] },
-	"sc":       func(m map[keel.State]int64, s string) int64 { return m[keel.State(s)] },
-	"nav":      func() []navItem { return navItems },
-	"fails":    func(t keel.TypeStats) string { return pct(t.FailedLastHour, t.AttemptsLastHour) },
+	"states":      func() []keel.State { return states },
+	"backlog":     backlog,
+	"add":         func(a, b int) int { return a + b },
+	"query":       query,
+	"sortkeys":    sortKeys,
+	"join":        strings.Join,
+	"add64":       func(a, b int64) int64 { return a + b },
+	"vw":          func(m map[keel.View]int64, v string) int64 { return m[keel.View(v)] },
+	"sc":          func(m map[keel.State]int64, s string) int64 { return m[keel.State(s)] },
+	"nav":         func() []navItem { return navItems },
+	"fails":       func(t keel.TypeStats) string { return pct(t.FailedLastHour, t.AttemptsLastHour) },
+	"sourceClass": sourceClass,
+}
+
+// sourceClass is the badge colour of a source's state.
+func sourceClass(state string) string {
+	switch state {
+	case "running":
+		return "succeeded"
+	case "paused":
+		return "scheduled"
+	case "backlog", "waiting":
+		return "retrying"
+	case "connecting":
+		return "dead"
+	}
+	return "cancelled"
 }
 
 // navItem is one entry of the menu.
@@ -194,7 +211,7 @@ type navItem struct{ Key, Path, Label string }
 var navItems = []navItem{
 	{"overview", "", "Overview"}, {"queues", "queues", "Queues & types"}, {"tasks", "tasks", "Tasks"},
 	{"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
-	{"schedules", "schedules", "Schedules"},
+	{"schedules", "schedules", "Schedules"}, {"sources", "sources", "Sources"},
 }
 
 var states = []keel.State{keel.StatePending, keel.StateRunning, keel.StateSucceeded, keel.StateDead, keel.StateCancelled}

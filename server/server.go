@@ -1,5 +1,6 @@
 // Package server is keel's HTTP API v1: enqueue and inspect tasks, manage
-// dead letters, queues and task types, and read stats, over JSON with
+// dead letters, queues and task types, read stats, and see broker sources
+// and resubmit or delete the messages they rejected, over JSON with
 // errors as application/problem+json (RFC 9457). keel serve runs it; Go
 // programs can mount the http.Handler that New returns in their own server.
 //

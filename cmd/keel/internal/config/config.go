@@ -10,6 +10,11 @@
 // Durations are strings: a Go duration ("30s", "1h30m") or whole days
 // ("30d"). Sizes are integers in bytes.
 //
+// [[sources]] blocks (broker sources, see BrokerSource) are read from the
+// file only; Config.Sources holds them and BrokerSource.Config turns one
+// into a source.Config. Values shows them with the URL's password
+// redacted.
+//
 // The environment variables (see Fields for the full list):
 //
 //	KEEL_CONFIG                     the file, when --config is not given
