@@ -135,4 +135,3 @@ func runSource(b *testing.B, cfg Config, db string) {
 func report(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
-

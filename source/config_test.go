@@ -67,3 +67,21 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Error("New with a nil client: no error")
 	}
 }
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"a\x00b", 10, "ab"},
+		{"bad \xff byte", 20, "bad \uFFFD byte"},
+		{"héllo", 2, "h"}, // never half a rune
+		{"héllo", 3, "hé"},
+	} {
+		if got := cut(tc.in, tc.n); got != tc.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

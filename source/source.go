@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
@@ -45,11 +47,11 @@ type Source struct {
 	// sinceCheck how many this source added after it: the bound holds
 	// between checks too.
 	backlog, sinceCheck atomic.Int64
-	state                                 atomic.Value // string
-	blocked                               atomic.Value // string: "", StatePaused or StateBacklog
-	lastErr                               atomic.Value // string
-	acks                                  ackWindow
-	started                               time.Time
+	state               atomic.Value // string
+	blocked             atomic.Value // string: "", StatePaused or StateBacklog
+	lastErr             atomic.Value // string
+	acks                ackWindow
+	started             time.Time
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -442,15 +444,30 @@ func (s *Source) rejection(d *delivery, reason string) driver.RejectedParams {
 	if err != nil || d.headers == nil {
 		headers = []byte("{}")
 	}
+	if len(headers) > driver.MaxRejectedHeaders {
+		headers = fmt.Appendf(nil, `{"keel-note":["headers of %d bytes not kept: over %d"]}`, len(headers), driver.MaxRejectedHeaders)
+	}
 	sum := sha256.Sum256(d.body)
 	return driver.RejectedParams{Source: s.cfg.Name, Type: s.cfg.Type, Queue: s.cfg.TaskQueue, Key: s.cfg.Key,
-		Reason: reason, Body: body, Size: int64(len(d.body)), Headers: headers, Digest: sum[:], ReceivedAt: d.received}
+		Reason: cut(reason, driver.MaxRejectedReason), Body: body, Size: int64(len(d.body)), Headers: headers, Digest: sum[:], ReceivedAt: d.received}
 }
 
 func (s *Source) setErr(err error) {
 	if err != nil {
-		s.lastErr.Store(err.Error())
+		s.lastErr.Store(cut(err.Error(), driver.MaxSourceError))
 	}
+}
+
+// cut makes text storable: valid UTF-8 without NUL, at most n bytes.
+func cut(text string, n int) string {
+	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "")
+	if len(text) <= n {
+		return text
+	}
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n]
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

@@ -24,8 +24,8 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/metrics"
 	"github.com/keelq/keel/server"
-	"github.com/keelq/keel/source"
 	"github.com/keelq/keel/server/httptarget"
+	"github.com/keelq/keel/source"
 )
 
 func newServeCmd() *cobra.Command {

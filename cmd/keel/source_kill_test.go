@@ -151,4 +151,3 @@ func serverStats(t *testing.T, bin string, s *served) server.Stats {
 	}
 	return st
 }
-
