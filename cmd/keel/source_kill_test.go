@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,6 +134,25 @@ batch = 50
 		}
 	}
 	mu.Unlock()
+	// The operator's views: keel sources and keel stats count the orders
+	// of the last run, /metrics the source's counters.
+	if out := s.cli(t, bin, "sources"); !strings.Contains(out, "orders") || !strings.Contains(out, "running") {
+		t.Errorf("keel sources:\n%s", out)
+	}
+	if out := s.cli(t, bin, "stats"); !strings.Contains(out, "\nsources:\n") {
+		t.Errorf("keel stats shows no sources:\n%s", out)
+	}
+	resp, err := http.Get(s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`keel_source_messages_total{result="accepted",source="orders"}`, `keel_source_ack_seconds_count{source="orders"}`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	// Stop the server cleanly: its consumer goes, and whatever it had not
 	// acknowledged would be back in the queue.
 	s.cmd.Process.Signal(os.Interrupt)
