@@ -77,8 +77,8 @@ func TestCut(t *testing.T) {
 		{"short", 10, "short"},
 		{"a\x00b", 10, "ab"},
 		{"bad \xff byte", 20, "bad \uFFFD byte"},
-		{"héllo", 2, "h"}, // never half a rune
-		{"héllo", 3, "hé"},
+		{"héllo wörld", 5, "h…"}, // never half a rune
+		{"héllo wörld", 6, "hé…"},
 	} {
 		if got := cut(tc.in, tc.n); got != tc.want {
 			t.Errorf("cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)

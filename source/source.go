@@ -11,10 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/sourcemap"
 )
 
@@ -458,16 +458,14 @@ func (s *Source) setErr(err error) {
 	}
 }
 
-// cut makes text storable: valid UTF-8 without NUL, at most n bytes.
+// cut makes text storable: valid UTF-8 without NUL, at most n bytes
+// (n well above 3).
 func cut(text string, n int) string {
 	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "")
 	if len(text) <= n {
 		return text
 	}
-	for n > 0 && !utf8.RuneStart(text[n]) {
-		n--
-	}
-	return text[:n]
+	return shorten.String(text, n-len("…"))
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
