@@ -25,7 +25,7 @@ type BrokerSource struct {
 	// Queue is the RabbitMQ queue consumed. Required for rabbitmq.
 	Queue string `toml:"queue"`
 	// Prefetch is how many unacknowledged messages the broker sends ahead.
-	// Default 0 (2 × batch).
+	// Default 0 ((inflight + 1) × batch).
 	Prefetch int `toml:"prefetch"`
 	// Stream is the JetStream stream consumed. Required for nats.
 	Stream string `toml:"stream"`
@@ -48,6 +48,8 @@ type BrokerSource struct {
 	MaxBody int `toml:"max_body"`
 	// Batch is how many messages go into one insert. Default 100.
 	Batch int `toml:"batch"`
+	// Inflight is how many batches are stored at once. Default 4.
+	Inflight int `toml:"inflight"`
 	// Linger is how long a batch waits to fill. Default "5ms".
 	Linger Duration `toml:"linger"`
 	// MaxBacklog stops consuming while the type has more pending tasks
@@ -66,7 +68,7 @@ func (s BrokerSource) Config() source.Config {
 		Queue: s.Queue, Prefetch: s.Prefetch,
 		Stream: s.Stream, Subject: s.Subject, Consumer: s.Consumer, AckWait: s.AckWait.D(),
 		Type: s.Type, TaskQueue: s.TaskQueue, Key: s.Key, MaxBody: s.MaxBody,
-		Batch: s.Batch, Linger: s.Linger.D(), MaxBacklog: s.MaxBacklog, NackDelay: s.NackDelay.D(),
+		Batch: s.Batch, Inflight: s.Inflight, Linger: s.Linger.D(), MaxBacklog: s.MaxBacklog, NackDelay: s.NackDelay.D(),
 	}
 }
 
@@ -133,6 +135,7 @@ func (c *Config) sourceValues() []Value {
 		add("key", s.Key)
 		add("max_body", strconv.Itoa(s.MaxBody))
 		add("batch", strconv.Itoa(s.Batch))
+		add("inflight", strconv.Itoa(s.Inflight))
 		add("linger", s.Linger.String())
 		add("max_backlog", strconv.FormatInt(s.MaxBacklog, 10))
 		add("nack_delay", s.NackDelay.String())

@@ -25,6 +25,7 @@ task_queue = "orders"
 key = "/order_id"
 max_body = 65536
 batch = 25
+inflight = 2
 linger = "10ms"
 max_backlog = 500
 nack_delay = "2s"
@@ -45,11 +46,11 @@ key = "header:Nats-Msg-Id"
 	}
 	got := c.Sources[0].Config()
 	want := source.Config{Name: "orders", Kind: source.KindRabbitMQ, URL: "amqp://keel:s3cret@127.0.0.1:5672/prod", Queue: "orders",
-		Prefetch: 50, Type: "order.created", TaskQueue: "orders", Key: "/order_id", MaxBody: 65536, Batch: 25,
+		Prefetch: 50, Type: "order.created", TaskQueue: "orders", Key: "/order_id", MaxBody: 65536, Batch: 25, Inflight: 2,
 		Linger: 10 * time.Millisecond, MaxBacklog: 500, NackDelay: 2 * time.Second}
 	if got.Name != want.Name || got.Kind != want.Kind || got.URL != want.URL || got.Queue != want.Queue || got.Prefetch != want.Prefetch ||
 		got.Type != want.Type || got.TaskQueue != want.TaskQueue || got.Key != want.Key || got.MaxBody != want.MaxBody ||
-		got.Batch != want.Batch || got.Linger != want.Linger || got.MaxBacklog != want.MaxBacklog || got.NackDelay != want.NackDelay {
+		got.Batch != want.Batch || got.Inflight != want.Inflight || got.Linger != want.Linger || got.MaxBacklog != want.MaxBacklog || got.NackDelay != want.NackDelay {
 		t.Fatalf("orders:\n got %+v\nwant %+v", got, want)
 	}
 	n := c.Sources[1].Config()
