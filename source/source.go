@@ -43,10 +43,11 @@ type Source struct {
 	m     *metrics
 
 	accepted, duplicate, rejected, nacked atomic.Int64
-	// backlog is the type's pending tasks at the last check, and
-	// sinceCheck how many this source added after it: the bound holds
+	// backlog is the type's pending tasks at the last check, sinceCheck
+	// how many this source added after it, and inHand how many messages
+	// it holds in batches not yet stored: their sum bounds the backlog
 	// between checks too.
-	backlog, sinceCheck atomic.Int64
+	backlog, sinceCheck, inHand atomic.Int64
 	state               atomic.Value // string
 	blocked             atomic.Value // string: "", StatePaused or StateBacklog
 	lastErr             atomic.Value // string
@@ -229,11 +230,12 @@ func (s *Source) serve(ctx context.Context, cn conn) error {
 		}
 		batch, err := collect(ctx, cn.deliveries(), s.cfg.Batch, s.cfg.Linger)
 		if len(batch) > 0 {
-			s.sinceCheck.Add(int64(len(batch)))
+			s.inHand.Add(int64(len(batch)))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
+				defer s.inHand.Add(-int64(len(batch)))
 				if herr := s.handle(ctx, cn, batch); herr != nil {
 					select {
 					case failed <- herr:
@@ -270,7 +272,7 @@ func (s *Source) waitUnblocked(ctx context.Context) error {
 // overBacklog tells whether the tasks this source added since the last
 // check took the type's backlog over MaxBacklog.
 func (s *Source) overBacklog() bool {
-	return s.cfg.MaxBacklog >= 0 && s.backlog.Load()+s.sinceCheck.Load() > s.cfg.MaxBacklog
+	return s.cfg.MaxBacklog >= 0 && s.backlog.Load()+s.sinceCheck.Load()+s.inHand.Load() > s.cfg.MaxBacklog
 }
 
 // collect waits for a first delivery, then takes more until max or until
@@ -333,7 +335,6 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 		}
 	}
 	if err != nil {
-		s.sinceCheck.Add(-int64(len(batch)))
 		return s.handBack(ctx, cn, batch, err)
 	}
 	if s.testBeforeAck != nil {
@@ -347,7 +348,7 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 		s.acks.add(now.Sub(d.received))
 		s.m.ack.Observe(now.Sub(d.received).Seconds())
 	}
-	s.sinceCheck.Add(accepted - int64(len(batch))) // serve counted the whole batch
+	s.sinceCheck.Add(accepted)
 	s.count(accepted, duplicate, int64(len(rejects)))
 	if s.state.Load().(string) == StateWaiting {
 		s.state.Store(StateRunning)
