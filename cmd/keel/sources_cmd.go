@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -200,22 +201,29 @@ func printRejected(out io.Writer, msgs []server.RejectedRecord, more bool) error
 	return nil
 }
 
+// callRejected sends method to the rejected message whose id is arg and
+// decodes the message the API answers with.
+func callRejected(ctx context.Context, f *apiFlags, method, arg string) (server.RejectedRecord, []byte, error) {
+	var m server.RejectedRecord
+	id, err := parseRejectedID(arg)
+	if err != nil {
+		return m, nil, err
+	}
+	api, err := f.client()
+	if err != nil {
+		return m, nil, err
+	}
+	raw, err := api.call(ctx, method, rejectedPath(id), nil, nil, &m)
+	return m, raw, err
+}
+
 func newRejectedShowCmd(f *apiFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show <id>",
 		Short: "Print a rejected message: why it was rejected, its headers and its body",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRejectedID(args[0])
-			if err != nil {
-				return err
-			}
-			api, err := f.client()
-			if err != nil {
-				return err
-			}
-			var m server.RejectedRecord
-			raw, err := api.call(cmd.Context(), http.MethodGet, rejectedPath(id), nil, nil, &m)
+			m, raw, err := callRejected(cmd.Context(), f, http.MethodGet, args[0])
 			if err != nil {
 				return err
 			}
@@ -355,16 +363,7 @@ func newRejectedDeleteCmd(f *apiFlags) *cobra.Command {
 		Short: "Delete a rejected message for good",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseRejectedID(args[0])
-			if err != nil {
-				return err
-			}
-			api, err := f.client()
-			if err != nil {
-				return err
-			}
-			var m server.RejectedRecord
-			raw, err := api.call(cmd.Context(), http.MethodDelete, rejectedPath(id), nil, nil, &m)
+			m, raw, err := callRejected(cmd.Context(), f, http.MethodDelete, args[0])
 			if err != nil {
 				return err
 			}
