@@ -48,11 +48,11 @@ type Source struct {
 	// it holds in batches not yet stored: their sum bounds the backlog
 	// between checks too.
 	backlog, sinceCheck, inHand atomic.Int64
-	state               atomic.Value // string
-	blocked             atomic.Value // string: "", StatePaused or StateBacklog
-	lastErr             atomic.Value // string
-	acks                ackWindow
-	started             time.Time
+	state                       atomic.Value // string
+	blocked                     atomic.Value // string: "", StatePaused or StateBacklog
+	lastErr                     atomic.Value // string
+	acks                        ackWindow
+	started                     time.Time
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
