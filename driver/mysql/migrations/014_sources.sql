@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS keel_rejected (
     resubmitted_at DATETIME(6)    NULL,
     task_id        BIGINT         NULL,
     PRIMARY KEY (id),
-    UNIQUE KEY keel_rejected_digest (source, digest)
+    UNIQUE KEY keel_rejected_digest (source, digest),
+    KEY keel_rejected_source (source, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS keel_sources (

@@ -26,6 +26,7 @@ CREATE TABLE {schema}.keel_rejected (
 );
 
 CREATE UNIQUE INDEX keel_rejected_digest ON {schema}.keel_rejected (source, digest);
+CREATE INDEX keel_rejected_source ON {schema}.keel_rejected (source, id);
 
 CREATE TABLE {schema}.keel_sources (
     source     text COLLATE "C" NOT NULL,

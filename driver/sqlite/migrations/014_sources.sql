@@ -26,6 +26,7 @@ CREATE TABLE keel_rejected (
 );
 
 CREATE UNIQUE INDEX keel_rejected_digest ON keel_rejected (source, digest);
+CREATE INDEX keel_rejected_source ON keel_rejected (source, id);
 
 CREATE TABLE keel_sources (
     source     TEXT    NOT NULL,
