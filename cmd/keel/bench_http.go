@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ type httpBenchOptions struct {
 	duration time.Duration
 	server   string
 	token    string
-	db       string
+	dir      string
 	profiles benchProfiles
 }
 
@@ -72,7 +73,7 @@ paths, each beside a plain Go net/http reference on the same machine:
 	f.IntVarP(&o.n, "n", "n", 20000, "dispatch: tasks stored, then dispatched (and requests of the reference)")
 	f.StringVar(&o.server, "server", "", "enqueue: load this running keel serve instead of one started here (its tasks are of type "+enqueueType+")")
 	f.StringVar(&o.token, "token", "", "with --server: the bearer token to send")
-	f.StringVar(&o.db, "db", "", "SQLite file of the started keel serve (default: a new file in a temporary directory, removed afterwards); it must not exist")
+	f.StringVar(&o.dir, "dir", "", "directory for the SQLite files enqueue.db and dispatch.db, which must not exist (default: a temporary directory, removed afterwards)")
 	f.StringVar(&o.profiles.cpu, "cpuprofile", "", "write a CPU profile of keel's measured phases to this file")
 	f.StringVar(&o.profiles.mutex, "mutexprofile", "", "write a mutex contention profile of keel's measured phases to this file")
 	f.StringVar(&o.profiles.block, "blockprofile", "", "write a blocking profile of keel's measured phases to this file")
@@ -93,8 +94,8 @@ func (o httpBenchOptions) validate() error {
 		return fmt.Errorf("--duration must be positive, got %v", o.duration)
 	case o.server != "" && o.load != "enqueue":
 		return errors.New("--server measures the enqueue load only: add --load enqueue")
-	case o.server != "" && o.db != "":
-		return errors.New("--server and --db are exclusive")
+	case o.server != "" && o.dir != "":
+		return errors.New("--server and --dir are exclusive")
 	case o.token != "" && o.server == "":
 		return errors.New("--token needs --server")
 	}
@@ -108,16 +109,17 @@ func runHTTPBench(ctx context.Context, out io.Writer, o httpBenchOptions) error 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	dir, err := os.MkdirTemp("", "keel-bench-http-")
+	tmp, err := os.MkdirTemp("", "keel-bench-http-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	db := o.db
-	if db == "" {
-		db = filepath.Join(dir, "bench.db")
-	} else if _, err := os.Stat(db); err == nil {
-		return fmt.Errorf("--db %s exists: the bench needs a new file", db)
+	defer os.RemoveAll(tmp)
+	dir := cmp.Or(o.dir, tmp)
+	enqDB, disDB := filepath.Join(dir, "enqueue.db"), filepath.Join(dir, "dispatch.db")
+	for _, db := range []string{enqDB, disDB} {
+		if _, err := os.Stat(db); err == nil {
+			return fmt.Errorf("%s exists: the bench needs new files", db)
+		}
 	}
 	defer o.profiles.stop() //nolint:errcheck // stopped and checked below on success
 
@@ -137,12 +139,15 @@ func runHTTPBench(ctx context.Context, out io.Writer, o httpBenchOptions) error 
 		if refDis, err = referenceDispatch(ctx, tg, o); err != nil {
 			return fmt.Errorf("reference dispatch: %w", err)
 		}
+		if err := storeDispatchTasks(ctx, disDB, o.n); err != nil {
+			return fmt.Errorf("store the dispatch tasks: %w", err)
+		}
 	}
 	if err := o.profiles.start(); err != nil {
 		return err
 	}
 	if o.load != "dispatch" {
-		keelEnq, where, err := keelEnqueue(ctx, dir, db, tg, o)
+		keelEnq, where, err := keelEnqueue(ctx, tmp, enqDB, tg, o)
 		if err != nil {
 			return fmt.Errorf("keel enqueue: %w", err)
 		}
@@ -150,7 +155,7 @@ func runHTTPBench(ctx context.Context, out io.Writer, o httpBenchOptions) error 
 		printPair(out, "keel serve", keelEnq, "plain net/http server", refEnq, "tasks/s", "requests/s")
 	}
 	if o.load != "enqueue" {
-		keelDis, err := keelDispatch(ctx, dir, db, tg, o)
+		keelDis, err := keelDispatch(ctx, tmp, disDB, tg, o)
 		if err != nil {
 			return fmt.Errorf("keel dispatch: %w", err)
 		}
@@ -257,33 +262,35 @@ func keelEnqueue(ctx context.Context, dir, db string, tg *noopTarget, o httpBenc
 	return r, "SQLite, synchronous=FULL", errors.Join(err, stop())
 }
 
-// keelDispatch stores n tasks of the dispatch type in db, then starts keel
-// serve, whose workers POST them to the target; it measures from the
-// target's first request to its n-th and checks that every task succeeded.
-func keelDispatch(ctx context.Context, dir, db string, tg *noopTarget, o httpBenchOptions) (loadResult, error) {
+// storeDispatchTasks stores n tasks of the dispatch type in a new db.
+func storeDispatchTasks(ctx context.Context, db string, n int) error {
 	drv, err := sqlite.Open(ctx, db, sqlite.Options{})
 	if err != nil {
-		return loadResult{}, err
+		return err
 	}
 	defer drv.Close()
 	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{dispatchType}})
 	if err != nil {
-		return loadResult{}, err
-	}
-	before, err := c.Counts(ctx)
-	if err != nil {
-		return loadResult{}, err
+		return err
 	}
 	specs := make([]keel.TaskSpec, 0, 1000)
-	for left := o.n; left > 0; left -= len(specs) {
+	for left := n; left > 0; left -= len(specs) {
 		specs = specs[:0]
 		for range min(left, 1000) {
 			specs = append(specs, keel.TaskSpec{Type: dispatchType, Payload: rawPayload})
 		}
 		if _, err := c.EnqueueMany(ctx, specs); err != nil {
-			return loadResult{}, err
+			return err
 		}
 	}
+	return nil
+}
+
+// keelDispatch starts keel serve on db, which holds o.n stored tasks of
+// the dispatch type; its workers POST them to the target. It measures from
+// the target's first request to its n-th, and checks, once keel serve has
+// stopped, that every task succeeded.
+func keelDispatch(ctx context.Context, dir, db string, tg *noopTarget, o httpBenchOptions) (loadResult, error) {
 	cfg, err := benchServeConfig(dir, db, tg.url, o.workers)
 	if err != nil {
 		return loadResult{}, err
@@ -302,12 +309,20 @@ func keelDispatch(ctx context.Context, dir, db string, tg *noopTarget, o httpBen
 	if err := errors.Join(err, stop()); err != nil {
 		return loadResult{}, err
 	}
-	after, err := c.Counts(ctx)
+	drv, err := sqlite.Open(ctx, db, sqlite.Options{})
 	if err != nil {
 		return loadResult{}, err
 	}
-	done := after[keel.DefaultQueue][keel.StateSucceeded] - before[keel.DefaultQueue][keel.StateSucceeded]
-	if done != int64(o.n) {
+	defer drv.Close()
+	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{dispatchType}})
+	if err != nil {
+		return loadResult{}, err
+	}
+	counts, err := c.Counts(ctx)
+	if err != nil {
+		return loadResult{}, err
+	}
+	if done := counts[keel.DefaultQueue][keel.StateSucceeded]; done != int64(o.n) {
 		return loadResult{}, fmt.Errorf("expected %d succeeded tasks, found %d", o.n, done)
 	}
 	return r, nil
