@@ -74,15 +74,10 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The line ahead changes with every submit of a burst: the counters
-	// (a small table) are read fresh, the history, settings and nodes may
-	// be a second old.
 	s := *cached
-	if s.counts, err = c.drv.Counts(ctx); err != nil {
-		return nil, fmt.Errorf("keel: read live counters: %w", unavailable(ctx, err))
-	}
-	now := c.cfg.Now()
 	e := &Estimate{Status: ETAEstimated}
+	// Paused, braked and unserved are answered from the snapshot alone:
+	// they do not depend on the line ahead.
 	switch {
 	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
 		e.Status = ETAPaused
@@ -94,6 +89,13 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 		e.Status = ETANoWorker
 		return e, nil
 	}
+	// The line ahead changes with every submit of a burst: the counters
+	// (a small table) are read fresh, the history, settings and nodes may
+	// be a second old.
+	if s.counts, err = c.drv.Counts(ctx); err != nil {
+		return nil, fmt.Errorf("keel: read live counters: %w", unavailable(ctx, err))
+	}
+	now := c.cfg.Now()
 	hist, mean := s.runTimes(t)
 	if mean == 0 {
 		// Nothing had run in the queue as of the cached read: the first

@@ -80,10 +80,48 @@ func decodeBody(body []byte, dst any) error {
 	return decodeValue(bytes.Trim(body, jsonSpace), reflect.ValueOf(dst).Elem(), "")
 }
 
-// scanBody checks, token by token and before anything is decoded, that
-// body is one syntactically valid JSON object nested at most maxDepth deep
-// with nothing after it.
+// scanBody checks, before anything is decoded, that body is one
+// syntactically valid JSON object nested at most maxDepth deep with
+// nothing after it. A well-formed body passes a quick check; any other is
+// scanned token by token to word the error.
 func scanBody(body []byte) error {
+	if wellFormed(body) {
+		return nil
+	}
+	return scanTokens(body)
+}
+
+// wellFormed reports whether body passes scanBody, without allocating:
+// json.Valid checks the syntax and that one value fills the body, a walk
+// over the bytes the object's first byte and its depth.
+func wellFormed(body []byte) bool {
+	t := bytes.TrimLeft(body, jsonSpace)
+	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		return false
+	}
+	depth, inString, escaped := 0, false, false
+	for _, b := range t {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = b == '\\'
+			inString = b != '"'
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			if depth++; depth > maxDepth {
+				return false
+			}
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return true
+}
+
+// scanTokens is scanBody token by token, wording what is wrong.
+func scanTokens(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	depth := 0

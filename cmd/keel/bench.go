@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,7 +34,7 @@ type benchOptions struct {
 	schema    string
 	sync      string
 	batch     int
-	profile   string
+	profiles  benchProfiles
 	vacuum    bool
 	settle    time.Duration
 }
@@ -49,7 +48,8 @@ func newBenchCmd() *cobra.Command {
 
   keel bench -n 100000                    insert N tasks, then work them down: jobs/s drained
   keel bench --duration 10s               insert and work at once for D: jobs/s sustained
-  keel bench --duration 10s --rate 1000   insert R tasks a second: pickup latency p50/p95/p99`,
+  keel bench --duration 10s --rate 1000   insert R tasks a second: pickup latency p50/p95/p99
+  keel bench http                         keel serve's HTTP paths beside plain net/http (see bench http --help)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
@@ -69,7 +69,10 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&o.vacuum, "vacuum", false, "with --prefill on PostgreSQL: VACUUM (ANALYZE) the task table after the prefill; by default the bench does no maintenance of its own, only the client's leader does")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
-	f.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.StringVar(&o.profiles.cpu, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.StringVar(&o.profiles.mutex, "mutexprofile", "", "write a mutex contention profile of the run to this file")
+	f.StringVar(&o.profiles.block, "blockprofile", "", "write a blocking profile of the run to this file")
+	cmd.AddCommand(newBenchHTTPCmd())
 	return cmd
 }
 
@@ -127,7 +130,7 @@ type benchRun struct {
 
 	mu      sync.Mutex
 	pickups []time.Duration
-	// profile starts the CPU profile when the measured phase begins.
+	// profile starts the profiles when the measured phase begins.
 	profile          func() error
 	warnedCheckpoint bool
 }
@@ -199,15 +202,8 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.profile != "" {
-		pf, err := os.Create(o.profile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		b.profile = func() error { return pprof.StartCPUProfile(pf) }
-		defer pprof.StopCPUProfile()
-	}
+	b.profile = o.profiles.start
+	defer o.profiles.stop() //nolint:errcheck // written when the run ends; a failed run's profile is best effort
 	fmt.Fprintf(out, "keel bench: %s, %d workers, claims of up to %d\n", where, o.workers, o.claim)
 	if o.prefill > 0 {
 		if err := b.prefillSucceeded(ctx, out, o, h); err != nil {

@@ -49,3 +49,57 @@ func TestBenchDrainsWithClaimBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchHTTPPrintsBothRates: each HTTP load runs briefly and prints
+// keel's rate, the plain reference's rate and their ratio. No timing is
+// checked.
+func TestBenchHTTPPrintsBothRates(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		load string
+		want []string
+	}{
+		{"enqueue", []string{"enqueue: 4 clients", "keel serve", "plain net/http server", "tasks/s", "requests/s", "ratio keel/reference"}},
+		{"dispatch", []string{"dispatch: 300 tasks", "keel serve", "300 in", "plain Go client", "tasks/s", "requests/s", "ratio keel/reference"}},
+	} {
+		t.Run(c.load, func(t *testing.T) { // not parallel: one CPU profile at a time
+			dir := t.TempDir()
+			out, err := runKeel(t, "bench", "http", "--load", c.load, "--clients", "4", "--duration", "300ms",
+				"--workers", "8", "-n", "300", "--dir", dir, "--cpuprofile", filepath.Join(dir, "cpu.out"),
+				"--mutexprofile", filepath.Join(dir, "mutex.out"), "--blockprofile", filepath.Join(dir, "block.out"))
+			if err != nil {
+				t.Fatalf("keel bench http: %v\n%s", err, out)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			for _, p := range []string{"cpu.out", "mutex.out", "block.out"} {
+				if fi, err := os.Stat(filepath.Join(dir, p)); err != nil || fi.Size() == 0 {
+					t.Errorf("profile %s not written: %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBenchHTTPRejectsBadFlags: bad settings are refused before anything
+// starts.
+func TestBenchHTTPRejectsBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--load", "both2"}, "--load must be enqueue, dispatch or both"},
+		{[]string{"--clients", "0"}, "--clients must be positive, got 0"},
+		{[]string{"--server", "http://127.0.0.1:1"}, "--server measures the enqueue load only"},
+		{[]string{"--token", "t"}, "--token needs --server"},
+	} {
+		out, err := runKeel(t, append([]string{"bench", "http"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want %q\n%s", c.args, err, c.want, out)
+		}
+	}
+}

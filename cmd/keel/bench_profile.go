@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+)
+
+// benchProfiles are the profiles a bench writes of its measured phase:
+// CPU, mutex contention and blocking, each to its file when named.
+type benchProfiles struct {
+	cpu, mutex, block string
+	cpuFile           *os.File
+}
+
+// start turns on the named profiles.
+func (p *benchProfiles) start() error {
+	if p.cpu != "" {
+		f, err := os.Create(p.cpu)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		p.cpuFile = f
+	}
+	if p.mutex != "" {
+		runtime.SetMutexProfileFraction(5)
+	}
+	if p.block != "" {
+		runtime.SetBlockProfileRate(10_000) // one blocking event per 10 µs blocked
+	}
+	return nil
+}
+
+// stop writes the profiles and turns them off; it may be called again.
+func (p *benchProfiles) stop() error {
+	var errs []error
+	if p.cpuFile != nil {
+		pprof.StopCPUProfile()
+		errs = append(errs, p.cpuFile.Close())
+		p.cpuFile = nil
+	}
+	if p.mutex != "" {
+		errs = append(errs, writeProfile("mutex", p.mutex))
+		runtime.SetMutexProfileFraction(0)
+	}
+	if p.block != "" {
+		errs = append(errs, writeProfile("block", p.block))
+		runtime.SetBlockProfileRate(0)
+	}
+	p.mutex, p.block = "", ""
+	return errors.Join(errs...)
+}
+
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write the %s profile: %w", name, err)
+	}
+	return f.Close()
+}
