@@ -66,7 +66,8 @@ type Driver struct {
 // dsn is a go-sql-driver DSN ("user:pass@tcp(host:3306)/db") or a URL
 // ("mysql://user:pass@host:3306/db?param=value"); it must name a database.
 // The driver forces parseTime=true, loc=UTC, time_zone='+00:00' and
-// clientFoundRows=true on its connections.
+// clientFoundRows=true on its connections, and sets interpolateParams=true
+// unless the DSN sets it (see ParseDSN).
 func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -97,7 +98,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 }
 
 // ParseDSN parses a go-sql-driver DSN or a mysql:// URL and applies the
-// settings the driver needs (UTC times, clientFoundRows).
+// settings the driver needs (UTC times, clientFoundRows), and
+// interpolateParams=true unless the DSN sets it.
 func ParseDSN(dsn string) (*mysql.Config, error) {
 	if dsn == "" {
 		return nil, errors.New("mysql: empty DSN")
@@ -135,6 +137,19 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	if !strings.Contains(dsn, "interpolateParams=") {
+		// Arguments go in the statement text (escaped by go-sql-driver)
+		// unless the DSN says otherwise: one round trip per statement
+		// instead of prepare, execute and close, and no server-side
+		// prepare of a claim's or finish's hundreds of placeholders.
+		// go-sql-driver refuses it for collations where escaping is
+		// unsafe; those keep server-side prepares.
+		c := cfg.Clone()
+		c.InterpolateParams = true
+		if _, err := mysql.NewConnector(c); err == nil {
+			cfg = c
+		}
+	}
 	return cfg, nil
 }
 

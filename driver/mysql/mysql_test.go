@@ -231,8 +231,12 @@ func TestDSNForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.User != "root" || cfg.Passwd != "pw" || cfg.Addr != "db.example:3307" || cfg.DBName != "keel" ||
-		cfg.Timeout != 5*time.Second || !cfg.ParseTime || cfg.Loc != time.UTC || !cfg.ClientFoundRows {
+		cfg.Timeout != 5*time.Second || !cfg.ParseTime || cfg.Loc != time.UTC || !cfg.ClientFoundRows ||
+		!cfg.InterpolateParams {
 		t.Fatalf("parsed %+v", cfg)
+	}
+	if cfg, err := mysql.ParseDSN("root@tcp(127.0.0.1:3306)/keel?interpolateParams=false"); err != nil || cfg.InterpolateParams {
+		t.Fatalf("interpolateParams=false was not kept: %+v, %v", cfg, err)
 	}
 	if _, err := mysql.ParseDSN("root@tcp(127.0.0.1:3306)/"); err == nil {
 		t.Fatal("a DSN without a database was accepted")

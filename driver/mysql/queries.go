@@ -72,7 +72,12 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 	finished_at, updated_at, errors, result, meta, snoozes, steps`
 
 const (
-	claimPickHead = `SELECT id FROM keel_tasks
+	// The pick reads what a worker needs (as it was before the mark) and
+	// the statement's now, which the mark then writes: the claimed rows
+	// need no reading back.
+	claimPickHead = `SELECT id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms,
+	created_at, snoozes, meta, {now}
+FROM keel_tasks
 WHERE state = 'pending' AND queue = ? AND run_at <= {now}`
 	claimPickTail = `
 ORDER BY priority DESC, run_at, id
@@ -118,10 +123,6 @@ SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?
 	lease_expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), attempted_at = {now},
 	started_at = COALESCE(started_at, {now}), updated_at = {now}
 WHERE id IN ({ids}) AND state = 'pending'`)
-
-	sqlClaimLoad = prepare(`SELECT id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms,
-	created_at, lease_expires_at, attempted_at, snoozes, meta
-FROM keel_tasks WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
 	// The pick also reads the statement's now, which the rest of the
 	// transaction then uses: the live counters need the instant written.

@@ -122,41 +122,43 @@ func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, 
 	var out []driver.TaskRow
 	now := d.now(p.Now)
 	err := func() error {
-		rows, err := tx.QueryContext(ctx, pick.text, pick.args(now, pickArgs...)...)
-		if err != nil {
-			return err
-		}
-		ids, err := scanIDs(rows)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		mark := sqlClaimMark.with("{ids}", "?", len(ids), 1)
-		args := append([]any{p.Owner, offset(p.LeaseExpiresAt, p.Now)}, idArgs(ids)...)
-		if _, err := tx.ExecContext(ctx, mark.text, mark.args(now, args...)...); err != nil {
-			return err
-		}
-		load := sqlClaimLoad.with("{ids}", "?", len(ids), 1)
-		rows, err = tx.QueryContext(ctx, load.text, load.args(nil, append(idArgs(ids), p.Owner)...)...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		var ids []int64
+		var at time.Time
+		err := sqlutil.Query(ctx, tx, pick.text, pick.args(now, pickArgs...)...)(func(scan sqlutil.Scan) error {
 			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
 			var timeoutMS int64
-			if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
-				&r.RunAt, &timeoutMS, &r.CreatedAt, &r.LeaseExpiresAt, &r.AttemptedAt, &r.Snoozes, &r.Meta); err != nil {
+			if err := scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
+				&r.RunAt, &timeoutMS, &r.CreatedAt, &r.Snoozes, &r.Meta, &at); err != nil {
 				return err
 			}
 			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
 			r.RunAt, r.CreatedAt = r.RunAt.UTC(), r.CreatedAt.UTC()
-			r.LeaseExpiresAt, r.AttemptedAt = r.LeaseExpiresAt.UTC(), r.AttemptedAt.UTC()
 			out = append(out, r)
-		}
-		if err := rows.Err(); err != nil {
+			ids = append(ids, r.ID)
+			return nil
+		})
+		if err != nil || len(ids) == 0 {
 			return err
 		}
-		rows.Close()
+		// The mark writes the pick's now, so the rows read are the rows
+		// written once attempt, fence and the lease move on.
+		at = at.UTC()
+		lease := offset(p.LeaseExpiresAt, p.Now)
+		mark := sqlClaimMark.with("{ids}", "?", len(ids), 1)
+		args := append([]any{p.Owner, lease}, idArgs(ids)...)
+		res, err := tx.ExecContext(ctx, mark.text, mark.args(at, args...)...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(ids)) {
+			// Cannot happen: the pick locked the rows. Claim again.
+			return errors.Join(err, fmt.Errorf("marked %d of %d tasks picked", n, len(ids)))
+		}
+		for i := range out {
+			r := &out[i]
+			r.Attempt, r.Fence = r.Attempt+1, r.Fence+1
+			r.AttemptedAt, r.LeaseExpiresAt = at, at.Add(time.Duration(lease)*time.Microsecond)
+		}
 		// attempted_at is the claim's now.
 		var tally sqlutil.Tally
 		for i := range out {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,9 @@ func (d *Driver) writeLoop() {
 		}
 		d.fill(&batch)
 		d.commit(batch)
+		if len(d.counterWanted) > 0 {
+			d.prepareCounters()
+		}
 	}
 }
 
@@ -205,13 +209,67 @@ type cachedTx struct {
 	d  *Driver
 }
 
-// stmt returns the batch's handle on a statement prepared at Open, or nil
-// for queries not on the hot path.
+// stmt returns the batch's handle on a statement prepared at Open or,
+// for the live counters' upserts (their text varies with the number of
+// rows, so they cannot be prepared at Open), prepared at first use and
+// kept; nil for other queries.
 func (c *cachedTx) stmt(query string) *sql.Stmt {
-	if s := c.d.stmts[query]; s != nil {
+	s := c.d.stmts[query]
+	if s == nil && isCountUpsert(query) {
+		s = c.d.counterStmt(query)
+	}
+	if s != nil {
 		return c.tx.StmtContext(context.Background(), s)
 	}
 	return nil
+}
+
+// maxCounterStmts bounds the counter upserts kept prepared: one per row
+// count seen, and a batch rarely touches more than a few counter rows.
+const maxCounterStmts = 64
+
+// The counter upserts' text before their rows.
+var (
+	countUpsertHead, _, _  = strings.Cut(sqlCountUpsert, "{rows}")
+	minuteUpsertHead, _, _ = strings.Cut(sqlMinuteUpsert, "{rows}")
+)
+
+// isCountUpsert reports whether query is a live counters' upsert.
+func isCountUpsert(query string) bool {
+	return strings.HasPrefix(query, countUpsertHead) || strings.HasPrefix(query, minuteUpsertHead)
+}
+
+// counterStmt returns query's statement if the writer prepared it; else
+// it notes query for prepareCounters and returns nil (the caller runs the
+// text this time). The writer's one connection is busy with the batch, so
+// the statement cannot be prepared now. Only the writer calls it.
+func (d *Driver) counterStmt(query string) *sql.Stmt {
+	if s := d.counterStmts[query]; s != nil {
+		return s
+	}
+	if len(d.counterStmts)+len(d.counterWanted) < maxCounterStmts {
+		d.counterWanted = append(d.counterWanted, query)
+	}
+	return nil
+}
+
+// prepareCounters prepares the counter upserts counterStmt noted, between
+// batches, when the writer connection is free.
+func (d *Driver) prepareCounters() {
+	for _, q := range d.counterWanted {
+		if d.counterStmts[q] != nil {
+			continue
+		}
+		s, err := d.wdb.PrepareContext(context.Background(), q)
+		if err != nil {
+			continue // run as text again
+		}
+		if d.counterStmts == nil {
+			d.counterStmts = map[string]*sql.Stmt{}
+		}
+		d.counterStmts[q] = s
+	}
+	d.counterWanted = d.counterWanted[:0]
 }
 
 func (c *cachedTx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
