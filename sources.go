@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -175,15 +174,7 @@ func (c *Client) ResubmitRejected(ctx context.Context, id int64, r Resubmit) (*T
 	}
 	key := r.Key
 	if key == "" {
-		header := func(name string) (string, bool) {
-			for k, v := range m.Headers {
-				if strings.EqualFold(k, name) && len(v) > 0 {
-					return v[0], true
-				}
-			}
-			return "", false
-		}
-		if key, err = sourcemap.Message(m.Key, body, len(body), header); err != nil {
+		if key, err = sourcemap.Message(m.Key, body, len(body), sourcemap.Headers(m.Headers, "")); err != nil {
 			return nil, invalid("rejected message %d: %s", id, sourcemap.Reason(err))
 		}
 	} else if !json.Valid(body) {

@@ -215,9 +215,6 @@ func (s *server) listRejected(w http.ResponseWriter, r *http.Request) error {
 // getRejected handles GET /v1/rejected/{id}: the message with all of its
 // stored body.
 func (s *server) getRejected(w http.ResponseWriter, r *http.Request) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	id, err := rejectedID(r)
 	if err != nil {
 		return err
@@ -234,9 +231,6 @@ func (s *server) getRejected(w http.ResponseWriter, r *http.Request) error {
 // becomes a task (201), or was one already (200, duplicate set); 422 when
 // it still cannot become one.
 func (s *server) resubmitRejected(w http.ResponseWriter, r *http.Request) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	id, err := rejectedID(r)
 	if err != nil {
 		return err
@@ -269,9 +263,6 @@ func (s *server) resubmitRejected(w http.ResponseWriter, r *http.Request) error 
 // deleteRejected handles DELETE /v1/rejected/{id}: it answers with the
 // message as it was.
 func (s *server) deleteRejected(w http.ResponseWriter, r *http.Request) error {
-	if _, err := queryParams(r); err != nil {
-		return err
-	}
 	id, err := rejectedID(r)
 	if err != nil {
 		return err
@@ -287,12 +278,11 @@ func (s *server) deleteRejected(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// rejectedID parses the {id} path value of a rejected message.
+// rejectedID checks that the request has no query parameters and parses
+// the {id} path value of a rejected message.
 func rejectedID(r *http.Request) (int64, error) {
-	v := r.PathValue("id")
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || id < 1 {
-		return 0, badRequest("invalid rejected message id %q: use a positive integer", shorten.String(v, 64))
+	if _, err := queryParams(r); err != nil {
+		return 0, err
 	}
-	return id, nil
+	return pathID(r, "rejected message")
 }

@@ -253,11 +253,14 @@ func (s *server) changeError(ctx context.Context, id int64, err error, rule stri
 }
 
 // taskID parses the {id} path value.
-func taskID(r *http.Request) (int64, error) {
+func taskID(r *http.Request) (int64, error) { return pathID(r, "task") }
+
+// pathID parses the {id} path value, the id of a what.
+func pathID(r *http.Request, what string) (int64, error) {
 	v := r.PathValue("id")
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id < 1 {
-		return 0, badRequest("invalid task id %q: use a positive integer", shorten.String(v, 64))
+		return 0, badRequest("invalid %s id %q: use a positive integer", what, shorten.String(v, 64))
 	}
 	return id, nil
 }

@@ -1,9 +1,6 @@
 package source
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // conn is one connection to a broker, as the source uses it.
 type conn interface {
@@ -29,17 +26,4 @@ type delivery struct {
 	// messageID is the broker's own message id (RabbitMQ's message_id
 	// property), read by "header:message-id" when no header has that name.
 	messageID string
-}
-
-// header finds a header by name, case-insensitively.
-func (d *delivery) header(name string) (string, bool) {
-	for k, v := range d.headers {
-		if strings.EqualFold(k, name) && len(v) > 0 {
-			return v[0], true
-		}
-	}
-	if d.messageID != "" && (strings.EqualFold(name, "message-id") || strings.EqualFold(name, "message_id")) {
-		return d.messageID, true
-	}
-	return "", false
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,7 +319,7 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 	var specOf []*delivery
 	var rejects []driver.RejectedParams
 	for _, d := range batch {
-		key, err := sourcemap.Message(s.cfg.Key, d.body, s.cfg.MaxBody, d.header)
+		key, err := sourcemap.Message(s.cfg.Key, d.body, s.cfg.MaxBody, sourcemap.Headers(d.headers, d.messageID))
 		if err != nil {
 			rejects = append(rejects, s.rejection(d, sourcemap.Reason(err)))
 			continue
@@ -441,8 +442,17 @@ func (s *Source) rejection(d *delivery, reason string) driver.RejectedParams {
 	if len(body) > driver.MaxRejectedBody {
 		body = body[:driver.MaxRejectedBody]
 	}
-	headers, err := json.Marshal(d.headers)
-	if err != nil || d.headers == nil {
+	h := d.headers
+	if _, ok := sourcemap.Headers(h, "")("message-id"); d.messageID != "" && !ok {
+		// Kept with the headers, so that a resubmit finds it.
+		h = maps.Clone(h)
+		if h == nil {
+			h = map[string][]string{}
+		}
+		h["message-id"] = []string{d.messageID}
+	}
+	headers, err := json.Marshal(h)
+	if err != nil || h == nil {
 		headers = []byte("{}")
 	}
 	if len(headers) > driver.MaxRejectedHeaders {

@@ -188,6 +188,18 @@ func (d *Driver) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return fn(tx)
 }
 
+// readRows reads the rows query selects, each scanned by scan, in a
+// read-only transaction of the reader pool.
+func readRows[R any](ctx context.Context, d *Driver, scan func(sqlutil.Scan) (*R, error), query string, args ...any) ([]R, error) {
+	var out []R
+	err := d.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, query, args...), scan)
+		return err
+	})
+	return out, err
+}
+
 // loadAlerts reads the alerts query selects (alertColumns) and their
 // deliveries.
 func loadAlerts(ctx context.Context, q querier, query string, args ...any) ([]driver.AlertRow, error) {

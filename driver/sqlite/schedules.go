@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/keelq/keel/driver"
@@ -60,12 +59,7 @@ func (d *Driver) UpsertSchedules(ctx context.Context, params []driver.SchedulePa
 
 // ListSchedules implements driver.Driver.
 func (d *Driver) ListSchedules(ctx context.Context) ([]driver.ScheduleRow, error) {
-	var out []driver.ScheduleRow
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, sqlListSchedules), scanSchedule)
-		return err
-	})
+	out, err := readRows(ctx, d, scanSchedule, sqlListSchedules)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -74,12 +68,7 @@ func (d *Driver) ListSchedules(ctx context.Context) ([]driver.ScheduleRow, error
 
 // GetSchedule implements driver.Driver.
 func (d *Driver) GetSchedule(ctx context.Context, name string) (*driver.ScheduleRow, error) {
-	var out []driver.ScheduleRow
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, sqlGetSchedule, name), scanSchedule)
-		return err
-	})
+	out, err := readRows(ctx, d, scanSchedule, sqlGetSchedule, name)
 	if err == nil && len(out) == 0 {
 		err = driver.ErrNotFound
 	}

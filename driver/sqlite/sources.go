@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -72,12 +71,7 @@ func (d *Driver) ListRejected(ctx context.Context, f driver.RejectedFilter) ([]d
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	var out []driver.RejectedRow
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, sqlListRejected, sqlutil.RejectedFilterArgs(f)...), scanRejected)
-		return err
-	})
+	out, err := readRows(ctx, d, scanRejected, sqlListRejected, sqlutil.RejectedFilterArgs(f)...)
 	if err != nil {
 		return nil, fmt.Errorf("list rejected: %w", err)
 	}
@@ -86,12 +80,7 @@ func (d *Driver) ListRejected(ctx context.Context, f driver.RejectedFilter) ([]d
 
 // GetRejected implements driver.SourceStore.
 func (d *Driver) GetRejected(ctx context.Context, id int64) (*driver.RejectedRow, error) {
-	var out []driver.RejectedRow
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, sqlGetRejected, id), scanRejected)
-		return err
-	})
+	out, err := readRows(ctx, d, scanRejected, sqlGetRejected, id)
 	if err == nil && len(out) == 0 {
 		err = driver.ErrNotFound
 	}
@@ -174,12 +163,7 @@ func (d *Driver) ReportSource(ctx context.Context, r driver.SourceReport) error 
 
 // ListSources implements driver.SourceStore.
 func (d *Driver) ListSources(ctx context.Context) ([]driver.SourceRow, error) {
-	var out []driver.SourceRow
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, sqlListSources), scanSource)
-		return err
-	})
+	out, err := readRows(ctx, d, scanSource, sqlListSources)
 	if err != nil {
 		return nil, fmt.Errorf("list sources: %w", err)
 	}

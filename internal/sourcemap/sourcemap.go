@@ -51,6 +51,24 @@ func ValidateSpec(spec string) error {
 // message has none.
 type Header func(name string) (value string, ok bool)
 
+// Headers is the Header of a message's headers, found by name whatever
+// its case. messageID, when not empty, is the broker's own message id
+// (RabbitMQ's message_id property): it answers "message-id" and
+// "message_id" when no header has that name.
+func Headers(h map[string][]string, messageID string) Header {
+	return func(name string) (string, bool) {
+		for k, v := range h {
+			if strings.EqualFold(k, name) && len(v) > 0 {
+				return v[0], true
+			}
+		}
+		if messageID != "" && (strings.EqualFold(name, "message-id") || strings.EqualFold(name, "message_id")) {
+			return messageID, true
+		}
+		return "", false
+	}
+}
+
 // Message checks body and returns the natural key spec names. body must
 // be JSON and at most maxBody bytes. An error wraps ErrReject, and its
 // text is the reason to store.

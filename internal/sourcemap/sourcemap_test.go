@@ -67,3 +67,28 @@ func TestValidateSpec(t *testing.T) {
 		}
 	}
 }
+
+func TestHeaders(t *testing.T) {
+	h := Headers(map[string][]string{"Order-Id": {"o-1", "o-2"}, "Empty": {}}, "amqp-7")
+	for _, tc := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"order-id", "o-1", true}, // any case; the first value
+		{"ORDER-ID", "o-1", true},
+		{"Empty", "", false},
+		{"missing", "", false},
+		{"message-id", "amqp-7", true}, // the broker's id, when no header has the name
+		{"Message_ID", "amqp-7", true},
+	} {
+		if v, ok := h(tc.name); v != tc.want || ok != tc.ok {
+			t.Errorf("%s: %q %v, want %q %v", tc.name, v, ok, tc.want, tc.ok)
+		}
+	}
+	if v, ok := Headers(map[string][]string{"Message-Id": {"hdr"}}, "prop")("message-id"); v != "hdr" || !ok {
+		t.Errorf("a header named message-id wins over the property: %q %v", v, ok)
+	}
+	if _, ok := Headers(nil, "")("message-id"); ok {
+		t.Error("no headers and no message id: found one")
+	}
+}
