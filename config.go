@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"slices"
 	"time"
 
@@ -206,11 +205,9 @@ const (
 // maxSnoozesLimit is the largest MaxSnoozes keel accepts.
 const maxSnoozesLimit = 1_000_000
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
 // validName reports whether s is a valid type or queue name: 1–128
 // characters of letters, digits and _ . : -, starting with a letter or digit.
-func validName(s string) bool { return namePattern.MatchString(s) }
+func validName(s string) bool { return driver.ValidName(s) }
 
 func (c Config) withDefaults() Config {
 	if c.Handlers == nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"time"
 )
@@ -31,8 +30,6 @@ const (
 	MaxScheduleTimeZone = 64
 	MaxSchedulePayload  = 64 << 10
 )
-
-var scheduleName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // ScheduleRow is one row of keel_schedules.
 type ScheduleRow struct {
@@ -111,7 +108,7 @@ type ScheduleStore interface {
 
 // ValidScheduleName reports whether s is a valid schedule name: 1–128
 // letters, digits and _ . : -, starting with a letter or digit.
-func ValidScheduleName(s string) bool { return scheduleName.MatchString(s) }
+func ValidScheduleName(s string) bool { return ValidName(s) }
 
 // Validate rejects what no driver stores.
 func (p ScheduleParams) Validate() error {

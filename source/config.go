@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"regexp"
 	"time"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/sourcemap"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -191,10 +191,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// namePattern is the root package's rule for queue and type names.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-func validName(s string) bool { return namePattern.MatchString(s) }
+func validName(s string) bool { return driver.ValidName(s) }
 
 // redact hides a URL's password.
 func redact(u *url.URL) string { return u.Redacted() }

@@ -16,10 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
-
-// namePattern is keel's rule for queue and type names.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 var (
 	schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -214,7 +212,7 @@ func (c *Config) validateEngine(v *checker) {
 			"engine.max_payload_bytes (%d) is above http.max_body_bytes (%d): the body limit rejects the largest payloads first",
 			e.MaxPayloadBytes, c.HTTP.MaxBodyBytes))
 	}
-	if e.Node != "" && !namePattern.MatchString(e.Node) {
+	if e.Node != "" && !driver.ValidName(e.Node) {
 		v.bad("engine.node", "must be 1-128 letters, digits, '_', '.', ':' or '-', got %q", e.Node)
 	}
 }
@@ -223,7 +221,7 @@ func (c *Config) validateQueuesAndTypes(v *checker) {
 	worked := c.WorkedQueues()
 	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
 		key := "queues." + name
-		if !namePattern.MatchString(name) {
+		if !driver.ValidName(name) {
 			v.bad(key, "invalid queue name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", name)
 		}
 		q := c.Queues[name]
@@ -242,10 +240,10 @@ func (c *Config) validateQueuesAndTypes(v *checker) {
 
 func (c *Config) validateType(v *checker, name string, t Type, worked map[string]Queue) {
 	key := "types." + name
-	if !namePattern.MatchString(name) {
+	if !driver.ValidName(name) {
 		v.bad(key, "invalid type name %q: use 1-128 letters, digits, '_', '.', ':' or '-'", name)
 	}
-	if !namePattern.MatchString(t.Queue) {
+	if !driver.ValidName(t.Queue) {
 		v.bad(key+".queue", "invalid queue name %q", t.Queue)
 	}
 	if t.Priority < -1_000_000 || t.Priority > 1_000_000 {
