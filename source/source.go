@@ -44,16 +44,20 @@ type Source struct {
 	m     *metrics
 
 	accepted, duplicate, rejected, nacked atomic.Int64
-	// backlog is the type's pending tasks at the last check, sinceCheck
-	// how many this source added after it, and inHand how many messages
-	// it holds in batches not yet stored: their sum bounds the backlog
-	// between checks too.
-	backlog, sinceCheck, inHand atomic.Int64
-	state                       atomic.Value // string
-	blocked                     atomic.Value // string: "", StatePaused or StateBacklog
-	lastErr                     atomic.Value // string
-	acks                        ackWindow
-	started                     time.Time
+	// The type's backlog between checks: the pending tasks read at the
+	// last check, plus the tasks this source added since (sinceCheck),
+	// plus the messages in batches not yet stored (inHand). Each sum may
+	// count a task twice, never miss one: see overBacklog and check.
+	counted    sync.Mutex
+	backlog    int64 // guarded by counted
+	sinceCheck int64 // guarded by counted
+	inHand     atomic.Int64
+
+	state   atomic.Value // string
+	blocked atomic.Value // string: "", StatePaused or StateBacklog
+	lastErr atomic.Value // string
+	acks    ackWindow
+	started time.Time
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -273,7 +277,16 @@ func (s *Source) waitUnblocked(ctx context.Context) error {
 // overBacklog tells whether the tasks this source added since the last
 // check took the type's backlog over MaxBacklog.
 func (s *Source) overBacklog() bool {
-	return s.cfg.MaxBacklog >= 0 && s.backlog.Load()+s.sinceCheck.Load()+s.inHand.Load() > s.cfg.MaxBacklog
+	if s.cfg.MaxBacklog < 0 {
+		return false
+	}
+	// inHand first: a batch leaves it only after joining sinceCheck, so
+	// a batch finishing between the two reads is counted twice, not missed.
+	n := s.inHand.Load()
+	s.counted.Lock()
+	n += s.backlog + s.sinceCheck
+	s.counted.Unlock()
+	return n > s.cfg.MaxBacklog
 }
 
 // collect waits for a first delivery, then takes more until max or until
@@ -349,7 +362,9 @@ func (s *Source) handle(ctx context.Context, cn conn, batch []*delivery) error {
 		s.acks.add(now.Sub(d.received))
 		s.m.ack.Observe(now.Sub(d.received).Seconds())
 	}
-	s.sinceCheck.Add(accepted)
+	s.counted.Lock()
+	s.sinceCheck += accepted
+	s.counted.Unlock()
 	s.count(accepted, duplicate, int64(len(rejects)))
 	if s.state.Load().(string) == StateWaiting {
 		s.state.Store(StateRunning)

@@ -37,17 +37,19 @@ func (s *Source) watch(ctx context.Context) {
 // When the database cannot be read, the last finding stays.
 func (s *Source) check(ctx context.Context) error {
 	drv := s.c.Driver()
-	// Reset first: a task added between the reset and the read counts
-	// twice, holding the source a little early, never late.
-	since := s.sinceCheck.Swap(0)
+	// The tasks added before the read are committed, so the read counts
+	// them and they leave sinceCheck with it; the ones added during the
+	// read stay and may count twice, holding the source a little early,
+	// never late.
+	s.counted.Lock()
+	since := s.sinceCheck
+	s.counted.Unlock()
 	settings, err := drv.ListSettings(ctx)
 	if err != nil {
-		s.sinceCheck.Add(since)
 		return fmt.Errorf("read settings: %w", err)
 	}
 	counts, err := drv.Counts(ctx)
 	if err != nil {
-		s.sinceCheck.Add(since)
 		return fmt.Errorf("read counts: %w", err)
 	}
 	var backlog int64
@@ -74,7 +76,10 @@ func (s *Source) check(ctx context.Context) error {
 			blocked = StatePaused
 		}
 	}
-	s.backlog.Store(backlog)
+	s.counted.Lock()
+	s.backlog = backlog
+	s.sinceCheck -= since
+	s.counted.Unlock()
 	if blocked == "" && s.cfg.MaxBacklog >= 0 && backlog > s.cfg.MaxBacklog {
 		blocked = StateBacklog
 	}
