@@ -15,8 +15,19 @@ import (
 // transaction of every write to keel_tasks, read by Counts and Minutes,
 // checked by Reconcile.
 
-// count writes what tally changed, in the transaction tx.
+// count writes what tally changed, in the transaction tx. In a writer
+// batch it only adds tally to the batch's own: the batch upserts the
+// counts of all its operations once, before it commits (writeCounts).
 func count(ctx context.Context, tx querier, tally *sqlutil.Tally) error {
+	if q, ok := tx.(*cachedTx); ok {
+		q.tally.Merge(tally)
+		return nil
+	}
+	return writeCounts(ctx, tx, tally)
+}
+
+// writeCounts upserts tally's counter and history rows in tx.
+func writeCounts(ctx context.Context, tx querier, tally *sqlutil.Tally) error {
 	for _, st := range tally.Statements(sqlCountUpsert, countRow, sqlMinuteUpsert, minuteRow) {
 		if _, err := tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			return fmt.Errorf("update live counters: %w", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // The single writer: every write of the process goes through one
@@ -176,6 +177,11 @@ func (d *Driver) run(tx *sql.Tx, ops []*op) error {
 			return err
 		}
 	}
+	// The live counters of every operation, in one upsert per table.
+	if err := writeCounts(context.Background(), q, &q.tally); err != nil {
+		tx.Rollback() //nolint:errcheck // the batch error is what matters
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
@@ -207,6 +213,9 @@ func callerTx(tx driver.Tx) (*sql.Tx, error) {
 type cachedTx struct {
 	tx *sql.Tx
 	d  *Driver
+	// tally gathers the live counter changes of the batch's operations
+	// (count), written once before the commit.
+	tally sqlutil.Tally
 }
 
 // stmt returns the batch's handle on a statement prepared at Open or,

@@ -81,6 +81,16 @@ func (t *Tally) minuteAt(minute int64, queue, typ string) *driver.MinuteRow {
 	return m
 }
 
+// Merge adds o's changes to t.
+func (t *Tally) Merge(o *Tally) {
+	for k, n := range o.counts {
+		t.add(k, n)
+	}
+	for k, m := range o.minutes {
+		t.minuteAt(k.minute, k.queue, k.typ).Add(*m)
+	}
+}
+
 // Insert counts a new row n written at now.
 func (t *Tally) Insert(n RowState, now time.Time) {
 	t.add(n.key(), 1)
