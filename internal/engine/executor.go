@@ -35,7 +35,7 @@ func (e *Engine) startExecution(p *producer, row *driver.TaskRow) {
 	e.running[row.ID] = ex
 	e.mu.Unlock()
 	e.inflight.Add(1)
-	go e.execute(p, context.WithValue(ctx, execKey{}, ex), ex)
+	e.run(job{p: p, ctx: context.WithValue(ctx, execKey{}, ex), ex: ex})
 }
 
 // result is what one run of a handler produced.
