@@ -265,46 +265,96 @@ func eachMember(raw []byte, path string, fn func(key string, val json.RawMessage
 	if raw[0] != '{' {
 		return fieldError(path, "must be an object, got %s", jsonKind(raw))
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // {
-		return syntaxError(err)
-	}
-	for dec.More() {
-		tok, err := dec.Token()
+	// raw is valid JSON (scanBody): walk it byte by byte. json.Decoder
+	// builds an error value at the end of every member, which cost more
+	// than the rest of an enqueue's decoding.
+	i := skipSpace(raw, 1)
+	for raw[i] != '}' {
+		end := skipValue(raw, i)
+		key, err := memberKey(raw[i:end])
 		if err != nil {
 			return syntaxError(err)
 		}
-		key, _ := tok.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return syntaxError(err)
-		}
-		if err := fn(key, val); err != nil {
+		i = skipSpace(raw, skipSpace(raw, end)+1) // past the ':'
+		end = skipValue(raw, i)
+		if err := fn(key, json.RawMessage(raw[i:end])); err != nil {
 			return err
+		}
+		if i = skipSpace(raw, end); raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
 	}
 	return nil
+}
+
+// memberKey is the text of a JSON string token.
+func memberKey(tok []byte) (string, error) {
+	if bytes.IndexByte(tok, '\\') < 0 {
+		return string(tok[1 : len(tok)-1]), nil
+	}
+	var key string
+	err := json.Unmarshal(tok, &key)
+	return key, err
+}
+
+// skipSpace returns the index of the first byte at or after i in b that
+// is not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value that starts at i
+// in b, which must be valid JSON.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i // the end of the enclosing object or array
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i // the end of a number or literal
+			}
+		}
+	}
+	return i
 }
 
 func decodeArray(raw []byte, v reflect.Value, path string) error {
 	if raw[0] != '[' {
 		return fieldError(path, "must be an array, got %s", jsonKind(raw))
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // [
-		return syntaxError(err)
-	}
 	s := reflect.MakeSlice(v.Type(), 0, 0)
-	for i := 0; dec.More(); i++ {
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return syntaxError(err)
-		}
+	i := skipSpace(raw, 1) // raw is valid JSON, as in eachMember
+	for n := 0; raw[i] != ']'; n++ {
+		end := skipValue(raw, i)
 		e := reflect.New(v.Type().Elem()).Elem()
-		if err := decodeValue(val, e, path+"["+strconv.Itoa(i)+"]"); err != nil {
+		if err := decodeValue(raw[i:end], e, path+"["+strconv.Itoa(n)+"]"); err != nil {
 			return err
 		}
 		s = reflect.Append(s, e)
+		if i = skipSpace(raw, end); raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
 	}
 	v.Set(s)
 	return nil
