@@ -35,6 +35,20 @@ func Canonical(payload []byte) ([]byte, error) {
 		// encoding/json would replace the bad bytes with U+FFFD.
 		return nil, errors.New("payload is not valid UTF-8")
 	}
+	if out, ok := fastCanonical(payload); ok {
+		return out, nil
+	}
+	return canonicalSlow(payload)
+}
+
+// canonicalSlow is Canonical through encoding/json. It decides every
+// error and every output the fast path declines; its bytes are the ones
+// already stored in digests and idempotency keys, so it stays as it was.
+func canonicalSlow(payload []byte) ([]byte, error) {
+	if !utf8.Valid(payload) {
+		// encoding/json would replace the bad bytes with U+FFFD.
+		return nil, errors.New("payload is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	v, err := decode(dec, 0)
