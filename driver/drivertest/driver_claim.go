@@ -39,6 +39,23 @@ func testInsertAndGet(t *testing.T, e *env) {
 			t.Fatalf("lease, errors or result set on a new task: %+v", r)
 		}
 	}
+	// What Insert returns is the stored row, to the database's precision:
+	// a driver may build it from the parameters instead of reading it.
+	odd := e.insert(func(p *driver.InsertParams) {
+		p.RunAt, p.Timeout = now.Add(time.Minute+1234*time.Nanosecond), 1500*time.Microsecond
+		p.Meta = []byte(`{}`)
+	})
+	back := e.get(odd.ID)
+	switch {
+	case !odd.RunAt.Equal(back.RunAt) || odd.Timeout != back.Timeout:
+		t.Fatalf("inserted run_at %v timeout %v, stored %v %v", odd.RunAt, odd.Timeout, back.RunAt, back.Timeout)
+	case !odd.CreatedAt.Equal(back.CreatedAt) || !odd.UpdatedAt.Equal(back.UpdatedAt):
+		t.Fatalf("inserted created %v updated %v, stored %v %v", odd.CreatedAt, odd.UpdatedAt, back.CreatedAt, back.UpdatedAt)
+	case odd.Fence != back.Fence || odd.Snoozes != back.Snoozes || len(odd.Steps) != len(back.Steps) || odd.State != back.State:
+		t.Fatalf("inserted %+v, stored %+v", odd, back)
+	case !jsonEqual(odd.Meta, back.Meta) || !jsonEqual(odd.Payload, back.Payload) || odd.PayloadDigest != back.PayloadDigest:
+		t.Fatalf("inserted payload %s meta %s, stored %s %s", odd.Payload, odd.Meta, back.Payload, back.Meta)
+	}
 	second := e.insert()
 	if second.ID <= row.ID {
 		t.Fatalf("ids not increasing: %d then %d", row.ID, second.ID)

@@ -18,7 +18,7 @@ const sqlInsert = `INSERT INTO keel_tasks (id, queue, type, priority, payload, s
 VALUES ((SELECT max(m) + 1 FROM (SELECT max(id) AS m FROM keel_tasks UNION ALL SELECT max(id) FROM keel_archive)),
 	?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
-RETURNING ` + taskColumns
+RETURNING id` // the rest of the row is what was inserted (insertedRow)
 
 // sqlByKey reads the task holding key ? on keel_tasks_idem (Insert,
 // GetByKey).

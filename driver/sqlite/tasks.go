@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -56,10 +57,12 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 	var tally sqlutil.Tally
 	for _, i := range sqlutil.InsertOrder(params) {
 		p := params[i]
-		row, err := scanTask(tx.QueryRowContext(ctx, sqlInsert, p.Queue, p.Type, p.Priority, string(p.Payload),
+		var id int64
+		err := tx.QueryRowContext(ctx, sqlInsert, p.Queue, p.Type, p.Priority, string(p.Payload),
 			p.MaxAttempts, micros(p.RunAt), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
-			p.PayloadDigest, micros(p.Now), micros(p.Now), sqlutil.NullBytes(p.Meta)).Scan)
+			p.PayloadDigest, micros(p.Now), micros(p.Now), sqlutil.NullBytes(p.Meta)).Scan(&id)
 		if err == nil {
+			row := insertedRow(id, p)
 			out[i] = driver.InsertResult{Task: row}
 			tally.Insert(sqlutil.StateOf(row), p.Now)
 			continue
@@ -68,7 +71,7 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 			return nil, fmt.Errorf("insert task: %w", err)
 		}
 		// The key is held: the unique index decided, load the holder.
-		row, err = scanTask(tx.QueryRowContext(ctx, sqlByKey, p.IdemKey).Scan)
+		row, err := scanTask(tx.QueryRowContext(ctx, sqlByKey, p.IdemKey).Scan)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("load task holding idempotency key: %w", err)
 		}
@@ -81,6 +84,17 @@ func insert(ctx context.Context, tx querier, params []driver.InsertParams) ([]dr
 		return nil, err
 	}
 	return out, nil
+}
+
+// insertedRow is the row sqlInsert wrote for p with id, as reading it
+// back would return it: reading it cost more than the insert.
+func insertedRow(id int64, p driver.InsertParams) *driver.TaskRow {
+	created := fromMicros(micros(p.Now))
+	return &driver.TaskRow{ID: id, Queue: p.Queue, Type: p.Type, Priority: p.Priority,
+		Payload: bytes.Clone(p.Payload), State: driver.StatePending, MaxAttempts: p.MaxAttempts,
+		RunAt: fromMicros(micros(p.RunAt)), Timeout: time.Duration(p.Timeout.Milliseconds()) * time.Millisecond,
+		IdemKey: p.IdemKey, PayloadDigest: p.PayloadDigest, CreatedAt: created, UpdatedAt: created,
+		Meta: bytes.Clone(p.Meta)}
 }
 
 // Claim implements driver.Driver.
