@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -401,8 +402,14 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// fieldsOf caches jsonFields by struct type: the maps are only read.
+var fieldsOf sync.Map // reflect.Type → map[string]int
+
 // jsonFields maps the json names of t's fields to their indexes.
 func jsonFields(t reflect.Type) map[string]int {
+	if m, ok := fieldsOf.Load(t); ok {
+		return m.(map[string]int)
+	}
 	m := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -415,6 +422,7 @@ func jsonFields(t reflect.Type) map[string]int {
 		}
 		m[name] = i
 	}
+	fieldsOf.Store(t, m)
 	return m
 }
 
