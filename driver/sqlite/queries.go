@@ -1,6 +1,10 @@
 package sqlite
 
-import "github.com/keelq/keel/driver/internal/sqlutil"
+import (
+	"strings"
+
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
 
 // All of the driver's SQL lives in this file. Times are Unix microseconds
 // from the engine's clock.
@@ -9,16 +13,37 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
 	finished_at, updated_at, errors, result, meta, snoozes, steps`
 
-// sqlInsert takes the next id above every id in keel_tasks and keel_archive
-// (two seeks to the end of a primary key): SQLite would otherwise reuse the
-// id of an archived task that had the highest id. Both tables empty: NULL,
-// and SQLite picks the id.
-const sqlInsert = `INSERT INTO keel_tasks (id, queue, type, priority, payload, state, max_attempts, run_at,
-	timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
-VALUES ((SELECT max(m) + 1 FROM (SELECT max(id) AS m FROM keel_tasks UNION ALL SELECT max(id) FROM keel_archive)),
-	?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT DO NOTHING
-RETURNING id` // the rest of the row is what was inserted (insertedRow)
+// sqlNextID is the id above every id in keel_tasks and keel_archive (two
+// seeks to the end of a primary key): SQLite would otherwise reuse the id
+// of an archived task that had the highest id. insert gives its rows the
+// ids from there on, in the writer's transaction, which holds the write
+// lock.
+const sqlNextID = `SELECT coalesce(max(m), 0) + 1 FROM (SELECT max(id) AS m FROM keel_tasks UNION ALL SELECT max(id) FROM keel_archive)`
+
+// The multi-row insert: sqlInsertHead, then insertRow once per task, then
+// sqlInsertTail. A row whose idempotency key is held is skipped, and only
+// the ids of the rows written come back; the rest of each row is what was
+// inserted (insertedRow).
+const (
+	sqlInsertHead = `INSERT INTO keel_tasks (id, queue, type, priority, payload, state, max_attempts, run_at,
+	timeout_ms, idem_key, payload_digest, created_at, updated_at, meta) VALUES `
+	insertRow     = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertTail = ` ON CONFLICT DO NOTHING RETURNING id`
+	insertArgs    = 13 // placeholders in insertRow
+)
+
+// maxInsertLog: an insert statement carries 1, 2, 4, … up to
+// 1<<maxInsertLog rows, so that nine texts, each prepared once, serve
+// every batch size (3,328 placeholders at most, far under SQLite's 32,766).
+const maxInsertLog = 8
+
+// insertSQL[k] inserts 1<<k rows.
+var insertSQL = func() (out [maxInsertLog + 1]string) {
+	for k := range out {
+		out[k] = sqlInsertHead + strings.TrimSuffix(strings.Repeat(insertRow+", ", 1<<k), ", ") + sqlInsertTail
+	}
+	return out
+}()
 
 // sqlByKey reads the task holding key ? on keel_tasks_idem (Insert,
 // GetByKey).
@@ -389,7 +414,7 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.u
 const sqlDeleteMeta = `DELETE FROM keel_meta WHERE name = ?`
 
 // hotQueries are prepared once at Open and reused by every group commit.
-var hotQueries = []string{sqlInsert, sqlClaim, sqlClaimTypes, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}
+var hotQueries = []string{sqlNextID, insertSQL[0], sqlClaim, sqlClaimTypes, sqlClaimExcluding, sqlSucceedMany, sqlTransition, sqlHeartbeat}
 
 // The migrations' bookkeeping (migrate.go).
 const (

@@ -282,3 +282,99 @@ func TestOpenPathWithSpecialCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentInserts: Inserts from many goroutines at once, which the
+// writer runs together, each get their own tasks; one key sent by many
+// makes one task, and one key sent with different payloads is held by
+// exactly one of them while the others are refused.
+func TestConcurrentInserts(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	params := func(key, digest string) driver.InsertParams {
+		return driver.InsertParams{Queue: "default", Type: "t", Payload: []byte(`{"n":1}`), MaxAttempts: 3,
+			RunAt: now, Timeout: time.Minute, Now: now, IdemKey: key, PayloadDigest: digest}
+	}
+	const n = 64
+	results := make([][]driver.InsertResult, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range n {
+		var ps []driver.InsertParams
+		switch g % 4 {
+		case 0:
+			ps = []driver.InsertParams{params("", "plain"), params("", "plain"), params("", "plain")}
+		case 1:
+			ps = []driver.InsertParams{params("k:shared", "same")}
+		case 2:
+			ps = []driver.InsertParams{params("k:contested", strings.Repeat("x", g))}
+		case 3:
+			ps = []driver.InsertParams{params("k:own-"+string(rune('A'+g)), "own"), params("", "plain")}
+		}
+		wg.Go(func() {
+			<-start
+			results[g], errs[g] = d.Insert(ctx, ps)
+		})
+	}
+	close(start)
+	wg.Wait()
+	ids := map[int64]bool{}
+	var shared []int64
+	contested := 0
+	for g := range n {
+		if g%4 == 2 {
+			if errs[g] == nil {
+				contested++
+				ids[results[g][0].Task.ID] = true
+			} else if !errors.Is(errs[g], driver.ErrIdempotencyConflict) {
+				t.Fatalf("goroutine %d: %v", g, errs[g])
+			}
+			continue
+		}
+		if errs[g] != nil {
+			t.Fatalf("goroutine %d: %v", g, errs[g])
+		}
+		for _, r := range results[g] {
+			got, err := d.Get(ctx, r.Task.ID)
+			if err != nil || got.IdemKey != r.Task.IdemKey || got.PayloadDigest != r.Task.PayloadDigest {
+				t.Fatalf("goroutine %d: task %d stored as %+v (%v), returned %+v", g, r.Task.ID, got, err, r.Task)
+			}
+			if r.Task.IdemKey == "k:shared" {
+				shared = append(shared, r.Task.ID)
+				if !r.Duplicate {
+					ids[r.Task.ID] = true
+				}
+				continue
+			}
+			if r.Duplicate || ids[r.Task.ID] {
+				t.Fatalf("goroutine %d: task %d returned twice or as a duplicate", g, r.Task.ID)
+			}
+			ids[r.Task.ID] = true
+		}
+	}
+	if contested != 1 {
+		t.Fatalf("%d inserts hold the contested key, want 1", contested)
+	}
+	for _, id := range shared {
+		if id != shared[0] {
+			t.Fatalf("the shared key made tasks %v, want one", shared)
+		}
+	}
+	// 16×3 plain, 16×2 of their own, one shared, one contested.
+	if want := 16*3 + 16*2 + 2; len(ids) != want {
+		t.Fatalf("%d distinct tasks, want %d", len(ids), want)
+	}
+	counts, err := d.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored int64
+	for _, r := range counts {
+		stored += r.N
+	}
+	if stored != int64(len(ids)) {
+		t.Fatalf("the counters hold %d tasks, want %d", stored, len(ids))
+	}
+}

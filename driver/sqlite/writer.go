@@ -23,6 +23,11 @@ import (
 type op struct {
 	fn   func(tx querier) error
 	done chan error
+	// ins are the tasks of an Insert, and res its results: a batch runs
+	// the inserts of all its Inserts together (insertTogether); fn runs
+	// one alone.
+	ins []driver.InsertParams
+	res *[]driver.InsertResult
 	// state moves from queued to taken (by the writer) or abandoned (by a
 	// caller whose context ended first): exactly one side wins.
 	state atomic.Int32
@@ -40,7 +45,12 @@ var errClosed = errors.New("sqlite: driver closed")
 // If ctx ends before the writer takes the operation, it returns ctx's error
 // and nothing is written; once taken, it waits for the commit.
 func (d *Driver) write(ctx context.Context, fn func(tx querier) error) error {
-	o := &op{fn: fn, done: make(chan error, 1)}
+	return d.submit(ctx, &op{fn: fn})
+}
+
+// submit queues o for the next group commit and waits as write does.
+func (d *Driver) submit(ctx context.Context, o *op) error {
+	o.done = make(chan error, 1)
 	select {
 	case d.ops <- o:
 	case <-d.stop:
@@ -171,6 +181,11 @@ func (d *Driver) commit(batch []*op) {
 // run executes ops in tx and commits, or rolls back on the first error.
 func (d *Driver) run(tx *sql.Tx, ops []*op) error {
 	q := &cachedTx{tx: tx, d: d}
+	ops, err := insertTogether(q, ops)
+	if err != nil {
+		tx.Rollback() //nolint:errcheck // the batch error is what matters
+		return err
+	}
 	for _, o := range ops {
 		if err := o.fn(q); err != nil {
 			tx.Rollback() //nolint:errcheck // the batch error is what matters
@@ -186,6 +201,39 @@ func (d *Driver) run(tx *sql.Tx, ops []*op) error {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
 	return nil
+}
+
+// insertTogether inserts the tasks of the batch's Inserts, when there are
+// two or more, with one call of insert (so in statements of many rows: a
+// statement of one row cost as much as many rows' work) and returns the
+// other operations. Concurrent Inserts have no order between them, so one
+// order is as good as another.
+func insertTogether(q querier, ops []*op) ([]*op, error) {
+	var inserts, rest []*op
+	n := 0
+	for _, o := range ops {
+		if o.ins != nil {
+			inserts = append(inserts, o)
+			n += len(o.ins)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	if len(inserts) < 2 {
+		return ops, nil
+	}
+	all := make([]driver.InsertParams, 0, n)
+	for _, o := range inserts {
+		all = append(all, o.ins...)
+	}
+	out, err := insert(context.Background(), q, all)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range inserts {
+		*o.res, out = out[:len(o.ins):len(o.ins)], out[len(o.ins):]
+	}
+	return rest, nil
 }
 
 // querier is what the driver's SQL runs on: a caller's *sql.Tx, or the
@@ -224,7 +272,7 @@ type cachedTx struct {
 // kept; nil for other queries.
 func (c *cachedTx) stmt(query string) *sql.Stmt {
 	s := c.d.stmts[query]
-	if s == nil && isCountUpsert(query) {
+	if s == nil && isVaried(query) {
 		s = c.d.counterStmt(query)
 	}
 	if s != nil {
@@ -243,9 +291,11 @@ var (
 	minuteUpsertHead, _, _ = strings.Cut(sqlMinuteUpsert, "{rows}")
 )
 
-// isCountUpsert reports whether query is a live counters' upsert.
-func isCountUpsert(query string) bool {
-	return strings.HasPrefix(query, countUpsertHead) || strings.HasPrefix(query, minuteUpsertHead)
+// isVaried reports whether query is a live counters' upsert or a
+// multi-row insert, prepared at first use.
+func isVaried(query string) bool {
+	return strings.HasPrefix(query, countUpsertHead) || strings.HasPrefix(query, minuteUpsertHead) ||
+		strings.HasPrefix(query, sqlInsertHead)
 }
 
 // counterStmt returns query's statement if the writer prepared it; else
