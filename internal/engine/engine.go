@@ -165,7 +165,6 @@ type Engine struct {
 	maintainer maintainer      // the leader's upkeep of the database
 	loops      []*service.Loop // Config.Loops
 	runaway    atomic.Int64    // handlers running past TimeoutGrace after their context ended
-	pool       pool            // the goroutines attempts run on
 }
 
 // Start builds the engine and starts its workers and services. ctx carries
@@ -174,7 +173,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	e := &Engine{cfg: cfg, drv: cfg.Driver, running: map[int64]*execution{}, pool: newPool()}
+	e := &Engine{cfg: cfg, drv: cfg.Driver, running: map[int64]*execution{}}
 	for t, h := range cfg.Handlers {
 		if h != nil {
 			e.handled = append(e.handled, t)
@@ -302,7 +301,6 @@ func (e *Engine) Stop(ctx context.Context) {
 		<-finished // bounded: each execution waits at most TimeoutGrace for its handler
 	}
 	e.cancelWork(ErrStopping)
-	close(e.pool.quit)
 	e.completer.Stop()
 	e.rescuer.Stop()
 	e.heartbeat.Stop()

@@ -35,7 +35,7 @@ func (e *Engine) startExecution(p *producer, row *driver.TaskRow) {
 	e.running[row.ID] = ex
 	e.mu.Unlock()
 	e.inflight.Add(1)
-	e.run(job{p: p, ctx: context.WithValue(ctx, execKey{}, ex), ex: ex})
+	go e.execute(p, context.WithValue(ctx, execKey{}, ex), ex)
 }
 
 // result is what one run of a handler produced.
