@@ -69,9 +69,7 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&o.vacuum, "vacuum", false, "with --prefill on PostgreSQL: VACUUM (ANALYZE) the task table after the prefill; by default the bench does no maintenance of its own, only the client's leader does")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
-	f.StringVar(&o.profiles.cpu, "cpuprofile", "", "write a CPU profile of the run to this file")
-	f.StringVar(&o.profiles.mutex, "mutexprofile", "", "write a mutex contention profile of the run to this file")
-	f.StringVar(&o.profiles.block, "blockprofile", "", "write a blocking profile of the run to this file")
+	o.profiles.flags(f, "the run")
 	cmd.AddCommand(newBenchHTTPCmd())
 	return cmd
 }

@@ -74,9 +74,7 @@ paths, each beside a plain Go net/http reference on the same machine:
 	f.StringVar(&o.server, "server", "", "enqueue: load this running keel serve instead of one started here (its tasks are of type "+enqueueType+")")
 	f.StringVar(&o.token, "token", "", "with --server: the bearer token to send")
 	f.StringVar(&o.dir, "dir", "", "directory for the SQLite files enqueue.db and dispatch.db, which must not exist (default: a temporary directory, removed afterwards)")
-	f.StringVar(&o.profiles.cpu, "cpuprofile", "", "write a CPU profile of keel's measured phases to this file")
-	f.StringVar(&o.profiles.mutex, "mutexprofile", "", "write a mutex contention profile of keel's measured phases to this file")
-	f.StringVar(&o.profiles.block, "blockprofile", "", "write a blocking profile of keel's measured phases to this file")
+	o.profiles.flags(f, "keel's measured phases")
 	return cmd
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+
+	"github.com/spf13/pflag"
 )
 
 // benchProfiles are the profiles a bench writes of its measured phase:
@@ -13,6 +15,13 @@ import (
 type benchProfiles struct {
 	cpu, mutex, block string
 	cpuFile           *os.File
+}
+
+// flags registers the profile flags on f; of says what is profiled.
+func (p *benchProfiles) flags(f *pflag.FlagSet, of string) {
+	f.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of "+of+" to this file")
+	f.StringVar(&p.mutex, "mutexprofile", "", "write a mutex contention profile of "+of+" to this file")
+	f.StringVar(&p.block, "blockprofile", "", "write a blocking profile of "+of+" to this file")
 }
 
 // start turns on the named profiles.

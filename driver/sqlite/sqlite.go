@@ -98,10 +98,11 @@ type Driver struct {
 	now  func() time.Time
 
 	stmts map[string]*sql.Stmt // hot-path statements prepared at Open; read-only after
-	// counterStmts are the counter upserts prepared by the writer
-	// (counterStmt); only the writer touches it until Close.
-	counterStmts  map[string]*sql.Stmt
-	counterWanted []string // to prepare after the batch (counterStmt)
+	// variedStmts are the statements whose text varies with their rows
+	// (counter upserts, multi-row inserts), prepared by the writer
+	// (variedStmt); only the writer touches them until Close.
+	variedStmts  map[string]*sql.Stmt
+	variedWanted []string // to prepare after the batch (variedStmt)
 
 	ops       chan *op
 	stop      chan struct{}
@@ -186,7 +187,7 @@ func (d *Driver) Close() error {
 	for _, s := range d.stmts {
 		s.Close()
 	}
-	for _, s := range d.counterStmts {
+	for _, s := range d.variedStmts {
 		s.Close()
 	}
 	return errors.Join(d.wdb.Close(), d.rdb.Close())

@@ -97,8 +97,8 @@ func (d *Driver) writeLoop() {
 		}
 		d.fill(&batch)
 		d.commit(batch)
-		if len(d.counterWanted) > 0 {
-			d.prepareCounters()
+		if len(d.variedWanted) > 0 {
+			d.prepareVaried()
 		}
 	}
 }
@@ -267,13 +267,13 @@ type cachedTx struct {
 }
 
 // stmt returns the batch's handle on a statement prepared at Open or,
-// for the live counters' upserts (their text varies with the number of
-// rows, so they cannot be prepared at Open), prepared at first use and
-// kept; nil for other queries.
+// for the live counters' upserts and the multi-row inserts (their text
+// varies with the number of rows, so they cannot be prepared at Open),
+// prepared at first use and kept; nil for other queries.
 func (c *cachedTx) stmt(query string) *sql.Stmt {
 	s := c.d.stmts[query]
 	if s == nil && isVaried(query) {
-		s = c.d.counterStmt(query)
+		s = c.d.variedStmt(query)
 	}
 	if s != nil {
 		return c.tx.StmtContext(context.Background(), s)
@@ -281,9 +281,10 @@ func (c *cachedTx) stmt(query string) *sql.Stmt {
 	return nil
 }
 
-// maxCounterStmts bounds the counter upserts kept prepared: one per row
-// count seen, and a batch rarely touches more than a few counter rows.
-const maxCounterStmts = 64
+// maxVariedStmts bounds the varied statements kept prepared: a counter
+// upsert per row count seen (a batch rarely touches more than a few
+// counter rows) and at most nine inserts (insertSQL).
+const maxVariedStmts = 64
 
 // The counter upserts' text before their rows.
 var (
@@ -298,37 +299,37 @@ func isVaried(query string) bool {
 		strings.HasPrefix(query, sqlInsertHead)
 }
 
-// counterStmt returns query's statement if the writer prepared it; else
-// it notes query for prepareCounters and returns nil (the caller runs the
+// variedStmt returns query's statement if the writer prepared it; else
+// it notes query for prepareVaried and returns nil (the caller runs the
 // text this time). The writer's one connection is busy with the batch, so
 // the statement cannot be prepared now. Only the writer calls it.
-func (d *Driver) counterStmt(query string) *sql.Stmt {
-	if s := d.counterStmts[query]; s != nil {
+func (d *Driver) variedStmt(query string) *sql.Stmt {
+	if s := d.variedStmts[query]; s != nil {
 		return s
 	}
-	if len(d.counterStmts)+len(d.counterWanted) < maxCounterStmts {
-		d.counterWanted = append(d.counterWanted, query)
+	if len(d.variedStmts)+len(d.variedWanted) < maxVariedStmts {
+		d.variedWanted = append(d.variedWanted, query)
 	}
 	return nil
 }
 
-// prepareCounters prepares the counter upserts counterStmt noted, between
+// prepareVaried prepares the statements variedStmt noted, between
 // batches, when the writer connection is free.
-func (d *Driver) prepareCounters() {
-	for _, q := range d.counterWanted {
-		if d.counterStmts[q] != nil {
+func (d *Driver) prepareVaried() {
+	for _, q := range d.variedWanted {
+		if d.variedStmts[q] != nil {
 			continue
 		}
 		s, err := d.wdb.PrepareContext(context.Background(), q)
 		if err != nil {
 			continue // run as text again
 		}
-		if d.counterStmts == nil {
-			d.counterStmts = map[string]*sql.Stmt{}
+		if d.variedStmts == nil {
+			d.variedStmts = map[string]*sql.Stmt{}
 		}
-		d.counterStmts[q] = s
+		d.variedStmts[q] = s
 	}
-	d.counterWanted = d.counterWanted[:0]
+	d.variedWanted = d.variedWanted[:0]
 }
 
 func (c *cachedTx) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
