@@ -10,3 +10,10 @@ const (
 	RunningOfTypeSQL  = sqlRunningOfType
 	RunningOfQueueSQL = sqlRunningOfQueue
 )
+
+// The claim, by type filter.
+const (
+	ClaimSQL          = sqlClaim
+	ClaimTypesSQL     = sqlClaimTypes
+	ClaimExcludingSQL = sqlClaimExcluding
+)

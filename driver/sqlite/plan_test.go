@@ -79,3 +79,33 @@ func TestRunningCountsUseTheLeaseIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimPlan: every claim reads the claim index in its order (no sort)
+// and stops at the limit, though the limit is written ?5 + 0 so that
+// binding it does not make SQLite compile the statement again.
+func TestClaimPlan(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	for name, q := range map[string]string{"all": sqlite.ClaimSQL, "types": sqlite.ClaimTypesSQL, "excluding": sqlite.ClaimExcludingSQL} {
+		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, "n", 1, 1, "default", 16, `["a"]`)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		all := strings.Join(plan, "; ")
+		if !strings.Contains(all, "INDEX keel_tasks_claim ") || strings.Contains(all, "TEMP B-TREE") {
+			t.Errorf("claim (%s): want a read of keel_tasks_claim in order, got %s", name, all)
+		} else {
+			t.Logf("claim (%s): %s", name, all)
+		}
+	}
+}

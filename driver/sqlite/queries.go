@@ -73,9 +73,14 @@ WHERE id IN (
 	SELECT id FROM keel_tasks
 	WHERE state = 'pending' AND queue = ?4 AND run_at <= ?3`
 
+// The limit is written ?5 + 0, not ?5: SQLite (3.46 on) plans a LIMIT
+// that is a bare parameter with its bound value and so marks the statement
+// to be compiled again whenever ?5 is bound, which cost a claim of 16
+// tasks a fifth of its time. The plan is the claim index's order either
+// way (TestClaimPlan).
 const sqlClaimTail = `
 	ORDER BY priority DESC, run_at, id
-	LIMIT ?5)
+	LIMIT ?5 + 0)
 RETURNING ` + claimColumns
 
 // sqlSucceedMany finishes a batch of successes without results in one
@@ -110,7 +115,7 @@ RETURNING id`
 const sqlExpired = `SELECT id, queue, type, priority, attempt, max_attempts, fence, run_at, lease_owner,
 	lease_expires_at, attempted_at
 FROM keel_tasks
-WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?`
+WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ? + 0`
 
 // sqlLockExpired keeps, of the tasks the rescuer decided on, those still
 // running with an expired lease (the single writer needs no row locks).
