@@ -22,6 +22,7 @@ import (
 	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/dashboard"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/gcfloor"
 	"github.com/keelq/keel/metrics"
 	"github.com/keelq/keel/server"
 	"github.com/keelq/keel/server/httptarget"
@@ -62,7 +63,17 @@ SIGINT or SIGTERM stop it gracefully within shutdown_timeout.
 // runServe runs keel serve with a loaded configuration until ctx ends
 // (a signal), then shuts down gracefully. After ctx ends it calls
 // unsignal, so that a second signal kills the process at once.
+// serveHeapFloor is the heap keel serve may grow to before the garbage
+// collector runs while its live heap is small (internal/gcfloor).
+const serveHeapFloor = 32 << 20
+
 func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr io.Writer) error {
+	// Unless the operator set GOGC: a heap floor (internal/gcfloor), so
+	// that the few megabytes keel serve keeps live are not collected 50
+	// times a second under load.
+	if os.Getenv("GOGC") == "" {
+		defer gcfloor.Start(serveHeapFloor, time.Second)()
+	}
 	log := newLogger(cfg.Log, stderr)
 	for _, w := range cfg.Warnings {
 		log.Warn("keel: configuration: " + w)
