@@ -42,11 +42,48 @@ func Percent(goal uint64, now int, floor uint64) int {
 	return int(min(scaled-100, maxPercent))
 }
 
+// The one tuner of the process: Start may be called by several servers of
+// one process (tests run many); the first starts it, the last stop ends it
+// and puts back the percent the first found.
+var tuner struct {
+	mu    sync.Mutex
+	users int
+	prev  int
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
 // Start sets the collector's percent for a floor of floor bytes now and
-// again every interval, as the live heap changes, until stop is called;
-// stop puts back the percent Start found. The process should have no
-// GOGC of its own: Start overrides it.
+// again every interval, as the heap changes, until stop is called; stop
+// puts back the percent Start found. The process should have no GOGC of
+// its own: Start overrides it. While one Start is running, another only
+// joins it (its floor and interval are the first one's).
 func Start(floor uint64, every time.Duration) (stop func()) {
+	tuner.mu.Lock()
+	defer tuner.mu.Unlock()
+	tuner.users++
+	if tuner.users == 1 {
+		tuner.done = make(chan struct{})
+		tuner.prev = run(floor, every, tuner.done, &tuner.wg)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			tuner.mu.Lock()
+			defer tuner.mu.Unlock()
+			tuner.users--
+			if tuner.users == 0 {
+				close(tuner.done)
+				tuner.wg.Wait()
+				debug.SetGCPercent(tuner.prev)
+			}
+		})
+	}
+}
+
+// run sets the percent for floor and keeps it set, every interval, until
+// done is closed; it returns the percent it found.
+func run(floor uint64, every time.Duration, done <-chan struct{}, wg *sync.WaitGroup) (prev int) {
 	sample := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
 	goal := func() uint64 {
 		metrics.Read(sample)
@@ -55,11 +92,9 @@ func Start(floor uint64, every time.Duration) (stop func()) {
 		}
 		return sample[0].Value.Uint64()
 	}
-	prev := debug.SetGCPercent(100) // the percent found; the goal read next is for 100
+	prev = debug.SetGCPercent(100) // the goal read next is for 100
 	set := Percent(goal(), 100, floor)
 	debug.SetGCPercent(set)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -76,12 +111,5 @@ func Start(floor uint64, every time.Duration) (stop func()) {
 			}
 		}
 	})
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-			debug.SetGCPercent(prev)
-		})
-	}
+	return prev
 }

@@ -72,3 +72,21 @@ func TestStartLeavesALargeHeap(t *testing.T) {
 		t.Errorf("with a floor under the live heap the percent is %d, want 100", got)
 	}
 }
+
+// TestStartNested: a second Start joins the first; the percent found is
+// put back only when the last one stops.
+func TestStartNested(t *testing.T) {
+	before := gogc(t)
+	runtime.GC()
+	stopA := Start(1<<30, 10*time.Millisecond)
+	raised := gogc(t)
+	stopB := Start(1<<30, 10*time.Millisecond)
+	stopA()
+	if got := gogc(t); got == before {
+		t.Errorf("after the first of two stops the percent is back to %d: the second server lost its floor", got)
+	}
+	stopB()
+	if got := gogc(t); got != before {
+		t.Errorf("after both stops the percent is %d, want %d (raised to %d meanwhile)", got, before, raised)
+	}
+}
