@@ -118,7 +118,14 @@ var (
 	sqlClaimPickTypes     = prepare(claimPickHead + ` AND type IN ({types})` + claimPickTail)
 	sqlClaimPickExcluding = prepare(claimPickHead + ` AND type NOT IN ({types})` + claimPickTail)
 
-	sqlClaimMark = prepare(`UPDATE keel_tasks
+	// Every statement that locks a list of tasks by id reads them on the
+	// primary key (FORCE INDEX): a plan through keel_tasks_state or
+	// keel_tasks_lease locked those index entries first and the rows
+	// after, the reverse of a single task's transition (its row, then its
+	// index entries), and the two deadlocked. The victim could be the
+	// transaction of a caller's CompleteTx, which keel cannot run again.
+	// TestLockingReadsUsePrimary holds the plans.
+	sqlClaimMark = prepare(`UPDATE keel_tasks FORCE INDEX (PRIMARY)
 SET state = 'running', attempt = attempt + 1, fence = fence + 1, lease_owner = ?,
 	lease_expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), attempted_at = {now},
 	started_at = COALESCE(started_at, {now}), updated_at = {now}
@@ -126,12 +133,12 @@ WHERE id IN ({ids}) AND state = 'pending'`)
 
 	// The pick also reads the statement's now, which the rest of the
 	// transaction then uses: the live counters need the instant written.
-	sqlSucceedPick = prepare(`SELECT id, {now} FROM keel_tasks
+	sqlSucceedPick = prepare(`SELECT id, {now} FROM keel_tasks FORCE INDEX (PRIMARY)
 WHERE id IN ({ids}) AND (id, fence) IN ({pairs}) AND state = 'running' AND lease_owner = ?
 FOR UPDATE`)
 
 	// A success keeps lease_owner: the node that ran it.
-	sqlSucceedMark = prepare(`UPDATE keel_tasks
+	sqlSucceedMark = prepare(`UPDATE keel_tasks FORCE INDEX (PRIMARY)
 SET state = 'succeeded', finished_at = {now}, updated_at = {now}, lease_expires_at = NULL
 WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
@@ -152,11 +159,11 @@ SET state = ?,
 	lease_owner = IF(? = 'succeeded', lease_owner, NULL), lease_expires_at = NULL, updated_at = {now}
 WHERE id = ? AND fence = ? AND state = 'running' AND lease_owner = ?`)
 
-	sqlHeartbeatPick = prepare(`SELECT id FROM keel_tasks
+	sqlHeartbeatPick = prepare(`SELECT id FROM keel_tasks FORCE INDEX (PRIMARY)
 WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?
 FOR UPDATE`)
 
-	sqlHeartbeatMark = prepare(`UPDATE keel_tasks
+	sqlHeartbeatMark = prepare(`UPDATE keel_tasks FORCE INDEX (PRIMARY)
 SET lease_expires_at = TIMESTAMPADD(MICROSECOND, ?, {now}), updated_at = {now}
 WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 
@@ -170,7 +177,7 @@ LIMIT ?`)
 	// sqlLockExpired locks, of the tasks the rescuer decided on, those
 	// still running with an expired lease, skipping any another statement
 	// holds (a heartbeat renewing it, a finish): those are not lost.
-	sqlLockExpired = prepare(`SELECT id FROM keel_tasks
+	sqlLockExpired = prepare(`SELECT id FROM keel_tasks FORCE INDEX (PRIMARY)
 WHERE id IN ({ids}) AND state = 'running' AND lease_expires_at < ?
 FOR UPDATE SKIP LOCKED`)
 
