@@ -28,21 +28,7 @@ func TestListPlansUseAnIndex(t *testing.T) {
 	} {
 		c.f.Limit = 51
 		q, args := d.ListSQL(c.f)
-		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		all := strings.Join(plan, "; ")
+		all := queryPlan(t, d, q, args...)
 		// The running tasks, however few, are sorted.
 		sorted := strings.Contains(all, "TEMP B-TREE") && c.f.State != driver.StateRunning
 		if sorted || !strings.Contains(all, "INDEX "+c.index+" ") {
@@ -60,21 +46,7 @@ func TestRunningCountsUseTheLeaseIndex(t *testing.T) {
 	t.Parallel()
 	d := open(t)
 	for name, q := range map[string]string{"type": sqlite.RunningOfTypeSQL, "queue": sqlite.RunningOfQueueSQL} {
-		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, "x")
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if all := strings.Join(plan, "; "); !strings.Contains(all, "INDEX keel_tasks_lease") {
+		if all := queryPlan(t, d, q, "x"); !strings.Contains(all, "INDEX keel_tasks_lease") {
 			t.Errorf("running tasks of a %s: want a read of keel_tasks_lease, got %s", name, all)
 		}
 	}
@@ -87,25 +59,34 @@ func TestClaimPlan(t *testing.T) {
 	t.Parallel()
 	d := open(t)
 	for name, q := range map[string]string{"all": sqlite.ClaimSQL, "types": sqlite.ClaimTypesSQL, "excluding": sqlite.ClaimExcludingSQL} {
-		rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, "n", 1, 1, "default", 16, `["a"]`)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		all := strings.Join(plan, "; ")
+		all := queryPlan(t, d, q, "n", 1, 1, "default", 16, `["a"]`)
 		if !strings.Contains(all, "INDEX keel_tasks_claim ") || strings.Contains(all, "TEMP B-TREE") {
 			t.Errorf("claim (%s): want a read of keel_tasks_claim in order, got %s", name, all)
 		} else {
 			t.Logf("claim (%s): %s", name, all)
 		}
 	}
+}
+
+// queryPlan is SQLite's plan for q with args, its steps joined by "; ".
+func queryPlan(t *testing.T, d *sqlite.Driver, q string, args ...any) string {
+	t.Helper()
+	rows, err := d.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", q, err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
 }
