@@ -320,7 +320,17 @@ func natsStream(t testing.TB) (stream string, js jetstream.JetStream) {
 func publishNATS(t testing.TB, js jetstream.JetStream, subject string, bodies [][]byte) {
 	t.Helper()
 	var futures []jetstream.PubAckFuture
-	for _, b := range bodies {
+	for i, b := range bodies {
+		// At most 500 unacknowledged at once: a loaded machine's server
+		// acks slowly, and past the client's limit of pending messages
+		// PublishAsync fails with "stalled" (a CI run met it).
+		if i%500 == 0 && i > 0 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				t.Fatalf("publish: %d messages not acknowledged in 30s", js.PublishAsyncPending())
+			}
+		}
 		f, err := js.PublishAsync(subject, b)
 		if err != nil {
 			t.Fatal(err)
