@@ -60,13 +60,13 @@ SIGINT or SIGTERM stop it gracefully within shutdown_timeout.
 	return cmd
 }
 
-// runServe runs keel serve with a loaded configuration until ctx ends
-// (a signal), then shuts down gracefully. After ctx ends it calls
-// unsignal, so that a second signal kills the process at once.
 // serveHeapFloor is the heap keel serve may grow to before the garbage
 // collector runs while its live heap is small (internal/gcfloor).
 const serveHeapFloor = 32 << 20
 
+// runServe runs keel serve with a loaded configuration until ctx ends
+// (a signal), then shuts down gracefully. After ctx ends it calls
+// unsignal, so that a second signal kills the process at once.
 func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr io.Writer) error {
 	// Unless the operator set GOGC: a heap floor (internal/gcfloor), so
 	// that the few megabytes keel serve keeps live are not collected 50
