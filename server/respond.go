@@ -19,7 +19,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if _, ok := v.(Problem); ok {
 		contentType = "application/problem+json"
 	}
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	switch v := v.(type) {
+	case Task: // every enqueue's answer (task_json.go)
+		b, err = marshalTask(&v)
+	default:
+		b, err = json.Marshal(v)
+	}
 	if err != nil { // not expected for the wire types
 		status, contentType = http.StatusInternalServerError, "application/problem+json"
 		b = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"encoding the response failed"}`)
