@@ -85,7 +85,9 @@ func (c *Client) sourceStore() (driver.SourceStore, error) {
 
 // Sources returns every source's latest report, by name then node. A
 // source whose process stopped keeps its last report (state "stopped",
-// or an old UpdatedAt when it was killed).
+// or an old UpdatedAt when it was killed) while its node is registered;
+// once neither the report nor the node's heartbeat is younger than three
+// lease TTLs, the leader deletes it with the node.
 func (c *Client) Sources(ctx context.Context) ([]SourceInfo, error) {
 	s, ok := c.drv.(driver.SourceStore)
 	if !ok {

@@ -166,7 +166,10 @@ type Driver interface {
 	ListNodes(ctx context.Context) ([]NodeRow, error)
 	// RemoveNode deletes a node's row (a graceful stop); no row is no error.
 	RemoveNode(ctx context.Context, name string) error
-	// PruneNodes deletes stale nodes and returns how many it deleted.
+	// PruneNodes deletes stale nodes and returns how many it deleted. In
+	// the same cut it deletes the broker-source reports (SourceStore) of
+	// nodes no longer registered that were not refreshed within OlderThan
+	// either: a source whose process died.
 	PruneNodes(ctx context.Context, params PruneNodesParams) (int64, error)
 	// FireAlert opens an alert of params.Rule and params.Subject and
 	// returns it with true, or, when one is open already, returns that one

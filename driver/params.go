@@ -270,7 +270,8 @@ type NodeParams struct {
 }
 
 // PruneNodesParams removes nodes whose last heartbeat is more than
-// OlderThan before Now.
+// OlderThan before Now, and the source reports of unregistered nodes
+// updated more than OlderThan before Now.
 type PruneNodesParams struct {
 	Now       time.Time
 	OlderThan time.Duration

@@ -94,3 +94,46 @@ func testSourcesListOrder(t *testing.T, e *env) {
 		t.Fatalf("after bad reports: %+v, %v; want them unchanged", rows, err)
 	}
 }
+
+// testSourcesReportPruned: PruneNodes drops the reports of a source whose
+// process died (not refreshed within OlderThan, on a node without a
+// heartbeat within it either) and keeps the rest: a fresh report, and an
+// old one of a node still alive (a source stopped on a running node).
+func testSourcesReportPruned(t *testing.T, e *env) {
+	s := e.sourceStore()
+	t0 := e.clock.Now().UTC().Truncate(time.Microsecond)
+	e.registerNode(driver.NodeParams{Name: "alive", Host: "h", PID: 1, StartedAt: t0, Now: t0.Add(10 * time.Second)})
+	e.registerNode(driver.NodeParams{Name: "dying", Host: "h", PID: 2, StartedAt: t0, Now: t0})
+	reports := map[string]time.Time{
+		"gone":  t0,                      // no node, old: pruned
+		"dying": t0.Add(time.Second),     // its node stale too: pruned with it
+		"alive": t0,                      // old, but its node is alive: kept
+		"edge":  t0.Add(5 * time.Second), // exactly at the cutoff: kept
+		"fresh": t0.Add(11 * time.Second),
+	}
+	for node, at := range reports {
+		if err := s.ReportSource(e.ctx, driver.SourceReport{Source: "orders", Node: node, Kind: "nats", Type: "t",
+			State: "stopped", StartedAt: t0, Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The cutoff is t0+5s: strictly older reports and heartbeats are stale.
+	n, err := e.drv.PruneNodes(e.ctx, driver.PruneNodesParams{Now: t0.Add(12 * time.Second), OlderThan: 7 * time.Second})
+	if err != nil {
+		t.Fatalf("prune nodes: %v", err)
+	}
+	if n != 1 {
+		t.Fatalf("pruned %d nodes, want 1 (dying)", n)
+	}
+	rows, err := s.ListSources(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Node)
+	}
+	if want := []string{"alive", "edge", "fresh"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("reports left on nodes %v, want %v", got, want)
+	}
+}

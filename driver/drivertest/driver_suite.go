@@ -105,6 +105,7 @@ var driverTests = []test{
 	{"SourcesRejectedList", testSourcesRejectedList},
 	{"SourcesRejectedResolveDelete", testSourcesRejectedResolveDelete},
 	{"SourcesReport", testSourcesReport},
+	{"SourcesReportPruned", testSourcesReportPruned},
 	{"SourcesListOrder", testSourcesListOrder},
 }
 

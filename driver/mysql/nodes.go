@@ -75,5 +75,13 @@ func (d *Driver) PruneNodes(ctx context.Context, p driver.PruneNodesParams) (int
 	if err != nil {
 		return 0, fmt.Errorf("prune nodes: %w", err)
 	}
+	us := p.OlderThan.Microseconds()
+	err = d.retry(ctx, func() error {
+		_, err := d.db.ExecContext(ctx, sqlPruneSourceReports.text, sqlPruneSourceReports.args(d.now(p.Now), us, us)...)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("prune source reports: %w", err)
+	}
 	return n, nil
 }

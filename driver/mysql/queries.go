@@ -427,6 +427,14 @@ const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 
 var sqlPruneNodes = prepare(`DELETE FROM keel_nodes WHERE heartbeat_at < TIMESTAMPADD(MICROSECOND, -?, {now})`)
 
+// sqlPruneSourceReports deletes the reports (migration 014) not refreshed
+// within ? of sources on nodes without a heartbeat within ? either: a
+// source whose process died. A live node's stopped source keeps its last
+// report.
+var sqlPruneSourceReports = prepare(`DELETE FROM keel_sources
+WHERE updated_at < TIMESTAMPADD(MICROSECOND, -?, {now})
+	AND node NOT IN (SELECT name FROM keel_nodes WHERE heartbeat_at >= TIMESTAMPADD(MICROSECOND, -?, {now}))`)
+
 // Alerts, their deliveries and stored documents (keel_alerts,
 // keel_alert_deliveries, keel_meta, migration 006). Unlike the task
 // queries, every time is the caller's (the leader's clock), on every

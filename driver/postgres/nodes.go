@@ -49,9 +49,9 @@ func (d *Driver) RemoveNode(ctx context.Context, name string) error {
 
 // PruneNodes implements driver.Driver.
 func (d *Driver) PruneNodes(ctx context.Context, p driver.PruneNodesParams) (int64, error) {
-	tag, err := d.pool.Exec(ctx, d.q(sqlPruneNodes), d.now(p.Now), p.OlderThan.Microseconds())
-	if err != nil {
+	var n int64
+	if err := d.pool.QueryRow(ctx, d.q(sqlPruneNodes), d.now(p.Now), p.OlderThan.Microseconds()).Scan(&n); err != nil {
 		return 0, fmt.Errorf("prune nodes: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

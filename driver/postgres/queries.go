@@ -437,8 +437,19 @@ const sqlListNodes = `SELECT name, host, pid, queues, started_at, heartbeat_at, 
 
 const sqlRemoveNode = `DELETE FROM {schema}.keel_nodes WHERE name = $1`
 
-const sqlPruneNodes = nowCTE + `DELETE FROM {schema}.keel_nodes n USING t
-WHERE n.heartbeat_at < t.now - $2 * interval '1 microsecond'`
+const sqlPruneNodes = nowCTE + `, gone AS (
+	DELETE FROM {schema}.keel_nodes n USING t
+	WHERE n.heartbeat_at < t.now - $2 * interval '1 microsecond'
+	RETURNING n.name),
+-- The reports (migration 016) not refreshed within $2 of sources on nodes
+-- without a heartbeat within $2 either: a source whose process died. A
+-- live node's stopped source keeps its last report.
+reports AS (
+	DELETE FROM {schema}.keel_sources s USING t
+	WHERE s.updated_at < t.now - $2 * interval '1 microsecond'
+		AND NOT EXISTS (SELECT 1 FROM {schema}.keel_nodes n
+			WHERE n.name COLLATE "C" = s.node AND n.heartbeat_at >= t.now - $2 * interval '1 microsecond'))
+SELECT count(*) FROM gone`
 
 // Alerts, their deliveries and stored documents (keel_alerts,
 // keel_alert_deliveries, keel_meta, migration 008). Unlike the task

@@ -55,12 +55,18 @@ func (d *Driver) RemoveNode(ctx context.Context, name string) error {
 func (d *Driver) PruneNodes(ctx context.Context, p driver.PruneNodesParams) (int64, error) {
 	var n int64
 	err := d.write(ctx, func(tx querier) error {
-		res, err := tx.ExecContext(ctx, sqlPruneNodes, micros(p.Now.Add(-p.OlderThan)))
+		cutoff := micros(p.Now.Add(-p.OlderThan))
+		res, err := tx.ExecContext(ctx, sqlPruneNodes, cutoff)
 		if err != nil {
 			return fmt.Errorf("prune nodes: %w", err)
 		}
-		n, err = res.RowsAffected()
-		return err
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlPruneSourceReports, cutoff); err != nil {
+			return fmt.Errorf("prune source reports: %w", err)
+		}
+		return nil
 	})
 	return n, err
 }

@@ -376,6 +376,13 @@ const sqlRemoveNode = `DELETE FROM keel_nodes WHERE name = ?`
 
 const sqlPruneNodes = `DELETE FROM keel_nodes WHERE heartbeat_at < ?`
 
+// sqlPruneSourceReports deletes the reports (migration 014) not refreshed
+// since ?1 of sources on nodes without a heartbeat since ?1 either: a
+// source whose process died. A live node's stopped source keeps its last
+// report.
+const sqlPruneSourceReports = `DELETE FROM keel_sources
+WHERE updated_at < ?1 AND node NOT IN (SELECT name FROM keel_nodes WHERE heartbeat_at >= ?1)`
+
 // Alerts, their deliveries and stored documents (keel_alerts,
 // keel_alert_deliveries, keel_meta, migration 006). Times are the leader's.
 
