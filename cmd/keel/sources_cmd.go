@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -218,21 +220,53 @@ func callRejected(ctx context.Context, f *apiFlags, method, arg string) (server.
 }
 
 func newRejectedShowCmd(f *apiFlags) *cobra.Command {
-	return &cobra.Command{
+	var body bool
+	cmd := &cobra.Command{
 		Use:   "show <id>",
 		Short: "Print a rejected message: why it was rejected, its headers and its body",
-		Args:  cobra.ExactArgs(1),
+		Long: `show prints a rejected message: why it was rejected, its headers and its body
+(as text, or base64 when it is not UTF-8). --body writes only the stored body,
+byte for byte, for a file or another program.
+
+  keel rejected show 42
+  keel rejected show 42 --body > message.bin`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if body && f.json {
+				return errors.New("--body and --json both choose the output: use one")
+			}
 			m, raw, err := callRejected(cmd.Context(), f, http.MethodGet, args[0])
 			if err != nil {
 				return err
 			}
-			if f.json {
+			switch {
+			case f.json:
 				return printRaw(cmd.OutOrStdout(), raw)
+			case body:
+				return writeRejectedBody(cmd.OutOrStdout(), cmd.ErrOrStderr(), m)
 			}
 			return printRejectedMessage(cmd.OutOrStdout(), m)
 		},
 	}
+	cmd.Flags().BoolVar(&body, "body", false, "write only the stored body, byte for byte (binary bodies decoded from base64)")
+	return cmd
+}
+
+// writeRejectedBody writes m's stored body as it arrived, and says on
+// stderr when only its first part was stored.
+func writeRejectedBody(out, errOut io.Writer, m server.RejectedRecord) error {
+	b := []byte(m.Body)
+	if m.BodyEncoding == "base64" {
+		var err error
+		if b, err = base64.StdEncoding.DecodeString(m.Body); err != nil {
+			return fmt.Errorf("decode the body of rejected message %d: %w", m.ID, err)
+		}
+	}
+	if m.Truncated {
+		fmt.Fprintf(errOut, "keel: only the first %d of the message's %d bytes were stored\n", len(b), m.Size)
+	}
+	_, err := out.Write(b)
+	return err
 }
 
 func printRejectedMessage(out io.Writer, m server.RejectedRecord) error {

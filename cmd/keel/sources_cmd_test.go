@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -109,6 +110,28 @@ func TestRejectedCommands(t *testing.T) {
 	if m := decode[server.RejectedRecord](t, s.keel(t, "rejected", "show", fmt.Sprint(notJSON), "--json")); m.ID != notJSON || m.BodyEncoding != "text" {
 		t.Fatalf("show --json: %+v", m)
 	}
+	// --body: the stored bytes and nothing else, text or binary; a body
+	// stored only in part says so on stderr.
+	if out := s.keel(t, "rejected", "show", fmt.Sprint(binary), "--body"); out != "\xde\xad\x00" {
+		t.Errorf("show --body of a binary body: %q", out)
+	}
+	if out := s.keel(t, "rejected", "show", fmt.Sprint(notJSON), "--body"); out != "id=7 to=a@example.com" {
+		t.Errorf("show --body of a text body: %q", out)
+	}
+	if err := s.keelErr(t, "rejected", "show", fmt.Sprint(binary), "--body", "--json"); !strings.Contains(err.Error(), "use one") {
+		t.Errorf("--body with --json: %v", err)
+	}
+	cut, insertErr := s.drv.(driver.SourceStore).InsertRejected(t.Context(), []driver.RejectedParams{{Source: "orders", Type: "email",
+		Key: "/id", Reason: "body of 9000000 bytes is over the limit", Body: []byte{1, 2, 3}, Size: 9000000,
+		Headers: []byte(`{}`), Digest: bytes.Repeat([]byte{7}, 32), ReceivedAt: time.Now()}})
+	if insertErr != nil {
+		t.Fatal(insertErr)
+	}
+	cutOut, cutErrOut, runErr := keelCmd(t, "", "rejected", "show", fmt.Sprint(cut[0].ID), "--body", "--server", s.url)
+	if runErr != nil || cutOut != "\x01\x02\x03" || !strings.Contains(cutErrOut, "only the first 3 of the message's 9000000 bytes were stored") {
+		t.Errorf("show --body of a cut body: %q, stderr %q, err %v", cutOut, cutErrOut, runErr)
+	}
+	s.keel(t, "rejected", "delete", fmt.Sprint(cut[0].ID))
 
 	// Resubmit: as stored; refused with the reason; with a payload file;
 	// from stdin with a key.
