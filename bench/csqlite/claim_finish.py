@@ -19,6 +19,9 @@ import time
 
 
 def main():
+    if len(sys.argv) != 2 or not all(os.path.isfile(os.path.join(sys.argv[1], f)) for f in ("keel.db", "statements.json")):
+        sys.exit("usage: claim_finish.py DIR, where DIR holds keel.db and statements.json from\n"
+                 "  KEEL_RAW_DUMP=DIR go test -count=1 -run TestDumpRawBench ./driver/sqlite/")
     src = sys.argv[1]
     stmts = json.load(open(os.path.join(src, "statements.json")))
     work = tempfile.mkdtemp()

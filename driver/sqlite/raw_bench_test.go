@@ -20,24 +20,9 @@ import (
 //
 //	go test -run '^$' -bench RawClaimFinish -benchtime 100000x ./driver/sqlite/
 func BenchmarkRawClaimFinish(b *testing.B) {
-	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "keel.db")
-	d, err := Open(ctx, path, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	writeBenchTasks(b, path, b.N)
 	now := time.Now()
-	ps := make([]driver.InsertParams, 1000)
-	for i := range ps {
-		ps[i] = driver.InsertParams{Queue: "default", Type: "bench", Payload: []byte(`{"n":1}`), MaxAttempts: 3,
-			RunAt: now, Timeout: time.Minute, Now: now, PayloadDigest: "x"}
-	}
-	for n := 0; n < b.N; n += len(ps) {
-		if _, err := d.Insert(ctx, ps); err != nil {
-			b.Fatal(err)
-		}
-	}
-	d.Close()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
 		b.Fatal(err)
@@ -92,4 +77,29 @@ func BenchmarkRawClaimFinish(b *testing.B) {
 		done += len(ids)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// writeBenchTasks makes the database at path with at least n pending no-op
+// tasks of queue default (in inserts of 1,000), as keel bench stores them.
+func writeBenchTasks(tb testing.TB, path string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	d, err := Open(ctx, path, Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	ps := make([]driver.InsertParams, 1000)
+	for i := range ps {
+		ps[i] = driver.InsertParams{Queue: "default", Type: "bench", Payload: []byte(`{"n":1}`), MaxAttempts: 3,
+			RunAt: now, Timeout: time.Minute, Now: now, PayloadDigest: "x"}
+	}
+	for done := 0; done < n; done += len(ps) {
+		if _, err := d.Insert(ctx, ps); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		tb.Fatal(err)
+	}
 }

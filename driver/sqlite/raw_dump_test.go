@@ -1,14 +1,10 @@
 package sqlite
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/keelq/keel/driver"
 )
 
 // TestDumpRawBench writes the input of bench/csqlite/claim_finish.py, which
@@ -25,25 +21,7 @@ func TestDumpRawBench(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	d, err := Open(ctx, filepath.Join(dir, "keel.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	ps := make([]driver.InsertParams, 1000)
-	for i := range ps {
-		ps[i] = driver.InsertParams{Queue: "default", Type: "bench", Payload: []byte(`{"n":1}`), MaxAttempts: 3,
-			RunAt: now, Timeout: time.Minute, Now: now, PayloadDigest: "x"}
-	}
-	for range 100 {
-		if _, err := d.Insert(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeBenchTasks(t, filepath.Join(dir, "keel.db"), 100000)
 	b, err := json.MarshalIndent(map[string]string{"claim": sqlClaim, "succeed": sqlSucceedMany}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
