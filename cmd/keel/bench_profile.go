@@ -11,10 +11,11 @@ import (
 )
 
 // benchProfiles are the profiles a bench writes of its measured phase:
-// CPU, mutex contention and blocking, each to its file when named.
+// CPU, mutex contention, blocking and allocations, each to its file when
+// named.
 type benchProfiles struct {
-	cpu, mutex, block string
-	cpuFile           *os.File
+	cpu, mutex, block, mem string
+	cpuFile                *os.File
 }
 
 // flags registers the profile flags on f; of says what is profiled.
@@ -22,6 +23,7 @@ func (p *benchProfiles) flags(f *pflag.FlagSet, of string) {
 	f.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of "+of+" to this file")
 	f.StringVar(&p.mutex, "mutexprofile", "", "write a mutex contention profile of "+of+" to this file")
 	f.StringVar(&p.block, "blockprofile", "", "write a blocking profile of "+of+" to this file")
+	f.StringVar(&p.mem, "memprofile", "", "write an allocation profile to this file (allocations since the process started, so the set-up's too; go tool pprof -sample_index=alloc_space)")
 }
 
 // start turns on the named profiles.
@@ -62,7 +64,11 @@ func (p *benchProfiles) stop() error {
 		errs = append(errs, writeProfile("block", p.block))
 		runtime.SetBlockProfileRate(0)
 	}
-	p.mutex, p.block = "", ""
+	if p.mem != "" {
+		runtime.GC() // the profile is as of the last collection
+		errs = append(errs, writeProfile("allocs", p.mem))
+	}
+	p.mutex, p.block, p.mem = "", "", ""
 	return errors.Join(errs...)
 }
 

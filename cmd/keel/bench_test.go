@@ -66,7 +66,8 @@ func TestBenchHTTPPrintsBothRates(t *testing.T) {
 			dir := t.TempDir()
 			out, err := runKeel(t, "bench", "http", "--load", c.load, "--clients", "4", "--duration", "300ms",
 				"--workers", "8", "-n", "300", "--dir", dir, "--cpuprofile", filepath.Join(dir, "cpu.out"),
-				"--mutexprofile", filepath.Join(dir, "mutex.out"), "--blockprofile", filepath.Join(dir, "block.out"))
+				"--mutexprofile", filepath.Join(dir, "mutex.out"), "--blockprofile", filepath.Join(dir, "block.out"),
+				"--memprofile", filepath.Join(dir, "mem.out"))
 			if err != nil {
 				t.Fatalf("keel bench http: %v\n%s", err, out)
 			}
@@ -75,7 +76,7 @@ func TestBenchHTTPPrintsBothRates(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
 			}
-			for _, p := range []string{"cpu.out", "mutex.out", "block.out"} {
+			for _, p := range []string{"cpu.out", "mutex.out", "block.out", "mem.out"} {
 				if fi, err := os.Stat(filepath.Join(dir, p)); err != nil || fi.Size() == 0 {
 					t.Errorf("profile %s not written: %v", p, err)
 				}

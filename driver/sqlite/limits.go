@@ -47,7 +47,7 @@ func (d *Driver) ClaimLimited(ctx context.Context, p driver.LimitedClaimParams) 
 			Claim: func(n int) ([]driver.TaskRow, error) {
 				cp := p.ClaimParams
 				cp.Limit = n
-				return claimCounted(ctx, tx, cp, include, exclude)
+				return d.claimCounted(ctx, tx, cp, include, exclude)
 			},
 			Spend: func(l driver.Limit, tokens float64, at int64) error {
 				_, err := tx.ExecContext(ctx, sqlSpendTokens, string(l.Kind), l.Name, tokens, at)

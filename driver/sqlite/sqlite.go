@@ -102,7 +102,8 @@ type Driver struct {
 	// (counter upserts, multi-row inserts), prepared by the writer
 	// (variedStmt); only the writer touches them until Close.
 	variedStmts  map[string]*sql.Stmt
-	variedWanted []string // to prepare after the batch (variedStmt)
+	variedWanted []string         // to prepare after the batch (variedStmt)
+	claimBuf     []driver.TaskRow // the writer's buffer for claimed rows (claim)
 
 	ops       chan *op
 	stop      chan struct{}

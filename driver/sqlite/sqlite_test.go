@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -376,5 +377,54 @@ func TestConcurrentInserts(t *testing.T) {
 	}
 	if stored != int64(len(ids)) {
 		t.Fatalf("the counters hold %d tasks, want %d", stored, len(ids))
+	}
+}
+
+// TestClaimedRowsAreTheirOwn: the writer reads claimed rows into one buffer
+// it reuses; the rows a claim returned stay as they were through the
+// claims after it.
+func TestClaimedRowsAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	d := open(t)
+	ctx := context.Background()
+	now := time.Now()
+	const n = 60
+	params := make([]driver.InsertParams, n)
+	for i := range params {
+		params[i] = driver.InsertParams{Queue: "default", Type: fmt.Sprintf("type-%02d", i),
+			Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Meta: []byte(fmt.Sprintf(`{"m":%d}`, i)), MaxAttempts: 1,
+			RunAt: now, Timeout: time.Second, PayloadDigest: "d", Now: now}
+	}
+	if _, err := d.Insert(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	var claims [][]driver.TaskRow
+	for {
+		rows, err := d.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 7, Owner: "w", Now: now,
+			LeaseExpiresAt: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		claims = append(claims, rows)
+	}
+	seen := 0
+	for _, rows := range claims {
+		for _, r := range rows {
+			i := int(r.ID - claims[0][0].ID)
+			want := driver.TaskRow{Type: fmt.Sprintf("type-%02d", i), Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)),
+				Meta: []byte(fmt.Sprintf(`{"m":%d}`, i))}
+			if r.Type != want.Type || string(r.Payload) != string(want.Payload) || string(r.Meta) != string(want.Meta) ||
+				r.State != driver.StateRunning || r.Attempt != 1 {
+				t.Errorf("task %d after later claims: type %q payload %s meta %s state %s attempt %d; want %q %s %s running 1",
+					r.ID, r.Type, r.Payload, r.Meta, r.State, r.Attempt, want.Type, want.Payload, want.Meta)
+			}
+			seen++
+		}
+	}
+	if seen != n || len(claims) != (n+6)/7 {
+		t.Fatalf("claimed %d tasks in %d claims, want %d in %d", seen, len(claims), n, (n+6)/7)
 	}
 }

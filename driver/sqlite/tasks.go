@@ -159,7 +159,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 	var out []driver.TaskRow
 	err := d.write(ctx, func(tx querier) error {
 		var err error
-		out, err = claimCounted(ctx, tx, p, include, exclude)
+		out, err = d.claimCounted(ctx, tx, p, include, exclude)
 		return err
 	})
 	if err != nil {
@@ -170,8 +170,9 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 }
 
 // claimCounted claims in tx for p with its type filter (see
-// sqlutil.ClaimTypes) and keeps the live counters right.
-func claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
+// sqlutil.ClaimTypes) and keeps the live counters right. Only the writer
+// calls it.
+func (d *Driver) claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
 	switch {
 	case include != nil:
@@ -180,7 +181,7 @@ func claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include
 		query, args = sqlClaimExcluding, append(args, stringList(exclude))
 	}
 	var out []driver.TaskRow
-	if err := claim(ctx, tx, query, args, p, &out); err != nil {
+	if err := d.claim(ctx, tx, query, args, p, &out); err != nil {
 		return nil, err
 	}
 	var tally sqlutil.Tally
@@ -193,28 +194,45 @@ func claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include
 	return out, count(ctx, tx, &tally)
 }
 
-// claim runs the claim query and appends the claimed tasks to out.
-func claim(ctx context.Context, tx querier, query string, args []any, p driver.ClaimParams, out *[]driver.TaskRow) error {
+// claim runs the claim query and appends the claimed tasks to out. The
+// rows are read into the writer's claim buffer and appended in one step:
+// grown row by row, a claim of 500 tasks allocated twice its rows' size
+// (the drain's largest allocation). Only the writer calls it.
+func (d *Driver) claim(ctx context.Context, tx querier, query string, args []any, p driver.ClaimParams, out *[]driver.TaskRow) error {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("claim tasks: %w", err)
 	}
 	defer rows.Close()
+	buf := d.claimBuf[:0]
+	defer func() {
+		clear(buf) // drop the rows' payloads and strings
+		d.claimBuf = buf[:0]
+	}()
+	var (
+		id, fence                   int64
+		typ                         string
+		priority, attempt, max, snz int
+		payload, meta               []byte
+		runAt, timeoutMS, createdAt int64
+	)
 	for rows.Next() {
-		r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner,
-			LeaseExpiresAt: p.LeaseExpiresAt, AttemptedAt: p.Now}
-		var payload []byte
-		var runAt, timeoutMS, createdAt int64
-		if err := rows.Scan(&r.ID, &r.Type, &r.Priority, &payload, &r.Attempt, &r.MaxAttempts,
-			&r.Fence, &runAt, &timeoutMS, &createdAt, &r.Snoozes, &r.Meta); err != nil {
+		if err := rows.Scan(&id, &typ, &priority, &payload, &attempt, &max,
+			&fence, &runAt, &timeoutMS, &createdAt, &snz, &meta); err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
-		r.Payload = payload
-		r.RunAt, r.CreatedAt = fromMicros(runAt), fromMicros(createdAt)
-		r.Timeout = time.Duration(timeoutMS) * time.Millisecond
-		*out = append(*out, r)
+		buf = append(buf, driver.TaskRow{ID: id, Queue: p.Queue, Type: typ, Priority: priority, Payload: payload,
+			State: driver.StateRunning, Attempt: attempt, MaxAttempts: max, Snoozes: snz, Fence: fence,
+			RunAt: fromMicros(runAt), Timeout: time.Duration(timeoutMS) * time.Millisecond,
+			LeaseOwner: p.Owner, LeaseExpiresAt: p.LeaseExpiresAt, CreatedAt: fromMicros(createdAt),
+			AttemptedAt: p.Now, Meta: meta})
+		payload, meta = nil, nil // Scan gives each row its own copies
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	*out = append(*out, buf...)
+	return nil
 }
 
 // Finish implements driver.Driver. Successes without a result go in one

@@ -57,6 +57,7 @@ type Completer struct {
 	clk    service.Clock
 	mu     sync.Mutex
 	queue  []Request
+	spare  []Request // an empty array for the queue (flush)
 	signal chan struct{}
 	loop   *service.Loop
 }
@@ -84,6 +85,9 @@ func New(cfg Config) *Completer {
 // Add queues a transition for the next batch.
 func (c *Completer) Add(r Request) {
 	c.mu.Lock()
+	if c.queue == nil {
+		c.queue, c.spare = c.spare, nil
+	}
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	select {
@@ -113,14 +117,17 @@ func (c *Completer) run(ctx context.Context) {
 	}
 }
 
-// flush writes everything queued, in batches of at most MaxBatch.
+// flush writes everything queued, in batches of at most MaxBatch. A batch
+// that emptied the queue gives its array back as the spare for the next
+// queue, so a busy completer does not grow a new queue for every batch.
 func (c *Completer) flush(ctx context.Context) {
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), c.cfg.MaxBatch)
 		batch := c.queue[:n:n]
 		c.queue = c.queue[n:]
-		if len(c.queue) == 0 {
+		whole := len(c.queue) == 0
+		if whole {
 			c.queue = nil
 		}
 		c.mu.Unlock()
@@ -128,6 +135,12 @@ func (c *Completer) flush(ctx context.Context) {
 			return
 		}
 		c.write(ctx, batch)
+		if whole {
+			clear(batch) // let the requests' closures go
+			c.mu.Lock()
+			c.spare = batch[:0]
+			c.mu.Unlock()
+		}
 	}
 }
 
