@@ -18,17 +18,25 @@ type Finisher interface {
 	Finish(ctx context.Context, params driver.FinishParams) ([]int64, error)
 }
 
-// Request is one transition and the callback told whether it applied
-// (false: the task's lease was lost, fencing rejected the write).
+// Request is one transition and the owner told whether it applied.
 type Request struct {
 	Transition driver.Transition
+	Owner      Owner
+}
+
+// Owner is told how its request went. The engine's attempt is its own
+// owner, so a request costs no closures.
+type Owner interface {
 	// LeaseExpiresAt returns until when this process's lease on the task
 	// is known to hold; it is asked only when a write fails, which is then
 	// retried, with backoff, until that time: a task whose outcome is
-	// stored before its lease runs out is not run again. Nil: retried for
-	// Config.Patience.
-	LeaseExpiresAt func() time.Time
-	Done           func(applied bool, err error)
+	// stored before its lease runs out is not run again. ok false: retried
+	// for Config.Patience.
+	LeaseExpiresAt() (t time.Time, ok bool)
+	// Done says whether the transition applied (false: the task's lease
+	// was lost, fencing rejected the write), or the error it was given up
+	// with.
+	Done(applied bool, err error)
 }
 
 // Config wires a Completer.
@@ -166,7 +174,7 @@ func (c *Completer) write(ctx context.Context, batch []Request) {
 				ok[id] = true
 			}
 			for _, r := range batch {
-				r.Done(ok[r.Transition.ID], nil)
+				r.Owner.Done(ok[r.Transition.ID], nil)
 			}
 			return
 		}
@@ -175,8 +183,8 @@ func (c *Completer) write(ctx context.Context, batch []Request) {
 			deadlines = make([]time.Time, len(batch))
 			for i, r := range batch {
 				deadlines[i] = now.Add(c.cfg.Patience)
-				if r.LeaseExpiresAt != nil {
-					deadlines[i] = r.LeaseExpiresAt()
+				if t, ok := r.Owner.LeaseExpiresAt(); ok {
+					deadlines[i] = t
 				}
 			}
 		}
@@ -185,7 +193,7 @@ func (c *Completer) write(ctx context.Context, batch []Request) {
 		var next time.Time
 		for i, r := range batch {
 			if !now.Before(deadlines[i]) {
-				r.Done(false, err)
+				r.Owner.Done(false, err)
 				continue
 			}
 			keptR, keptD = append(keptR, r), append(keptD, deadlines[i])

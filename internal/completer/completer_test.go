@@ -82,16 +82,25 @@ func setup(t *testing.T, cfg completer.Config) *bundle {
 	return b
 }
 
-// req is a request for task id whose outcome lands on b.done.
+// req is a request for task id whose outcome lands on b.done; a zero
+// lease is none known.
 func (b *bundle) req(id int64, lease time.Time) completer.Request {
-	r := completer.Request{
+	return completer.Request{
 		Transition: driver.Transition{ID: id, Fence: id * 10, State: driver.StateSucceeded},
-		Done:       func(applied bool, err error) { b.done <- done{id, applied, err, b.clk.Now()} },
+		Owner:      owner{b, id, lease},
 	}
-	if !lease.IsZero() {
-		r.LeaseExpiresAt = func() time.Time { return lease }
-	}
-	return r
+}
+
+// owner is a test request's completer.Owner.
+type owner struct {
+	b     *bundle
+	id    int64
+	lease time.Time
+}
+
+func (o owner) LeaseExpiresAt() (time.Time, bool) { return o.lease, !o.lease.IsZero() }
+func (o owner) Done(applied bool, err error) {
+	o.b.done <- done{o.id, applied, err, o.b.clk.Now()}
 }
 
 func TestGroupCommit(t *testing.T) {

@@ -23,6 +23,20 @@ type execution struct {
 	completedTx bool
 	// steps are the task's stored durable steps (keel.Step).
 	steps steps
+	// The attempt's outcome, for the completer (LeaseExpiresAt, Done).
+	p   *producer
+	t   driver.Transition
+	dur time.Duration
+}
+
+// LeaseExpiresAt implements completer.Owner.
+func (ex *execution) LeaseExpiresAt() (time.Time, bool) {
+	return ex.e.heartbeat.LeaseExpiresAt(ex.row.ID, ex.row.LeaseExpiresAt), true
+}
+
+// Done implements completer.Owner.
+func (ex *execution) Done(applied bool, err error) {
+	ex.e.finished(ex.p, ex, ex.t, ex.dur, applied, err)
 }
 
 type execKey struct{}
@@ -71,10 +85,8 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		p.finishing++
 		e.mu.Unlock()
 		p.signalFreed()
-		e.completer.Add(completer.Request{Transition: t,
-			LeaseExpiresAt: func() time.Time { return e.heartbeat.LeaseExpiresAt(row.ID, row.LeaseExpiresAt) },
-			Done:           func(applied bool, err error) { e.finished(p, ex, t, end.Sub(start), applied, err) },
-		})
+		ex.p, ex.t, ex.dur = p, t, end.Sub(start)
+		e.completer.Add(completer.Request{Transition: t, Owner: ex})
 	}
 	h := e.cfg.Handlers[row.Type]
 	if h == nil {
