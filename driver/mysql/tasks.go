@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -122,23 +124,40 @@ func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, 
 	var out []driver.TaskRow
 	now := d.now(p.Now)
 	err := func() error {
-		var ids []int64
-		var at time.Time
+		// The rows are read into a pooled buffer and copied out in one
+		// step: grown row by row, a claim of 500 tasks allocated twice its
+		// rows' size.
+		buf := claimBufs.Get().(*[]driver.TaskRow)
+		defer func() {
+			clear(*buf) // drop the rows' payloads and strings before pooling
+			*buf = (*buf)[:0]
+			claimBufs.Put(buf)
+		}()
+		var (
+			id, fence, timeoutMS        int64
+			typ                         string
+			priority, attempt, max, snz int
+			payload, meta               []byte
+			runAt, createdAt, at        time.Time
+		)
 		err := sqlutil.Query(ctx, tx, pick.text, pick.args(now, pickArgs...)...)(func(scan sqlutil.Scan) error {
-			r := driver.TaskRow{Queue: p.Queue, State: driver.StateRunning, LeaseOwner: p.Owner}
-			var timeoutMS int64
-			if err := scan(&r.ID, &r.Type, &r.Priority, &r.Payload, &r.Attempt, &r.MaxAttempts, &r.Fence,
-				&r.RunAt, &timeoutMS, &r.CreatedAt, &r.Snoozes, &r.Meta, &at); err != nil {
+			if err := scan(&id, &typ, &priority, &payload, &attempt, &max, &fence,
+				&runAt, &timeoutMS, &createdAt, &snz, &meta, &at); err != nil {
 				return err
 			}
-			r.Timeout = time.Duration(timeoutMS) * time.Millisecond
-			r.RunAt, r.CreatedAt = r.RunAt.UTC(), r.CreatedAt.UTC()
-			out = append(out, r)
-			ids = append(ids, r.ID)
+			*buf = append(*buf, driver.TaskRow{ID: id, Queue: p.Queue, Type: typ, Priority: priority, Payload: payload,
+				State: driver.StateRunning, Attempt: attempt, MaxAttempts: max, Snoozes: snz, Fence: fence,
+				RunAt: runAt.UTC(), Timeout: time.Duration(timeoutMS) * time.Millisecond, LeaseOwner: p.Owner,
+				CreatedAt: createdAt.UTC(), Meta: meta})
 			return nil
 		})
-		if err != nil || len(ids) == 0 {
+		if err != nil || len(*buf) == 0 {
 			return err
+		}
+		out = slices.Clone(*buf)
+		ids := make([]int64, len(out))
+		for i := range out {
+			ids[i] = out[i].ID
 		}
 		// The mark writes the pick's now, so the rows read are the rows
 		// written once attempt, fence and the lease move on.
@@ -171,6 +190,9 @@ func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, 
 	}()
 	return out, err
 }
+
+// claimBufs holds the buffers claimTx reads rows into.
+var claimBufs = sync.Pool{New: func() any { return new([]driver.TaskRow) }}
 
 // claimPick is the claim's pick for the type filter types (see
 // sqlutil.ClaimTypes), and its arguments.

@@ -226,7 +226,6 @@ func (d *Driver) claim(ctx context.Context, tx querier, query string, args []any
 			RunAt: fromMicros(runAt), Timeout: time.Duration(timeoutMS) * time.Millisecond,
 			LeaseOwner: p.Owner, LeaseExpiresAt: p.LeaseExpiresAt, CreatedAt: fromMicros(createdAt),
 			AttemptedAt: p.Now, Meta: meta})
-		payload, meta = nil, nil // Scan gives each row its own copies
 	}
 	if err := rows.Err(); err != nil {
 		return err
