@@ -91,6 +91,31 @@ func newCaller(t Target) *caller {
 // idempotencyKey identifies a task, the same on every attempt.
 func idempotencyKey(id int64) string { return "keel-task-" + strconv.FormatInt(id, 10) }
 
+// requestHeader is the static headers and the task's own: its id,
+// attempt, delivery, the claim's fencing token (the same number: a step
+// posted to POST /v1/tasks/{id}/steps with it is stored only while this
+// claim holds), type, queue and idempotency key. The map is made at its
+// final size (room for the trace context too) and the task's values share
+// one array; the static values are shared, capped so that an Add copies
+// them.
+func (c *caller) requestHeader(task *keel.Task[json.RawMessage]) http.Header {
+	h := make(http.Header, len(c.header)+9)
+	for k, v := range c.header {
+		h[k] = v[:len(v):len(v)]
+	}
+	delivery := strconv.FormatInt(task.Delivery, 10)
+	v := [...]string{strconv.FormatInt(task.ID, 10), strconv.Itoa(task.Attempt), delivery, delivery,
+		task.Type, task.Queue, idempotencyKey(task.ID)}
+	for i, k := range taskHeaders {
+		h[k] = v[i : i+1 : i+1]
+	}
+	return h
+}
+
+// taskHeaders name requestHeader's values, in canonical form.
+var taskHeaders = [...]string{"Keel-Task-Id", "Keel-Attempt", "Keel-Delivery", "Keel-Fence", "Keel-Task-Type",
+	"Keel-Queue", "Idempotency-Key"}
+
 // call runs one attempt of task: POST the payload, map the response or the
 // failure to the task's outcome.
 func (c *caller) call(ctx context.Context, task *keel.Task[json.RawMessage]) error {
@@ -110,16 +135,7 @@ func (c *caller) call(ctx context.Context, task *keel.Task[json.RawMessage]) err
 	if err != nil {
 		return keel.Permanent(fmt.Errorf("build request for %s: %w", c.shown, err))
 	}
-	req.Header = c.header.Clone()
-	req.Header.Set("Keel-Task-Id", strconv.FormatInt(task.ID, 10))
-	req.Header.Set("Keel-Attempt", strconv.Itoa(task.Attempt))
-	req.Header.Set("Keel-Delivery", strconv.FormatInt(task.Delivery, 10))
-	// The claim's fencing token (the same number): a step posted to
-	// POST /v1/tasks/{id}/steps with it is stored only while this claim holds.
-	req.Header.Set("Keel-Fence", strconv.FormatInt(task.Delivery, 10))
-	req.Header.Set("Keel-Task-Type", task.Type)
-	req.Header.Set("Keel-Queue", task.Queue)
-	req.Header.Set("Idempotency-Key", idempotencyKey(task.ID))
+	req.Header = c.requestHeader(task)
 	// The attempt's span: the target continues the task's trace.
 	tracing.ToHeaders(ctx, propagation.HeaderCarrier(req.Header))
 
