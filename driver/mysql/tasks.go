@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -124,37 +122,21 @@ func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, 
 	var out []driver.TaskRow
 	now := d.now(p.Now)
 	err := func() error {
-		// The rows are read into a pooled buffer and copied out in one
-		// step: grown row by row, a claim of 500 tasks allocated twice its
-		// rows' size.
-		buf := claimBufs.Get().(*[]driver.TaskRow)
-		defer func() {
-			clear(*buf) // drop the rows' payloads and strings before pooling
-			*buf = (*buf)[:0]
-			claimBufs.Put(buf)
-		}()
-		var (
-			id, fence, timeoutMS        int64
-			typ                         string
-			priority, attempt, max, snz int
-			payload, meta               []byte
-			runAt, createdAt, at        time.Time
-		)
+		c := sqlutil.GetClaimed()
+		defer c.Release()
+		var at time.Time
 		err := sqlutil.Query(ctx, tx, pick.text, pick.args(now, pickArgs...)...)(func(scan sqlutil.Scan) error {
-			if err := scan(&id, &typ, &priority, &payload, &attempt, &max, &fence,
-				&runAt, &timeoutMS, &createdAt, &snz, &meta, &at); err != nil {
+			if err := scan(&c.ID, &c.Type, &c.Priority, &c.Payload, &c.Attempt, &c.MaxAttempts, &c.Fence,
+				&c.RunAt, &c.TimeoutMS, &c.CreatedAt, &c.Snoozes, &c.Meta, &at); err != nil {
 				return err
 			}
-			*buf = append(*buf, driver.TaskRow{ID: id, Queue: p.Queue, Type: typ, Priority: priority, Payload: payload,
-				State: driver.StateRunning, Attempt: attempt, MaxAttempts: max, Snoozes: snz, Fence: fence,
-				RunAt: runAt.UTC(), Timeout: time.Duration(timeoutMS) * time.Millisecond, LeaseOwner: p.Owner,
-				CreatedAt: createdAt.UTC(), Meta: meta})
+			c.Add(p)
 			return nil
 		})
-		if err != nil || len(*buf) == 0 {
+		if err != nil || c.Len() == 0 {
 			return err
 		}
-		out = slices.Clone(*buf)
+		out = c.Rows()
 		ids := make([]int64, len(out))
 		for i := range out {
 			ids[i] = out[i].ID
@@ -190,9 +172,6 @@ func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, 
 	}()
 	return out, err
 }
-
-// claimBufs holds the buffers claimTx reads rows into.
-var claimBufs = sync.Pool{New: func() any { return new([]driver.TaskRow) }}
 
 // claimPick is the claim's pick for the type filter types (see
 // sqlutil.ClaimTypes), and its arguments.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,8 +192,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 }
 
 // claim runs the claim for p with its type filter (see sqlutil.ClaimTypes)
-// on q. The rows are read into a pooled buffer and copied out in one step:
-// grown row by row, a claim of 500 tasks allocated twice its rows' size.
+// on q.
 func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	query, args := d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner, offset(p.LeaseExpiresAt, p.Now)}
 	switch {
@@ -204,41 +201,21 @@ func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, inc
 	case len(exclude) > 0:
 		query, args = d.sql.claimExcluding, append(args, exclude)
 	}
-	buf := claimBufs.Get().(*[]driver.TaskRow)
-	defer func() {
-		clear(*buf) // drop the rows' payloads and strings before pooling
-		*buf = (*buf)[:0]
-		claimBufs.Put(buf)
-	}()
-	var (
-		id, fence, timeoutMS           int64
-		typ                            string
-		priority, attempt, max, snz    int
-		payload, meta                  []byte
-		runAt, createdAt, lease, tried time.Time
-	)
+	c := sqlutil.GetClaimed()
+	defer c.Release()
 	err := q.query(ctx, query, args, func(scan func(...any) error) error {
-		if err := scan(&id, &typ, &priority, &payload, &attempt, &max, &fence,
-			&runAt, &timeoutMS, &createdAt, &lease, &tried, &snz, &meta); err != nil {
+		if err := scan(&c.ID, &c.Type, &c.Priority, &c.Payload, &c.Attempt, &c.MaxAttempts, &c.Fence,
+			&c.RunAt, &c.TimeoutMS, &c.CreatedAt, &c.LeaseExpiresAt, &c.AttemptedAt, &c.Snoozes, &c.Meta); err != nil {
 			return err
 		}
-		*buf = append(*buf, driver.TaskRow{ID: id, Queue: p.Queue, Type: typ, Priority: priority, Payload: payload,
-			State: driver.StateRunning, Attempt: attempt, MaxAttempts: max, Snoozes: snz, Fence: fence,
-			RunAt: runAt.UTC(), Timeout: time.Duration(timeoutMS) * time.Millisecond, LeaseOwner: p.Owner,
-			LeaseExpiresAt: lease.UTC(), CreatedAt: createdAt.UTC(), AttemptedAt: tried.UTC(), Meta: meta})
+		c.Add(p)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks: %w", err)
 	}
-	if len(*buf) == 0 {
-		return nil, nil
-	}
-	return slices.Clone(*buf), nil
+	return c.Rows(), nil
 }
-
-// claimBufs holds the buffers claim reads rows into.
-var claimBufs = sync.Pool{New: func() any { return new([]driver.TaskRow) }}
 
 // Finish implements driver.Driver: successes without a result in one
 // statement, other transitions one statement each, in one transaction.
