@@ -144,7 +144,7 @@ func (c *Completer) flush(ctx context.Context) {
 		}
 		c.write(ctx, batch)
 		if whole {
-			clear(batch) // let the requests' closures go
+			clear(batch) // let the requests' owners go
 			c.mu.Lock()
 			c.spare = batch[:0]
 			c.mu.Unlock()
