@@ -233,7 +233,18 @@ func (s *Source) serve(ctx context.Context, cn conn) error {
 		case <-ctx.Done():
 			return nil
 		}
+		// A batch that failed frees its slot after saying so, and select
+		// picks among ready cases at random: look again, so that no new
+		// batch is stored on a connection that cannot acknowledge it.
+		if err := failedYet(failed); err != nil {
+			return err
+		}
 		batch, err := collect(ctx, cn.deliveries(), s.cfg.Batch, s.cfg.Linger)
+		if ferr := failedYet(failed); ferr != nil {
+			// The connection failed while this batch was collected: it is
+			// not stored, and the broker delivers it again.
+			return ferr
+		}
 		if len(batch) > 0 {
 			s.inHand.Add(int64(len(batch)))
 			wg.Add(1)
@@ -260,6 +271,16 @@ func (s *Source) serve(ctx context.Context, cn conn) error {
 			}
 			return err
 		}
+	}
+}
+
+// failedYet returns the error a batch reported on failed, if any.
+func failedYet(failed <-chan error) error {
+	select {
+	case err := <-failed:
+		return err
+	default:
+		return nil
 	}
 }
 
