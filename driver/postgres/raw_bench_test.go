@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,12 +23,12 @@ import (
 //
 //	go test -run '^$' -bench RawClaimFinish -benchtime 100000x ./driver/postgres/
 func BenchmarkRawClaimFinish(b *testing.B) {
-	for _, mode := range []string{"counted", "bare", "counted-x4", "bare-x4"} {
-		b.Run(mode, func(b *testing.B) {
-			conns := 1
-			if strings.HasSuffix(mode, "-x4") {
-				conns = 4
-			}
+	for _, mode := range []struct {
+		name  string
+		bare  bool // the live counters' triggers disabled
+		conns int
+	}{{"counted", false, 1}, {"bare", true, 1}, {"counted-x4", false, 4}, {"bare-x4", true, 4}} {
+		b.Run(mode.name, func(b *testing.B) {
 			ctx := context.Background()
 			schema := testdb.PostgresSchema(b, "keel_raw")
 			d, err := postgres.New(ctx, pool, postgres.Options{Schema: schema})
@@ -48,7 +47,7 @@ func BenchmarkRawClaimFinish(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if strings.HasPrefix(mode, "bare") {
+			if mode.bare {
 				if _, err := pool.Exec(ctx, "ALTER TABLE "+schema+".keel_tasks DISABLE TRIGGER USER"); err != nil {
 					b.Fatal(err)
 				}
@@ -60,9 +59,9 @@ func BenchmarkRawClaimFinish(b *testing.B) {
 			var left atomic.Int64 // tasks not yet claimed
 			left.Store(int64(b.N))
 			b.ResetTimer()
-			errs := make(chan error, conns)
+			errs := make(chan error, mode.conns)
 			var wg sync.WaitGroup
-			for range conns {
+			for range mode.conns {
 				wg.Go(func() { errs <- claimFinishLoop(ctx, d, &left, lease) })
 			}
 			wg.Wait()
