@@ -149,7 +149,7 @@ func (b *benchRun) startMeasuring(ctx context.Context) error {
 	return b.profile()
 }
 
-func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
+func runBench(ctx context.Context, out io.Writer, o benchOptions) (err error) {
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -195,13 +195,16 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		}
 		return nil
 	})
-	var err error
 	b.client, err = keel.NewClient(o.workerConfig(drv, h))
 	if err != nil {
 		return err
 	}
 	b.profile = o.profiles.start
-	defer o.profiles.stop() //nolint:errcheck // written when the run ends; a failed run's profile is best effort
+	defer func() { // written when the run ends; a failed run's profile is best effort
+		if perr := o.profiles.stop(); err == nil {
+			err = perr
+		}
+	}()
 	fmt.Fprintf(out, "keel bench: %s, %d workers, claims of up to %d\n", where, o.workers, o.claim)
 	if o.prefill > 0 {
 		if err := b.prefillSucceeded(ctx, out, o, h); err != nil {

@@ -50,6 +50,24 @@ func TestBenchDrainsWithClaimBatch(t *testing.T) {
 	}
 }
 
+// TestBenchProfilePathMustBeWritable: a profile file that cannot be
+// created fails the bench before it measures, with the path in the error;
+// none is reported as written when it was not.
+func TestBenchProfilePathMustBeWritable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, flag := range []string{"--cpuprofile", "--mutexprofile", "--blockprofile", "--memprofile"} {
+		bad := filepath.Join(dir, "missing", flag[2:]+".out")
+		out, err := runKeel(t, "bench", "-n", "200", "--db", filepath.Join(dir, flag[2:]+".db"), flag, bad)
+		if err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("keel bench %s %s: error %v, want one naming the path\n%s", flag, bad, err, out)
+		}
+		if strings.Contains(out, "worked ") {
+			t.Errorf("keel bench %s %s measured anyway:\n%s", flag, bad, out)
+		}
+	}
+}
+
 // TestBenchHTTPPrintsBothRates: each HTTP load runs briefly and prints
 // keel's rate, the plain reference's rate and their ratio. No timing is
 // checked.
