@@ -4,12 +4,15 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/keelq/keel/internal/testdb"
 )
 
 // TestRedisGateRelease: a late release (token A, after the key expired and
 // B set it) leaves B's key; B's own release deletes it.
 func TestRedisGateRelease(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	testdb.Require(t, testdb.Redis)
+	rdb := redis.NewClient(&redis.Options{Addr: testdb.RedisAddr()})
 	defer rdb.Close()
 	ctx := t.Context()
 	key := "keeltest:release:" + newGateToken()

@@ -49,6 +49,14 @@ func gateDriver(t *testing.T, db string) driver.Driver {
 	return d
 }
 
+// testRedis is the test Redis server's address; the test skips when it is
+// unreachable (fails under CI=true).
+func testRedis(t *testing.T) string {
+	t.Helper()
+	testdb.Require(t, testdb.Redis)
+	return testdb.RedisAddr()
+}
+
 // gateClient returns a client of drv gated by Redis at addr, under a key
 // prefix of its own.
 func gateClient(t *testing.T, drv driver.Driver, addr string, mod ...func(*keel.Config)) *keel.Client {
@@ -128,7 +136,7 @@ func TestRedisGate(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t0 := time.Now()
 			drv := gateDriver(t, db)
-			c := gateClient(t, drv, "127.0.0.1:6379")
+			c := gateClient(t, drv, testRedis(t))
 			if dups := submitAll(t, c, 100); dups != 99 {
 				t.Errorf("%d duplicates, want 99", dups)
 			}
@@ -157,7 +165,7 @@ func TestRedisGate(t *testing.T) {
 			// fresh gate keys sets "k", fails on the conflict and releases
 			// it, so its next submission sets it again (no hit on a key
 			// whose insert failed).
-			c2 := gateClient(t, drv, "127.0.0.1:6379")
+			c2 := gateClient(t, drv, testRedis(t))
 			if _, err := c2.Enqueue(t.Context(), "t.gate", payload{N: 2}, keel.IdempotencyKey("k")); !errors.Is(err, keel.ErrIdempotencyConflict) {
 				t.Fatalf("conflict through a fresh gate: %v", err)
 			}
@@ -175,7 +183,7 @@ func TestRedisGate(t *testing.T) {
 func TestRedisGateReleasedKey(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
-			c := gateClient(t, gateDriver(t, db), "127.0.0.1:6379", func(cfg *keel.Config) { cfg.RedisGate.Wait = 50 * time.Millisecond })
+			c := gateClient(t, gateDriver(t, db), testRedis(t), func(cfg *keel.Config) { cfg.RedisGate.Wait = 50 * time.Millisecond })
 			first, err := c.Enqueue(t.Context(), "t.gate", payload{N: 3}, keel.IdempotencyKey("order-3"))
 			if err != nil {
 				t.Fatal(err)

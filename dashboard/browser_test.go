@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,22 +18,12 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/testdb"
 	"github.com/keelq/keel/server"
 )
 
 // typeSleep is the task type the browser tests drain: its handler sleeps.
 const typeSleep = "browser.sleep"
-
-// chromiumPath is the headless browser the browser tests drive: Debian's
-// chromium (.ci/run installs it when missing); "" when there is none.
-func chromiumPath() string {
-	for _, name := range []string{"chromium", "/usr/bin/chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // browserServer serves the API and the dashboard like keel serve does, on
 // a real SQLite file, with the test tokens.
@@ -78,10 +67,8 @@ type browser struct {
 // Policy report.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	path := chromiumPath()
-	if path == "" {
-		t.Skip("no chromium found (apt-get install -y chromium; .ci/run installs it): the browser tests need it")
-	}
+	testdb.Require(t, testdb.Chromium)
+	path, _ := testdb.ChromiumPath()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,

@@ -420,7 +420,8 @@ func TestScheduleTasksCounted(t *testing.T) {
 // keel_redis_gate_total; a client without a gate has no such series.
 func TestRedisGateCounts(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	testdb.Require(t, testdb.Redis)
+	rdb := redis.NewClient(&redis.Options{Addr: testdb.RedisAddr()})
 	t.Cleanup(func() { rdb.Close() })
 	drv := openDriver(t, "sqlite")
 	watch := func(cfg keel.Config) (*keel.Client, *prometheus.Registry) {

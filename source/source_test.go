@@ -26,10 +26,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The brokers on our machines (the test command starts them when down).
-const (
-	rabbitURL = brokertest.RabbitURL
-	natsURL   = "nats://127.0.0.1:4222"
+// The test brokers (the test command starts them when down; KEEL_TEST_RABBITMQ
+// and KEEL_TEST_NATS name others).
+var (
+	rabbitURL = testdb.RabbitURL()
+	natsURL   = testdb.NATSURL()
 )
 
 var databases = []string{"sqlite", "postgres", "mysql"}
@@ -297,9 +298,11 @@ func exactlyOnce(t *testing.T, c *keel.Client, s *Source, w *workload, ready fun
 	}
 }
 
-// natsStream is a stream name of the test's own, deleted when it ends.
+// natsStream is a stream name of the test's own, deleted when it ends. It
+// skips the test when NATS is unreachable (fails it under CI=true).
 func natsStream(t testing.TB) (stream string, js jetstream.JetStream) {
 	t.Helper()
+	testdb.Require(t, testdb.NATS)
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)

@@ -8,16 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keelq/keel/internal/testdb"
 )
 
 // TestServeRedisGate: keel serve with [redis] url (here KEEL_REDIS_URL)
 // gates keyed enqueues: the second enqueue of a key is a gate hit, counted
 // in keel_redis_gate_total.
 func TestServeRedisGate(t *testing.T) {
+	testdb.Require(t, testdb.Redis)
 	bin := buildKeel(t)
 	dir := t.TempDir()
 	prefix := fmt.Sprintf("keeltest:serve:%d:", time.Now().UnixNano())
-	s := startServe(t, bin, []string{"KEEL_REDIS_URL=redis://127.0.0.1:6379/0", "KEEL_REDIS_PREFIX=" + prefix, "KEEL_REDIS_TIMEOUT=5s"},
+	s := startServe(t, bin, []string{"KEEL_REDIS_URL=redis://" + testdb.RedisAddr() + "/0", "KEEL_REDIS_PREFIX=" + prefix, "KEEL_REDIS_TIMEOUT=5s"},
 		"--db", filepath.Join(dir, "keel.db"), "--listen", "127.0.0.1:0")
 	if !strings.Contains(s.stderr.String(), "Redis first gate on") {
 		t.Errorf("no log line of the gate:\n%s", s.stderr.String())

@@ -72,7 +72,7 @@ queue = %q
 type = "order.import"
 key = "/order_id"
 batch = 50
-`, target.URL, brokertest.RabbitURL, queue)), 0o600); err != nil {
+`, target.URL, brokertest.RabbitURL(), queue)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--db", filepath.Join(dir, "keel.db"), "--listen", "127.0.0.1:0", "--config", cfg}

@@ -29,12 +29,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cfg.MaxConns = 40
+	// The pool connects when first used: with no server, every test that
+	// needs one skips (testdb.Require, through open).
 	pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
-	if err == nil {
-		err = pool.Ping(context.Background())
-	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests need PostgreSQL at", testdb.PostgresDSN(), "(start it, or set", testdb.EnvPostgres+"):", err)
+		fmt.Fprintln(os.Stderr, "postgres tests:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

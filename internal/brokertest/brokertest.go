@@ -1,6 +1,7 @@
-// Package brokertest gives tests a RabbitMQ queue of their own on the
-// broker of our machines (127.0.0.1:5672, guest/guest, started by the test
-// command when down), and publishes to it with confirms.
+// Package brokertest gives tests a RabbitMQ queue of their own on the test
+// broker (testdb.RabbitURL: 127.0.0.1:5672, guest/guest, started by the
+// test command when down; a test skips when it is unreachable), and
+// publishes to it with confirms.
 package brokertest
 
 import (
@@ -11,10 +12,13 @@ import (
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/keelq/keel/internal/testdb"
 )
 
-// RabbitURL is the test broker.
-const RabbitURL = "amqp://guest:guest@127.0.0.1:5672/"
+// RabbitURL is the test broker: KEEL_TEST_RABBITMQ, or
+// amqp://guest:guest@127.0.0.1:5672/.
+func RabbitURL() string { return testdb.RabbitURL() }
 
 // UniqueName is prefix with random hex: a broker name of one test's own.
 func UniqueName(prefix string) string {
@@ -23,12 +27,14 @@ func UniqueName(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// RabbitQueue names a queue of the test's own, deleted when it ends.
+// RabbitQueue names a queue of the test's own, deleted when it ends. It
+// skips the test when the broker is unreachable (fails it under CI=true).
 func RabbitQueue(t testing.TB) string {
 	t.Helper()
+	testdb.Require(t, testdb.RabbitMQ)
 	q := UniqueName("keeltest.")
 	t.Cleanup(func() {
-		conn, err := amqp.Dial(RabbitURL)
+		conn, err := amqp.Dial(RabbitURL())
 		if err != nil {
 			return
 		}
@@ -43,7 +49,7 @@ func RabbitQueue(t testing.TB) string {
 // PublishRabbit publishes bodies persistently to queue (declared durable
 // when missing) and waits for the broker's confirms. Safe in a goroutine.
 func PublishRabbit(ctx context.Context, queue string, bodies [][]byte) error {
-	conn, err := amqp.Dial(RabbitURL)
+	conn, err := amqp.Dial(RabbitURL())
 	if err != nil {
 		return err
 	}
@@ -80,7 +86,7 @@ func PublishRabbit(ctx context.Context, queue string, bodies [][]byte) error {
 // it, every message not acknowledged.
 func RabbitReady(t testing.TB, queue string) int {
 	t.Helper()
-	conn, err := amqp.Dial(RabbitURL)
+	conn, err := amqp.Dial(RabbitURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@
 // driver/drivertest runs one suite against every driver. Each test gets its
 // own SQLite file, PostgreSQL schema or MariaDB database from
 // internal/testdb (KEEL_TEST_POSTGRES and KEEL_TEST_MYSQL name the
-// servers). TestPostgresRestart and TestMariaDBRestart stop the shared
-// server, so they run only with KEEL_TEST_PG_RESTART=1 and
-// KEEL_TEST_MARIADB_RESTART=1, alone (separate steps of .ci/run).
+// servers). TestPostgresRestart and TestMariaDBRestart stop and start a
+// server of their own (testdb.PrivatePostgres, testdb.PrivateMariaDB: a
+// temporary directory and a free port), never the machine's.
 package crashtest

@@ -214,8 +214,13 @@ type env struct {
 
 func setup(t *testing.T, b *backend) *env {
 	t.Helper()
+	return setupTarget(t, b, b.create(t))
+}
+
+// setupTarget is setup on a database made elsewhere (a private server's).
+func setupTarget(t *testing.T, b *backend, tg target) *env {
+	t.Helper()
 	ctx := context.Background()
-	tg := b.create(t)
 	drv, db, closeDB, err := b.open(ctx, tg, "keel_crash_ctl", 4)
 	if err != nil {
 		t.Fatalf("open the %s test database: %v", b.name, err)

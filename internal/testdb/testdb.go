@@ -8,7 +8,14 @@
 //   - KEEL_TEST_MYSQL, a go-sql-driver DSN (default
 //     root@tcp(127.0.0.1:3306)/test).
 //
-// It is for tests only: no package but a _test.go file may import it.
+// Require skips a test that needs a service (those databases, Redis,
+// RabbitMQ, NATS, Chromium) when it cannot be reached, with one line saying
+// how to enable it; under CI=true it fails the test instead. The other
+// services are read from KEEL_TEST_REDIS, KEEL_TEST_RABBITMQ, KEEL_TEST_NATS
+// and KEEL_TEST_CHROMIUM.
+//
+// It is for tests only: no package but a _test.go file or another test
+// helper package (internal/*test) may import it.
 package testdb
 
 import (
@@ -74,10 +81,11 @@ const cleanupTimeout = 30 * time.Second
 
 // PostgresSchema creates a schema named prefix_<random> in the PostgreSQL
 // test database and drops it (CASCADE) when the test ends, on a connection
-// of its own, so the test may close its drivers and pools first. It fails
-// the test if the server cannot be reached.
+// of its own, so the test may close its drivers and pools first. When the
+// server cannot be reached it skips the test (fails it under CI=true).
 func PostgresSchema(t testing.TB, prefix string) string {
 	t.Helper()
+	Require(t, Postgres)
 	schema := uniqueName(t, prefix)
 	exec := func(ctx context.Context, stmt string) error {
 		conn, err := pgx.Connect(ctx, PostgresDSN())
@@ -104,9 +112,11 @@ func PostgresSchema(t testing.TB, prefix string) string {
 // MySQLDatabase creates a database named prefix_<random> on the
 // MariaDB/MySQL test server and drops it when the test ends. It returns the
 // name and a go-sql-driver DSN for it (the server's DSN with its database
-// replaced). It fails the test if the server cannot be reached.
+// replaced). When the server cannot be reached it skips the test (fails it
+// under CI=true).
 func MySQLDatabase(t testing.TB, prefix string) (name, dsn string) {
 	t.Helper()
+	Require(t, MySQL)
 	name = uniqueName(t, prefix)
 	cfg, err := gomysql.ParseDSN(MySQLDSN())
 	if err != nil {

@@ -98,7 +98,8 @@ func TestSQLiteFile(t *testing.T) {
 	}
 }
 
-// TestOnlyTestsImportIt: no package's non-test code imports testdb.
+// TestOnlyTestsImportIt: no package's non-test code imports testdb, but
+// the test helper packages (internal/brokertest and the like).
 func TestOnlyTestsImportIt(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, "github.com/keelq/keel/...").Output()
 	if err != nil {
@@ -107,10 +108,84 @@ func TestOnlyTestsImportIt(t *testing.T) {
 	const self = "github.com/keelq/keel/internal/testdb"
 	for _, line := range strings.Split(string(out), "\n") {
 		pkg, imports, _ := strings.Cut(line, ": ")
+		if strings.Contains(pkg, "/internal/") && strings.HasSuffix(pkg, "test") {
+			continue
+		}
 		for _, imp := range strings.Fields(imports) {
 			if imp == self {
 				t.Errorf("%s imports %s outside its tests", pkg, self)
 			}
 		}
+	}
+}
+
+// TestPrivateServers: a private PostgreSQL and a private MariaDB answer,
+// refuse connections once stopped, and answer again after a start with
+// what was written before the stop.
+func TestPrivateServers(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		s := PrivatePostgres(t)
+		query := func() error {
+			conn, err := pgx.Connect(context.Background(), s.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(context.Background(), `CREATE TABLE IF NOT EXISTS kept (n int); INSERT INTO kept VALUES (1)`)
+			return err
+		}
+		restartKeeps(t, s, query, func() (int, error) {
+			conn, err := pgx.Connect(context.Background(), s.DSN)
+			if err != nil {
+				return 0, err
+			}
+			defer conn.Close(context.Background())
+			var n int
+			return n, conn.QueryRow(context.Background(), `SELECT count(*) FROM kept`).Scan(&n)
+		})
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
+		s := PrivateMariaDB(t)
+		db, err := sql.Open("mysql", s.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		restartKeeps(t, s, func() error {
+			_, err := db.Exec(`CREATE DATABASE IF NOT EXISTS k`)
+			if err == nil {
+				_, err = db.Exec(`CREATE TABLE IF NOT EXISTS k.kept (n int) ENGINE = InnoDB`)
+			}
+			if err == nil {
+				_, err = db.Exec(`INSERT INTO k.kept VALUES (1)`)
+			}
+			return err
+		}, func() (int, error) {
+			var n int
+			return n, db.QueryRow(`SELECT count(*) FROM k.kept`).Scan(&n)
+		})
+	})
+}
+
+// restartKeeps writes once, stops s, checks a write fails, starts s and
+// checks the first write is there.
+func restartKeeps(t *testing.T, s *Server, write func() error, count func() (int, error)) {
+	t.Helper()
+	if err := write(); err != nil {
+		t.Fatalf("write to the running server: %v", err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(); err == nil {
+		t.Fatal("a write succeeded while the server was stopped")
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := count(); err != nil || n != 1 {
+		t.Fatalf("after the restart: %d rows (%v), want the 1 written before", n, err)
 	}
 }
