@@ -24,18 +24,35 @@ import (
 	"github.com/keelq/keel/server"
 )
 
-// buildKeel builds the keel binary into a temporary directory.
+// buildKeel builds the keel binary once, into a temporary directory, and
+// returns its path.
 func buildKeel(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the keel binary")
 	}
-	bin := filepath.Join(t.TempDir(), "keel")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "keel-test-bin-")
+		if built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "keel")
+		if out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.path
+}
+
+// built is the keel binary, built once for every test of the package
+// that runs it (TestMain removes it).
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
 }
 
 // cleanEnv is this process's environment without KEEL_* variables.

@@ -27,6 +27,7 @@ const quiet = 500 * time.Millisecond
 // schema on it.
 func ownPool(t *testing.T, maxConns int32) (*postgres.Driver, *pgxpool.Pool, func() []uint32) {
 	t.Helper()
+	testdb.Require(t, testdb.Postgres)
 	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN())
 	if err != nil {
 		t.Fatal(err)

@@ -248,6 +248,7 @@ func fill(t *testing.T, d driver.Driver, n int) {
 // table sequentially.
 func TestPlansFollowTheTable(t *testing.T) {
 	t.Parallel()
+	testdb.Require(t, testdb.Postgres)
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(testdb.PostgresDSN())
 	if err != nil {

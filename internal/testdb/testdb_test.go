@@ -3,6 +3,8 @@ package testdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,6 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // schemas, and both are gone once the test has ended.
 func TestPostgresSchema(t *testing.T) {
 	t.Parallel()
+	Require(t, Postgres)
 	var names []string
 	t.Run("inner", func(t *testing.T) {
 		names = []string{PostgresSchema(t, "keel_testdb"), PostgresSchema(t, "keel_testdb")}
@@ -56,6 +59,7 @@ func pgSchemaExists(t *testing.T, name string) bool {
 // it; it is gone once the test has ended.
 func TestMySQLDatabase(t *testing.T) {
 	t.Parallel()
+	Require(t, MySQL)
 	var name string
 	t.Run("inner", func(t *testing.T) {
 		var dsn string
@@ -187,5 +191,59 @@ func restartKeeps(t *testing.T, s *Server, write func() error, count func() (int
 	}
 	if n, err := count(); err != nil || n != 1 {
 		t.Fatalf("after the restart: %d rows (%v), want the 1 written before", n, err)
+	}
+}
+
+// fakeTB records what Require asks of a test.
+type fakeTB struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (f *fakeTB) Helper()                   {}
+func (f *fakeTB) Skip(args ...any)          { f.skipped = fmt.Sprint(args...) }
+func (f *fakeTB) Fatalf(s string, a ...any) { f.failed = fmt.Sprintf(s, a...) }
+
+// TestRequire: a service that answers lets the test run; one that does not
+// skips it with a line naming the service, the reason and the variable to
+// set, except under CI=true, where it fails the test.
+func TestRequire(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	up := &Service{Name: "Up", Env: "KEEL_TEST_UP", probe: func() error { return dial(addr) }}
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l2.Addr().String()
+	l2.Close()
+	down := &Service{Name: "Down", Env: "KEEL_TEST_DOWN", probe: func() error { return dial(closed) }}
+	defer l.Close()
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		f := &fakeTB{}
+		Require(f, up)
+		if f.skipped != "" || f.failed != "" {
+			t.Errorf("CI=%q, service up: skipped %q, failed %q", ci, f.skipped, f.failed)
+		}
+		f = &fakeTB{}
+		Require(f, down)
+		got := f.skipped
+		if ci == "true" {
+			got = f.failed
+			if f.skipped != "" || !strings.Contains(f.failed, "CI=true") {
+				t.Errorf("CI=true, service down: skipped %q, failed %q; want a failure", f.skipped, f.failed)
+			}
+		} else if f.failed != "" {
+			t.Errorf("service down: failed %q, want a skip", f.failed)
+		}
+		for _, want := range []string{"needs Down", "connection refused", "KEEL_TEST_DOWN", ".ci/run"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("CI=%q: %q does not say %q", ci, got, want)
+			}
+		}
 	}
 }
