@@ -37,7 +37,7 @@ func buildKeel(t *testing.T) string {
 			return
 		}
 		built.path = filepath.Join(built.dir, "keel")
-		if out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-trimpath", "-o", built.path, ".").CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
