@@ -79,6 +79,7 @@ func alertsOf(t *testing.T, bin string, s *served) []server.AlertRecord {
 // and started again; once the webhook is up the alert arrives, once per
 // alert, with its secret header read from the environment.
 func TestServeAlertDeliverySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	hook := newWebhook(t, "Bearer from-env")
 	hook.down.Store(true)
@@ -171,6 +172,7 @@ max_attempts = 1
 // TestDrill: keel drill passes with a working webhook, and fails naming a
 // broken one, with exit status 1.
 func TestDrill(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	hook := newWebhook(t, "")
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -391,6 +391,7 @@ func TestAPIErrorWithoutProblem(t *testing.T) {
 
 // TestNodes: keel nodes lists the registered worker processes.
 func TestNodes(t *testing.T) {
+	t.Parallel()
 	idle := newAPI(t, serverOpts{})
 	if out := idle.keel(t, "nodes"); !strings.Contains(out, "no worker nodes registered") {
 		t.Fatalf("nodes without workers:\n%s", out)
@@ -431,6 +432,7 @@ func TestNodes(t *testing.T) {
 // workers this node runs is stored, and the answer says it caps nothing
 // here: on stderr, and in the API's "warnings".
 func TestConcurrencyAboveWorkers(t *testing.T) {
+	t.Parallel()
 	s := newAPI(t, serverOpts{handlers: failing()}) // works queue default with 10 workers
 	node := s.client.Node()
 	for _, c := range []struct {

@@ -14,6 +14,7 @@ import (
 // API, with the same tokens; [http] dashboard = false turns it off; the
 // metrics listener never serves it.
 func TestServeDashboard(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	const token = "dashboard-admin-token-0123"
 	env := []string{"KEEL_TOKEN=" + token}

@@ -50,6 +50,7 @@ func waitState(t *testing.T, c *keel.Client, state keel.State, n int) {
 }
 
 func TestDLQ(t *testing.T) {
+	t.Parallel()
 	s := newAPI(t, serverOpts{handlers: failing()})
 	for i := range 3 {
 		s.keel(t, "enqueue", "email", fmt.Sprintf(`{"i":%d}`, i))
@@ -269,6 +270,7 @@ func TestBulkPages(t *testing.T) {
 // matching dead letters page by page, and says "more than" past
 // maxConfirmCount instead of reading on.
 func TestPurgeConfirmationCountsPages(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var total, listed int
 	mux := http.NewServeMux()

@@ -41,6 +41,7 @@ func get(t *testing.T, url, token string) (int, string) {
 // and counts the API's requests and the HTTP target's; with
 // [metrics] listen it is served there instead.
 func TestServeMetrics(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) //nolint:errcheck

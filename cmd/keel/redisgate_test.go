@@ -16,6 +16,7 @@ import (
 // gates keyed enqueues: the second enqueue of a key is a gate hit, counted
 // in keel_redis_gate_total.
 func TestServeRedisGate(t *testing.T) {
+	t.Parallel()
 	testdb.Require(t, testdb.Redis)
 	bin := buildKeel(t)
 	dir := t.TempDir()

@@ -21,6 +21,7 @@ import (
 // ticks, trigger enqueues one task, resume starts the ticks again. A bad
 // block stops keel serve with the field named.
 func TestServeSchedules(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	var mu sync.Mutex
 	bodies := map[string]int{}

@@ -143,6 +143,7 @@ func (s *served) cli(t *testing.T, bin string, args ...string) string {
 // with a type bound to an HTTP target, a task enqueued with the CLI, the
 // target called, the task succeeded, its timeline, and a clean SIGTERM.
 func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	type call struct {
 		body, idemKey, taskID, attempt string

@@ -23,6 +23,7 @@ import (
 // twice mid-run. Every order becomes exactly one task, every task reaches
 // the target, and the queue ends empty.
 func TestServeSourceSurvivesKills(t *testing.T) {
+	t.Parallel()
 	bin := buildKeel(t)
 	const total = 1000
 	var mu sync.Mutex

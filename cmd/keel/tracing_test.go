@@ -25,6 +25,7 @@ import (
 // request that enqueued it, at the latest when it stops (the flush), and
 // the HTTP target receives the trace context.
 func TestServeExportsTraces(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var exported [][]byte
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

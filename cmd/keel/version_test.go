@@ -51,6 +51,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 // stamps only a tree whose .git is a directory, not a linked worktree
 // (golang/go#58218).
 func TestVersionOfCheckoutBuild(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the keel binary")
 	}
