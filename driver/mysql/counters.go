@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -92,9 +93,10 @@ func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteR
 }
 
 // Reconcile implements driver.Driver: both counts are read in one
-// REPEATABLE READ snapshot; then one transaction locks the rows of shards
-// other than 0, deletes them and adds their sums and the corrections to
-// shard 0, drops zero rows and old history.
+// REPEATABLE READ snapshot; then one transaction locks the rows of
+// connections that have ended (see liveShards), deletes them and adds
+// their sums and the corrections to shard 0, drops zero rows of shard 0
+// and old history.
 func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]driver.CountRow, error) {
 	var diff []driver.CountRow
 	err := d.retry(ctx, func() error {
@@ -118,13 +120,19 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		return nil, fmt.Errorf("reconcile counters: %w", err)
 	}
 	err = d.inTx(ctx, func(tx *sql.Tx) error {
-		// The rows of other shards (and zero rows) no writer holds now.
+		// The rows of ended connections (and zero rows of shard 0) no
+		// writer holds now.
+		live, err := liveShards(ctx, tx)
+		if err != nil {
+			return err
+		}
 		type shardRow struct {
 			driver.CountRow
 			shard int64
 		}
 		var locked []shardRow
-		err := sqlutil.Query(ctx, tx, sqlShardCounts)(func(scan sqlutil.Scan) error {
+		pick := sqlShardCounts.with("{live}", "?", len(live), 1)
+		err = sqlutil.Query(ctx, tx, pick.text, pick.args(nil, shardArgs(live)...)...)(func(scan sqlutil.Scan) error {
 			var r shardRow
 			if err := scan(&r.Queue, &r.Type, &r.Kind, &r.Priority, &r.Due, &r.N, &r.shard); err != nil {
 				return err
@@ -135,8 +143,16 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		if err != nil {
 			return err
 		}
+		// A connection opened since live was read may have written rows
+		// the pick took: they stay.
+		if live, err = liveShards(ctx, tx); err != nil {
+			return err
+		}
 		var shards []driver.CountRow
 		for _, r := range locked {
+			if r.shard != 0 && live[r.shard] {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, sqlDropCount, r.Queue, r.Type, r.Kind, r.Priority, r.Due, r.shard); err != nil {
 				return err
 			}
@@ -154,7 +170,7 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		if now.IsZero() {
 			now = time.Now()
 		}
-		if err := foldMinutes(ctx, tx, driver.DueMinute(now)); err != nil {
+		if err := foldMinutes(ctx, tx, driver.DueMinute(now), live); err != nil {
 			return err
 		}
 		if !p.MinutesBefore.IsZero() {
@@ -170,12 +186,14 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 	return diff, nil
 }
 
-// foldMinutes moves the history rows of other shards, of minutes before
-// the minute before, that no writer holds now into shard 0.
-func foldMinutes(ctx context.Context, tx *sql.Tx, before int64) error {
+// foldMinutes moves the history rows of ended connections (not in live,
+// nor listed after the pick; see liveShards), of minutes before before,
+// that no writer holds now into shard 0.
+func foldMinutes(ctx context.Context, tx *sql.Tx, before int64, live map[int64]bool) error {
 	var rows []driver.MinuteRow
 	var shards []int64
-	err := sqlutil.Query(ctx, tx, sqlShardMinutes, before)(func(scan sqlutil.Scan) error {
+	pick := sqlShardMinutes.with("{live}", "?", len(live), 1)
+	err := sqlutil.Query(ctx, tx, pick.text, pick.args(nil, append(shardArgs(live), before)...)...)(func(scan sqlutil.Scan) error {
 		var m driver.MinuteRow
 		var shard int64
 		if err := scan(&m.Minute, &m.Queue, &m.Type, &m.Enqueued, &m.Hits, &m.Attempts, &m.Ended, &m.Failed,
@@ -188,13 +206,68 @@ func foldMinutes(ctx context.Context, tx *sql.Tx, before int64) error {
 	if err != nil || len(rows) == 0 {
 		return err
 	}
+	if live, err = liveShards(ctx, tx); err != nil {
+		return err
+	}
+	var ended []driver.MinuteRow
 	for i, m := range rows {
+		if live[shards[i]] {
+			continue // opened since the pick's list: it stays
+		}
 		if _, err := tx.ExecContext(ctx, sqlDropMinute, m.Minute, m.Queue, m.Type, shards[i]); err != nil {
 			return err
 		}
+		ended = append(ended, m)
 	}
-	fold := sqlutil.MergeMinutes(rows)
+	if len(ended) == 0 {
+		return nil
+	}
+	fold := sqlutil.MergeMinutes(ended)
 	text := strings.Replace(sqlMinuteUpsert, "{rows}", sqlutil.Repeat(minuteRowFolded, len(fold)), 1)
 	_, err = tx.ExecContext(ctx, text, sqlutil.MinuteArgs(fold)...)
 	return err
+}
+
+// liveShards returns the connections the server lists now: the shards
+// Reconcile must not fold. A connection's counter and history rows are
+// deleted only once it has ended, when no transaction can write them
+// again. Deleting a live connection's rows made callers' transactions
+// deadlock (error 1213): a counter upsert that waited for a row Reconcile
+// was deleting kept its lock as a gap lock on the next row when purge
+// removed the row (at READ COMMITTED too: InnoDB keeps the X locks of
+// INSERT … ON DUPLICATE KEY UPDATE), so upserts on several connections
+// each held the gap the others had to insert their rows into. The
+// driver's own transactions run again after a deadlock; a caller's
+// (CompleteTx, EnqueueTx) cannot. TestCompleteTxConcurrentWithReconcile.
+//
+// A server lists other accounts' connections only to an account with the
+// PROCESS privilege: the rows of a live connection it does not list are
+// folded all the same. The connection running Reconcile is always
+// listed, so the list is never empty.
+func liveShards(ctx context.Context, q querier) (map[int64]bool, error) {
+	live := map[int64]bool{}
+	err := sqlutil.Query(ctx, q, sqlLiveShards)(func(scan sqlutil.Scan) error {
+		var id int64
+		if err := scan(&id); err != nil {
+			return err
+		}
+		live[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list connections: %w", err)
+	}
+	if len(live) == 0 {
+		return nil, errors.New("list connections: information_schema.PROCESSLIST is empty")
+	}
+	return live, nil
+}
+
+// shardArgs is live as the arguments of a {live} list.
+func shardArgs(live map[int64]bool) []any {
+	out := make([]any, 0, len(live))
+	for id := range live {
+		out = append(out, id)
+	}
+	return out
 }

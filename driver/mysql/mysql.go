@@ -85,6 +85,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(connMaxLifetime)
 	d := &Driver{db: db, opts: opts}
 	if err := db.QueryRowContext(ctx, `SELECT @@auto_increment_increment`).Scan(&d.idStep); err != nil {
 		db.Close()
@@ -185,6 +186,12 @@ func (d *Driver) now(t time.Time) any {
 // (database) now. It subtracts Unix microseconds: time.Sub saturates at
 // ±292 years, whereas these differences fit an int64 for ±292,000.
 func offset(t, now time.Time) int64 { return t.UnixMicro() - now.UnixMicro() }
+
+// connMaxLifetime is how long the driver keeps a connection. Reconcile
+// folds a connection's counter rows only once it has ended (see
+// liveShards), so a busy pool's rows are folded at most this long after
+// they were written.
+const connMaxLifetime = 30 * time.Minute
 
 // maxLockRetries is how often a deadlocked or timed-out unit of work is
 // retried before its error is returned.

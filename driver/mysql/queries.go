@@ -382,15 +382,10 @@ ON DUPLICATE KEY UPDATE enqueued = enqueued + VALUES(enqueued), hits = hits + VA
 FROM keel_minutes WHERE minute >= ?
 GROUP BY minute, queue, type ORDER BY minute, queue, type`
 
-	// sqlShardCounts locks and reads the counter rows of shards other than
-	// 0, which Reconcile folds into shard 0.
-	sqlShardCounts = `SELECT queue, type, kind, priority, due, n, shard FROM keel_counts WHERE shard <> 0 OR n = 0
-ORDER BY queue, type, kind, priority, due, shard FOR UPDATE SKIP LOCKED`
-
-	// sqlShardMinutes locks and reads the history rows of shards other
-	// than 0 of minutes before ?, which Reconcile folds into shard 0.
-	sqlShardMinutes = `SELECT ` + minuteColumns + `, shard FROM keel_minutes WHERE shard <> 0 AND minute < ?
-ORDER BY minute, queue, type, shard FOR UPDATE SKIP LOCKED`
+	// sqlLiveShards lists the server's connections: the shards that may
+	// still be written. Without the PROCESS privilege a server lists only
+	// the connections of the caller's own account.
+	sqlLiveShards = `SELECT ID FROM information_schema.PROCESSLIST`
 
 	// sqlDropMinute deletes one history row (locked by sqlShardMinutes).
 	sqlDropMinute = `DELETE FROM keel_minutes WHERE minute = ? AND queue = ? AND type = ? AND shard = ?`
@@ -401,6 +396,18 @@ ORDER BY minute, queue, type, shard FOR UPDATE SKIP LOCKED`
 	sqlDropCount   = `DELETE FROM keel_counts WHERE queue = ? AND type = ? AND kind = ? AND priority = ? AND due = ? AND shard = ?`
 	sqlDropMinutes = `DELETE FROM keel_minutes WHERE minute < ?`
 )
+
+// sqlShardCounts locks and reads the counter rows Reconcile folds into
+// shard 0: those of connections not in {live}, and zero rows of shard 0.
+var sqlShardCounts = prepare(`SELECT queue, type, kind, priority, due, n, shard FROM keel_counts
+WHERE (shard <> 0 AND shard NOT IN ({live})) OR (shard = 0 AND n = 0)
+ORDER BY queue, type, kind, priority, due, shard FOR UPDATE SKIP LOCKED`)
+
+// sqlShardMinutes locks and reads the history rows of minutes before ?
+// of connections not in {live}, which Reconcile folds into shard 0.
+var sqlShardMinutes = prepare(`SELECT ` + minuteColumns + `, shard FROM keel_minutes
+WHERE shard <> 0 AND shard NOT IN ({live}) AND minute < ?
+ORDER BY minute, queue, type, shard FOR UPDATE SKIP LOCKED`)
 
 // sqlCountedRows reads what the counters need of the running tasks with
 // the given ids: transitions whose caller did not describe the task.
