@@ -14,6 +14,7 @@ import (
 // builds and vets it, so the first program a new user copies keeps
 // compiling.
 func TestReadmeQuickStartCompiles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a program with the go command")
 	}
