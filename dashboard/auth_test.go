@@ -31,6 +31,7 @@ func (b *bundle) get(t *testing.T, path string, c *http.Cookie) response {
 }
 
 func TestLogin(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{Tokens: testTokens})
 
 	// Unauthenticated pages redirect to the login form.
@@ -143,6 +144,7 @@ func TestLogin(t *testing.T) {
 
 // TestLoginTLS: the cookie is Secure when the request came over TLS.
 func TestLoginTLS(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{Tokens: testTokens})
 	h, err := New(b.client, Options{Tokens: testTokens, Prefix: "/ui/"})
 	if err != nil {
@@ -170,6 +172,7 @@ func TestLoginTLS(t *testing.T) {
 // TestCrossOrigin: a browser's cross-origin POST is refused, even with an
 // admin session.
 func TestCrossOrigin(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{Tokens: testTokens})
 	for _, p := range []string{"/queues/default", "/login", "/logout", "/dead/matching"} {
 		r := b.do(t, "POST", p, adminToken, url.Values{"op": {"pause"}, "token": {adminToken}}, "Sec-Fetch-Site", "cross-site")
@@ -200,6 +203,7 @@ func TestCrossOrigin(t *testing.T) {
 // TestNoTokens: without tokens everyone is admin but only loopback Hosts
 // are answered.
 func TestNoTokens(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{})
 	if r := b.do(t, "GET", "/", "", nil); r.status != http.StatusOK || strings.Contains(r.body, "logout-form") {
 		t.Errorf("no tokens: GET / %d", r.status)
@@ -247,6 +251,7 @@ func TestNoTokens(t *testing.T) {
 // TestStatic: static files are served with a long cache under the
 // content version, and the vendored libraries are there.
 func TestStatic(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{Tokens: testTokens})
 	for _, f := range []string{"app.css", "app.js", "vendor/htmx/htmx.min.js", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css"} {
 		r := b.do(t, "GET", "/static/"+staticVersion()+"/"+f, "", nil)

@@ -14,6 +14,7 @@ import (
 // TestOverviewLatency: the overview shows pickup and run time and the
 // attempts used, with the sample size; the chart data has the error rate.
 func TestOverviewLatency(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{Tokens: testTokens})
 		seed(t, b, 3)
@@ -55,6 +56,7 @@ func TestOverviewLatency(t *testing.T) {
 // TestFindByKey: the tasks page opens the task holding a key, and says in
 // words when none does.
 func TestFindByKey(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		ti, err := b.client.Enqueue(t.Context(), typeReport, map[string]int{"n": 1}, keel.IdempotencyKey("order <7>"))
@@ -84,6 +86,7 @@ func TestFindByKey(t *testing.T) {
 // purged by id, whatever their finish times (no lowest-id-first rule);
 // tasks not selected stay.
 func TestDeadSelectedByID(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		s := seed(t, b, 4)

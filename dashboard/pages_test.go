@@ -39,6 +39,7 @@ func checkPage(t *testing.T, what string, r response) {
 // TestPages renders every page for every role on SQLite and PostgreSQL,
 // with hostile strings in a payload, an error and an alert.
 func TestPages(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{Tokens: testTokens})
 		s := seed(t, b, 2)
@@ -116,6 +117,7 @@ func TestPages(t *testing.T) {
 
 // TestEmptyStates checks that an empty database explains itself.
 func TestEmptyStates(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{})
 	for p, want := range map[string]string{
 		"/dead": "No dead letters", "/alerts": "No alerts", "/nodes": "No worker process is registered",
@@ -158,6 +160,7 @@ func actions(s seeded) []struct {
 // TestActionsRefused: read and enqueue tokens are refused every action,
 // and nothing changes.
 func TestActionsRefused(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{Tokens: testTokens})
 		s := seed(t, b, 4)
@@ -198,6 +201,7 @@ func TestActionsRefused(t *testing.T) {
 
 // TestActionsAdmin: every action works for admin and changes the database.
 func TestActionsAdmin(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{Tokens: testTokens})
 		s := seed(t, b, 5)
@@ -373,6 +377,7 @@ func TestActionsAdmin(t *testing.T) {
 // TestPurgeOld: dead letters older than 7 days purge without force, by id
 // and by filter.
 func TestPurgeOld(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{})
 	s := seed(t, b, 3)
 	h, err := New(b.client, Options{Now: func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }, Logger: b.log})

@@ -21,6 +21,7 @@ import (
 // stored or corrected) and deletes after a confirmation; what cannot
 // become a task is refused with the reason and changes nothing.
 func TestSourcesPage(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{Tokens: testTokens})
 		ctx := t.Context()
@@ -162,6 +163,7 @@ func TestSourcesPage(t *testing.T) {
 // TestSourcesPageRefused: read and enqueue sessions cannot resubmit or
 // delete, and the message stays open.
 func TestSourcesPageRefused(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{Tokens: testTokens})
 	id := seedSources(t, b)
 	for _, tok := range []string{readToken, enqueueToken} {
