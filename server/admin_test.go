@@ -86,6 +86,7 @@ func ids(l TaskList) []int64 {
 }
 
 func TestDeadLetters(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		mark := time.Now().Add(-time.Second)
@@ -208,6 +209,7 @@ func TestDeadLetters(t *testing.T) {
 }
 
 func TestQueues(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send","queue":"mail"}`)
@@ -263,6 +265,7 @@ func TestQueues(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"report.build"}`)
@@ -332,6 +335,7 @@ func TestTypes(t *testing.T) {
 }
 
 func TestStatsAndNodes(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send"}`)
@@ -370,6 +374,7 @@ func TestStatsAndNodes(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{Tokens: []Token{{Value: "secret", Role: RoleAdmin}}})
 		b.token = ""
@@ -392,6 +397,7 @@ func TestHealth(t *testing.T) {
 // TestDeadByIDs: requeue and purge take a list of ids, and touch only the
 // listed dead letters.
 func TestDeadByIDs(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		dead := deadLetters(t, b, `{"type":"email.send","payload":1}`, `{"type":"email.send","payload":2}`, `{"type":"email.send","payload":3}`)
@@ -416,6 +422,7 @@ func TestDeadByIDs(t *testing.T) {
 // TestTaskByIdempotencyKey: GET /v1/tasks?idempotency_key= lists the task
 // holding the key, or nothing.
 func TestTaskByIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		task := b.enqueue(t, `{"type":"email.send","idempotency_key":"order 7"}`)

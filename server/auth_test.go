@@ -142,6 +142,7 @@ func concrete(pattern string) (method, path, body string) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	routes := servedRoutes()
 	if !slices.Equal(slices.Sorted(func(yield func(string) bool) {
 		for k := range roleRules {
@@ -201,6 +202,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestNoTokensOpensEveryRoute(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send"}`)
@@ -215,6 +217,7 @@ func TestNoTokensOpensEveryRoute(t *testing.T) {
 }
 
 func TestCrossOriginRequests(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		task := `{"type":"email.send"}`

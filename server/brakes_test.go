@@ -12,6 +12,7 @@ import (
 // type's brake, and POST /v1/types/{name}/brake/close closes an open one
 // (409 when it is not open, 400 for a bad name).
 func TestBrakes(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		var l BrakeList

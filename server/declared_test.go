@@ -13,6 +13,7 @@ import (
 // enqueued over the API, whose client only lists the type; fields the
 // request sets still win, and a batch applies them too.
 func TestEnqueueAppliesDeclaredDefaults(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		h := keel.NewHandlers()

@@ -11,6 +11,7 @@ import (
 // either end it is a 400 naming run_at that writes nothing, the same on
 // every database.
 func TestRunAtRange(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		for _, at := range []string{"1000-01-01T00:00:00Z", "9999-12-30T23:59:59.999999Z"} {
@@ -37,6 +38,7 @@ func TestRunAtRange(t *testing.T) {
 // TestKeyConflictDetail: the 409 for a held idempotency key is one plain
 // sentence, whether the payload or the type differs.
 func TestKeyConflictDetail(t *testing.T) {
+	t.Parallel()
 	const want = "idempotency key already used with a different payload or type"
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})

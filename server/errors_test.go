@@ -36,6 +36,7 @@ func refuse(t *testing.T, b *bundle, calls []badCall) {
 }
 
 func TestEnqueueRejects(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send","payload":{"v":1}}`) // something to leave unchanged
@@ -99,6 +100,7 @@ func TestEnqueueRejects(t *testing.T) {
 }
 
 func TestBatchRejects(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{MaxBatch: 3})
 		b.enqueue(t, `{"type":"email.send"}`)
@@ -125,6 +127,7 @@ func TestBatchRejects(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{MaxBodyBytes: 64})
 		ok := `{"type":"email.send","payload":"` + strings.Repeat("x", 64-34) + `"}`
@@ -141,6 +144,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestTaskRouteErrors(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		pending := b.enqueue(t, `{"type":"email.send"}`)
@@ -192,6 +196,7 @@ func TestTaskRouteErrors(t *testing.T) {
 }
 
 func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send"}`)
@@ -222,6 +227,7 @@ func TestMethodNotAllowed(t *testing.T) {
 }
 
 func TestInternalErrorIsGeneric(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		task := b.enqueue(t, `{"type":"email.send"}`)

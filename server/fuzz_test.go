@@ -95,6 +95,7 @@ func sameRequest(a, b EnqueueRequest) bool {
 }
 
 func TestDecodeRejectsBadTimes(t *testing.T) {
+	t.Parallel()
 	// A time encoding/json cannot write back is not accepted either.
 	for _, body := range []string{
 		`{"run_at":"2026-01-02T15:04:05+24:00"}`,

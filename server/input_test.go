@@ -17,6 +17,7 @@ import (
 // another stores, or that would be stored changed, gets the same 400
 // naming the field on SQLite, PostgreSQL and MariaDB, and writes nothing.
 func TestEnqueueRefusesUnstorable(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send","payload":{"v":1}}`)
@@ -104,6 +105,7 @@ func (b *bundle) rawPost(t *testing.T, path, headers, body string) result {
 // TestIdempotencyKeyHeaderMustBeOneKey: an empty, blank or repeated
 // Idempotency-Key header is refused, never ignored or chosen between.
 func TestIdempotencyKeyHeaderMustBeOneKey(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"email.send"}`)
@@ -132,6 +134,7 @@ func TestIdempotencyKeyHeaderMustBeOneKey(t *testing.T) {
 // TestBodyOverLimitRefusedBeforeContinue: a request that announces a body
 // over the limit and waits for 100 Continue is answered 413 at once.
 func TestBodyOverLimitRefusedBeforeContinue(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{MaxBodyBytes: 1024})
 	resp := b.rawResponse(t, "POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
 		"Content-Length: 2000000\r\nExpect: 100-continue\r\n\r\n")
@@ -151,6 +154,7 @@ func TestBodyOverLimitRefusedBeforeContinue(t *testing.T) {
 // exactly keel's documented 1 MiB is accepted over the API, one byte more
 // is refused as a payload (not as a body) too large.
 func TestPayloadOfExactlyTheLimit(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{}, func(c *keel.Config) { c.MaxPayloadBytes = 0 })
 		exact := `"` + strings.Repeat("x", 1<<20-2) + `"`
@@ -168,6 +172,7 @@ func TestPayloadOfExactlyTheLimit(t *testing.T) {
 // loopback name or address are answered (DNS rebinding); with tokens any
 // Host is.
 func TestHostWithoutTokens(t *testing.T) {
+	t.Parallel()
 	open := setup(t, "sqlite", Options{})
 	open.enqueue(t, `{"type":"email.send"}`)
 	hosts := func(b *bundle, host string) result {

@@ -10,6 +10,7 @@ import (
 // TestLimitsAndRamps: rates and bursts through PATCH, a ramp through its
 // endpoints, and bad values refused with nothing written.
 func TestLimitsAndRamps(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"report.build","queue":"mail"}`)

@@ -61,6 +61,7 @@ func resolve(t *testing.T, doc map[string]any, v any) map[string]any {
 }
 
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	doc := openapiDoc(t)
 	ops := operations(doc)
 	served := servedRoutes()
@@ -163,6 +164,7 @@ func checkOperation(t *testing.T, doc map[string]any, pattern string, op, item m
 }
 
 func TestOpenAPIRefsResolve(t *testing.T) {
+	t.Parallel()
 	doc := openapiDoc(t)
 	var walk func(v any)
 	walk = func(v any) {
@@ -195,6 +197,7 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 // JSON fields of its wire type and, for answers, requires exactly the
 // fields that are always present.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	t.Parallel()
 	doc := openapiDoc(t)
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,

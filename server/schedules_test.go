@@ -13,6 +13,7 @@ import (
 // resume, trigger and delete; unknown and invalid names are refused and
 // change nothing.
 func TestSchedulesAPI(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		now := time.Now()

@@ -47,6 +47,7 @@ func rejectedIDs(l RejectedList) []int64 {
 // TestSourcesAPI: GET /v1/sources and GET /v1/stats show every source's
 // report per node, durations as strings.
 func TestSourcesAPI(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		var l SourceList
@@ -101,6 +102,7 @@ func TestSourcesAPI(t *testing.T) {
 // delete; what still cannot become a task is refused with the reason and
 // writes nothing.
 func TestRejectedAPI(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		notJSON := b.reject(t, "orders", typeEmail, "/order_id", []byte("order A1, not JSON"), "body is not JSON",
@@ -236,6 +238,7 @@ func TestRejectedAPI(t *testing.T) {
 // TestRejectedBadInput: bad ids, filters and bodies are 400 with a clear
 // message, on every database, and write nothing.
 func TestRejectedBadInput(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		id := b.reject(t, "orders", typeEmail, "/order_id", []byte("nope"), "body is not JSON", `{}`)
@@ -281,6 +284,7 @@ func TestRejectedBadInput(t *testing.T) {
 // TestRejectedRoles: readers list and read rejected messages; only admin
 // resubmits and deletes.
 func TestRejectedRoles(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		const admin, reader, enqueuer = "admin-token-rejected", "read-token-rejected", "enqueue-token-rejected"
 		b := setup(t, db, Options{Tokens: []Token{{Value: admin, Role: RoleAdmin}, {Value: reader, Role: RoleRead}, {Value: enqueuer, Role: RoleEnqueue}}})

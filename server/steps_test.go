@@ -22,6 +22,7 @@ import (
 // claim; GET shows it; a wrong fence, a task that is not running and bad
 // bodies are refused and write nothing.
 func TestSaveStep(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		task := b.enqueue(t, `{"type":"email.send","payload":{"to":"a@example.com"}}`)
@@ -82,6 +83,7 @@ func TestSaveStep(t *testing.T) {
 // post with the first delivery's fence is refused once the task was sent
 // again.
 func TestHTTPTargetSteps(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		var api string // the API's URL, known once the server runs
 		var mu sync.Mutex

@@ -10,6 +10,7 @@ import (
 // TestSystemPool: GET /v1/system reports the driver's pool, and counts a
 // connection a caller holds.
 func TestSystemPool(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		var sys System

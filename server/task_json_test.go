@@ -12,6 +12,7 @@ import (
 // the same bytes, or an error from both, for generated tasks whose fields
 // take the values that need escaping, compacting or a fallback.
 func TestMarshalTaskMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	strs := []string{"", "report", "a.b-c_d", "a<b", "x>y", "fish&chips", `q"uote`, `back\slash`, "tab\t",
 		"line\n", "é", "日本", "\u2028", "\xff", "\x7f", " spaced out ", "/v1/tasks?x=1"}
 	raws := []json.RawMessage{nil, {}, json.RawMessage(`{}`), json.RawMessage(`{"n":1}`), json.RawMessage(`{ "n": 1 }`),
@@ -100,6 +101,7 @@ func TestMarshalTaskMatchesEncodingJSON(t *testing.T) {
 // TestMarshalTaskPlain checks that an ordinary enqueue answer takes the
 // fast path, without encoding/json.
 func TestMarshalTaskPlain(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 2, 3, 4, 5, 123456000, time.UTC)
 	task := Task{ID: 42, Type: "email.send", Queue: "default", State: "pending", MaxAttempts: 25,
 		Payload: json.RawMessage(`{"to":"a@example.com"}`), Errors: []AttemptError{}, Timeout: Duration(time.Minute),

@@ -16,6 +16,7 @@ import (
 )
 
 func TestEnqueue(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.workerElsewhere(t)
@@ -70,6 +71,7 @@ func TestEnqueue(t *testing.T) {
 }
 
 func TestEnqueueIdempotency(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		// The header's key.
@@ -111,6 +113,7 @@ func TestEnqueueIdempotency(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		var resp BatchResponse
@@ -139,6 +142,7 @@ func TestBatch(t *testing.T) {
 }
 
 func TestGetTask(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.workerElsewhere(t)
@@ -166,6 +170,7 @@ func TestGetTask(t *testing.T) {
 }
 
 func TestETABehindBacklog(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.workerElsewhere(t)
@@ -190,6 +195,7 @@ func TestETABehindBacklog(t *testing.T) {
 }
 
 func TestCancelAndRetry(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.workerElsewhere(t)
@@ -207,6 +213,7 @@ func TestCancelAndRetry(t *testing.T) {
 }
 
 func TestListTasks(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		mark := time.Now().Add(-time.Second)
@@ -311,6 +318,7 @@ func walk(t *testing.T, b *bundle, path string) ([]int64, int) {
 }
 
 func TestPagination(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		var items []string
@@ -349,6 +357,7 @@ func TestPagination(t *testing.T) {
 }
 
 func TestWorkerProcessesAPITask(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		type report struct {
@@ -396,6 +405,7 @@ func TestWorkerProcessesAPITask(t *testing.T) {
 // TestGetArchivedTask: an archived task is still found by id, marked
 // archived; cancel and retry answer 409 and lists leave it out.
 func TestGetArchivedTask(t *testing.T) {
+	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		created := b.enqueue(t, `{"type":"email.send","payload":{"to":"x"}}`)

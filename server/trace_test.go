@@ -25,6 +25,7 @@ const (
 // stores the trace context of an enqueue span in the caller's trace, and
 // the task's attempt, run by another client, joins that trace.
 func TestEnqueueJoinsCallersTrace(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		sr := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
@@ -97,6 +98,7 @@ func TestEnqueueJoinsCallersTrace(t *testing.T) {
 // the task's attempts in a traced worker join the caller's trace; a
 // request without one stores nothing, and an invalid one is ignored.
 func TestTraceparentWithoutTracing(t *testing.T) {
+	t.Parallel()
 	b := setup(t, "sqlite", Options{})
 	var task Task
 	b.call(t, "POST", "/v1/tasks", `{"type":"email.send"}`, "traceparent", callerTraceparent).ok(t, http.StatusCreated, &task)

@@ -108,6 +108,7 @@ func serverAddr(t *testing.T, db string) string {
 // same key, and the library returns ErrUnavailable; not a 500. Every other
 // route that needs the database answers the same.
 func TestDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
 	for _, db := range []string{"postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
