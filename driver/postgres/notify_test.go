@@ -82,6 +82,31 @@ func insertParams(queue string, runAt time.Time) driver.InsertParams {
 		RunAt: runAt, Timeout: time.Minute, PayloadDigest: "d-" + queue, Now: now}
 }
 
+// insertInTx inserts ps through d.InsertTx in a transaction of the test's
+// pool, then commits it or, if commit is false, rolls it back. The driver
+// does not see the commit: the notification carries no token and reaches
+// d's own listeners over their connection, as another process's would.
+func insertInTx(t *testing.T, d *postgres.Driver, commit bool, ps ...driver.InsertParams) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.InsertTx(ctx, tx, ps); err != nil {
+		tx.Rollback(ctx) //nolint:errcheck // failing anyway
+		t.Fatalf("insert in tx: %v", err)
+	}
+	if commit {
+		err = tx.Commit(ctx)
+	} else {
+		err = tx.Rollback(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // wakeRecorder is a ListenParams that records wake-ups and errors.
 type wakeRecorder struct {
 	wakes chan string
@@ -124,9 +149,13 @@ func (r *wakeRecorder) expect(t *testing.T, want ...string) {
 // wake-up per distinct queue of a committed batch, none for scheduled
 // tasks, duplicates, rolled-back transactions or another schema; retry and
 // rescue notify; a killed listening connection comes back and says so with
-// a wake-up for every queue. A marker insert closes each check: a
-// connection receives notifications in commit order, so anything sent
-// before the marker has arrived by then.
+// a wake-up for every queue. A marker closes each check of notifications
+// sent by others: it is committed in a transaction of the test's, so it
+// too reaches the listener as a notification, and a connection receives
+// notifications in commit order: anything sent before the marker has
+// arrived by then. (A write through d itself wakes d's listeners directly
+// before it returns and is no marker: under load it overtook the
+// notification of a transaction committed before it.)
 func TestListenNotifiesReadyTasks(t *testing.T) {
 	t.Parallel()
 	d := open(t, postgres.Options{})
@@ -163,23 +192,9 @@ func TestListenNotifiesReadyTasks(t *testing.T) {
 	insert(d, keyed) // a duplicate inserts nothing
 	insert(other, insertParams("other-schema", time.Time{}))
 	for _, commit := range []bool{false, true} {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.InsertTx(ctx, tx, []driver.InsertParams{insertParams(fmt.Sprintf("tx-%v", commit), time.Time{})}); err != nil {
-			t.Fatalf("insert in tx: %v", err)
-		}
-		if commit {
-			err = tx.Commit(ctx)
-		} else {
-			err = tx.Rollback(ctx)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		insertInTx(t, d, commit, insertParams(fmt.Sprintf("tx-%v", commit), time.Time{}))
 	}
-	insert(d, insertParams("marker-1", time.Time{}))
+	insertInTx(t, d, true, insertParams("marker-1", time.Time{}))
 	rec.expect(t, "dup", "tx-true", "marker-1")
 
 	// A batch big enough to be written with COPY notifies the same way.
@@ -369,9 +384,9 @@ func TestNotifySchemasIsolated(t *testing.T) {
 	if _, err := b.Insert(context.Background(), []driver.InsertParams{insertParams("b-only", time.Time{})}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Insert(context.Background(), []driver.InsertParams{insertParams("a-marker", time.Time{})}); err != nil {
-		t.Fatal(err)
-	}
+	// The marker travels as a notification, as b's would (see
+	// TestListenNotifiesReadyTasks).
+	insertInTx(t, a, true, insertParams("a-marker", time.Time{}))
 	rec.expect(t, "a-marker")
 }
 
