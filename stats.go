@@ -384,8 +384,9 @@ type rate struct {
 // busyRate is count per second over the time within the window that the
 // history shows work in: a minute with work before and after it counts
 // whole; at the edge of a stretch of work only from the minute's first or
-// to its last ended attempt (to now in the current minute). The counts of
-// a minute partly inside the window count in proportion.
+// to its last ended attempt (to now in the current minute), and a first
+// minute with no ended attempt only with its counts. The counts of a
+// minute partly inside the window count in proportion.
 func busyRate(hist []driver.MinuteRow, now time.Time, window time.Duration, count func(driver.MinuteRow) int64) rate {
 	var r rate
 	from := now.Add(-window)
@@ -402,8 +403,16 @@ func busyRate(hist []driver.MinuteRow, now time.Time, window time.Duration, coun
 		start := time.Unix(m.Minute*60, 0)
 		end := start.Add(time.Minute)
 		lo, hi := start, end
-		if !active[m.Minute-1] && m.FirstMS != 0 {
-			lo = time.UnixMilli(m.FirstMS)
+		if !active[m.Minute-1] {
+			// A stretch of work starts at its first ended attempt. A
+			// minute with claims but none ended (their attempts end in
+			// the next minute) adds its claims and no time: counted from
+			// the minute's start, a burst begun in its last second was
+			// given the idle 59 before it as busy time.
+			lo = minTime(end, now)
+			if m.FirstMS != 0 {
+				lo = time.UnixMilli(m.FirstMS)
+			}
 		}
 		switch {
 		case m.Minute >= nowMinute:

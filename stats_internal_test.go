@@ -42,6 +42,20 @@ func TestBusyRate(t *testing.T) {
 	if r := busyRate(hist, at(a+10, 0), time.Minute, finishedIn); r.perSecond != 0 || r.busy != 0 {
 		t.Fatalf("idle minute: %+v", r)
 	}
+	// A burst whose first attempts end in the next minute: 2 claims at
+	// a:59.8, then 10/s from (a+1):00. Minute a adds its claims and no
+	// time (from its start it added 60s: 1.5/s).
+	edge := []driver.MinuteRow{
+		{Minute: a, Attempts: 2},
+		{Minute: a + 1, Attempts: 100, Ended: 100, Succeeded: 100, FirstMS: ms(a+1, 0), LastMS: ms(a+1, 10)},
+	}
+	if r := busyRate(edge, at(a+1, 10), 5*time.Minute, claimedIn); r.busy != 10*time.Second || math.Abs(r.perSecond-10.2) > 1e-9 {
+		t.Fatalf("burst begun at the end of a minute: %v/s over %v, want 10.2/s over 10s", r.perSecond, r.busy)
+	}
+	// Claims only, in the current minute: no busy time yet.
+	if r := busyRate(edge[:1], at(a, 59), time.Minute, claimedIn); r.busy != 0 || r.n != 2 {
+		t.Fatalf("claims only in the current minute: %+v, want 2 over no time", r)
+	}
 	// The current minute counts up to now.
 	cur := []driver.MinuteRow{{Minute: a, Attempts: 50, Ended: 50, Succeeded: 50, FirstMS: ms(a, 10), LastMS: ms(a, 14)}}
 	if r := busyRate(cur, at(a, 15), time.Minute, finishedIn); math.Abs(r.perSecond-10) > 1e-9 {
