@@ -206,6 +206,8 @@ func PrivatePostgres(t testing.TB) *Server {
 func PrivateMariaDB(t testing.TB) *Server {
 	t.Helper()
 	Require(t, PrivateMariaDBService)
+	// Its own directory is also its temporary one: $TMPDIR may not be
+	// writable by the mysql user.
 	dir, uid, _ := ownedDir(t, "keel-mariadb-", "mysql")
 	data := filepath.Join(dir, "data")
 	userFlag := []string{}
@@ -213,7 +215,8 @@ func PrivateMariaDB(t testing.TB) *Server {
 		userFlag = []string{"--user=mysql"}
 	}
 	install := exec.Command("mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + data,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--innodb-buffer-pool-size=64M"}, userFlag...)...)
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--innodb-buffer-pool-size=64M",
+		"--tmpdir=" + dir}, userFlag...)...)
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -221,7 +224,7 @@ func PrivateMariaDB(t testing.TB) *Server {
 	args := append([]string{"--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(dir, "sock"),
 		fmt.Sprintf("--port=%d", port), "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "pid"),
 		"--log-error=" + filepath.Join(dir, "error.log"), "--innodb-buffer-pool-size=64M", "--skip-log-bin",
-		"--max-connections=300"}, userFlag...)
+		"--max-connections=300", "--tmpdir=" + dir}, userFlag...)
 	var proc *exec.Cmd
 	var exited chan struct{}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
