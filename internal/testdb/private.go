@@ -63,6 +63,19 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// run starts s for the test and stops it when the test ends.
+func (s *Server) run(t testing.TB) {
+	t.Helper()
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // The programs a private server needs, looked up once.
 var (
 	PrivatePostgresService = &Service{Name: "a private PostgreSQL (initdb, pg_ctl)", Env: "PATH", probe: func() error {
@@ -188,14 +201,7 @@ func PrivatePostgres(t testing.TB) *Server {
 		},
 		stop: func() error { return run(pgCtl, "-D", data, "-m", "immediate", "-w", "stop") },
 	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	s.run(t)
 	return s
 }
 
@@ -261,13 +267,6 @@ func PrivateMariaDB(t testing.TB) *Server {
 			}
 		},
 	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	s.run(t)
 	return s
 }
