@@ -253,7 +253,7 @@ func newDLQBulkCmd(f *apiFlags, action string) *cobra.Command {
 				}
 			}
 			if action == "purge" && !yes {
-				return confirmPurge(cmd, api, f.json, &d, req, st, after, before)
+				return confirmPurge(cmd, api, f.json, &d, req, st, after, before, !force)
 			}
 			n, err := bulkAll(cmd, api, action, req, deadAtMost(st, d.queue))
 			if err != nil {
@@ -286,12 +286,21 @@ const maxConfirmCount = 10 * bulkPage
 // confirmPurge answers dlq purge without --yes: it deletes nothing and
 // says how many dead letters the filter matches (an error, so the command
 // fails), or that nothing matches (no error: there is nothing to confirm).
-func confirmPurge(cmd *cobra.Command, api *apiClient, asJSON bool, d *dlqFilter, req server.BulkRequest, st server.Stats, after, before time.Time) error {
-	n, more, err := countDead(cmd.Context(), api, req, st, after.IsZero() && before.IsZero())
+// It counts exactly what the purge would delete: with the 7-day floor in
+// force (weekFloor, no --force) only dead letters older than a week.
+func confirmPurge(cmd *cobra.Command, api *apiClient, asJSON bool, d *dlqFilter, req server.BulkRequest, st server.Stats, after, before time.Time, weekFloor bool) error {
+	n, more, err := countDead(cmd.Context(), api, req, st, after.IsZero() && before.IsZero() && !weekFloor)
 	if err != nil {
 		return fmt.Errorf("count the dead tasks to purge: %w", err)
 	}
 	what := d.describe(after, before)
+	if weekFloor {
+		if what == "" {
+			what = " older than 7 days"
+		} else {
+			what += ", older than 7 days"
+		}
+	}
 	if n == 0 {
 		if asJSON {
 			return printJSON(cmd.OutOrStdout(), server.BulkResponse{Count: 0})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +168,7 @@ func testPurgeConfirmation(t *testing.T, s *apiSetup) {
 		}
 	}
 	waitState(t, s.client, keel.StateDead, 3) // still there
+
 }
 
 // TestDLQListFilters: dlq list passes --after and --before to the API as
@@ -313,5 +315,56 @@ func TestPurgeConfirmationCountsPages(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) || listed != c.listed {
 			t.Errorf("%d dead: listed %d (want %d): %v", c.total, listed, c.listed, err)
 		}
+	}
+}
+
+// TestDLQPurgePreviewKeepsTheWeek: without --force, purge's preview counts
+// exactly what purge --yes deletes, dead letters older than 7 days (it
+// once counted every dead letter of the type, then purged none).
+func TestDLQPurgePreviewKeepsTheWeek(t *testing.T) {
+	t.Parallel()
+	s := newAPI(t, serverOpts{handlers: failing()})
+	for i := range 3 {
+		s.keel(t, "enqueue", "email", fmt.Sprintf(`{"i":%d}`, i))
+	}
+	waitState(t, s.client, keel.StateDead, 3)
+
+	// Without --force the preview counts what the purge deletes: only dead
+	// letters older than 7 days. None are yet, although 3 are dead.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "nothing to purge: no dead tasks older than 7 days\n"},
+		{[]string{"--type", "email"}, "nothing to purge: no dead tasks of type email, older than 7 days\n"},
+	} {
+		out, _, err := keelCmd(t, "", append([]string{"dlq", "purge", "--server", s.url}, c.args...)...)
+		if err != nil || out != c.want {
+			t.Errorf("dlq purge %s without --force: %q, %v; want %q", strings.Join(c.args, " "), out, err, c.want)
+		}
+	}
+	// One of them died 8 days ago: the preview counts exactly that one, and
+	// the purge deletes exactly that one.
+	sq, ok := s.drv.(interface{ DB() *sql.DB })
+	if !ok {
+		t.Fatalf("the test's driver %T has no DB()", s.drv)
+	}
+	old := decode[server.TaskList](t, s.keel(t, "dlq", "list", "--json")).Tasks[0].ID
+	if _, err := sq.DB().Exec(`UPDATE keel_tasks SET finished_at = ? WHERE id = ?`, time.Now().Add(-8*24*time.Hour).UnixMicro(), old); err != nil {
+		t.Fatal(err)
+	}
+	want := "purge would delete 1 dead task of type email, older than 7 days for good: run it again with --yes"
+	if _, _, err := keelCmd(t, "", "dlq", "purge", "--type", "email", "--server", s.url); err == nil || err.Error() != want {
+		t.Errorf("dlq purge --type email with one old dead letter: %v; want %q", err, want)
+	}
+	if out := s.keel(t, "dlq", "purge", "--type", "email", "--yes"); out != "purged 1 dead tasks\n" {
+		t.Errorf("dlq purge --type email --yes: %q", out)
+	}
+	counts, err := s.client.Counts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts["default"][keel.StateDead]; got != 2 {
+		t.Errorf("%d dead tasks left after purging the old one, want 2", got)
 	}
 }
