@@ -22,7 +22,7 @@ import (
 // inserted in the same transaction as the dead-lettering, by whichever
 // process writes it (the worker's completion or the leader's rescuer), so
 // it exists exactly once per death: the write is fenced, and the
-// follow-up's idempotency key (keel.on_dead:<task id>:<fence>) dedupes a
+// follow-up's idempotency key (keel.on_dead:<follow-up type>:<dead task id>:<fence>) dedupes a
 // repeated write.
 //
 // Config.OnDead is a hook run for every dead task of the types this

@@ -159,6 +159,18 @@ func (a *apiClient) task(ctx context.Context, id int64) (server.Task, []byte, er
 	return t, b, err
 }
 
+// taskByKey finds the id of the task whose idempotency key is key.
+func (a *apiClient) taskByKey(ctx context.Context, key string) (int64, error) {
+	l, err := a.list(ctx, "/v1/tasks", url.Values{"idempotency_key": {key}})
+	if err != nil {
+		return 0, err
+	}
+	if len(l.Tasks) == 0 {
+		return 0, fmt.Errorf("no task has the idempotency key %q", key)
+	}
+	return l.Tasks[0].ID, nil
+}
+
 // change POSTs to a task's action route: "cancel" or "retry".
 func (a *apiClient) change(ctx context.Context, id int64, action string) (server.Task, []byte, error) {
 	var t server.Task

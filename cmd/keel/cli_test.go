@@ -167,6 +167,38 @@ func TestEnqueueStatusInspect(t *testing.T) {
 	}
 }
 
+// TestStatusInspectByKey: status, inspect (and cancel, retry) find a task
+// by its idempotency key with --key, as the API and the dashboard do.
+func TestStatusInspectByKey(t *testing.T) {
+	t.Parallel()
+	s := newAPI(t, serverOpts{})
+	id := enqueuedID(t, s.keel(t, "enqueue", "email", `{"to":"b@example.com"}`, "--idempotency-key", "order-42"))
+	s.keel(t, "enqueue", "email", `{"to":"c@example.com"}`, "--idempotency-key", "order-43")
+	ids := strconv.FormatInt(id, 10)
+	if st := s.keel(t, "status", "--key", "order-42"); !strings.HasPrefix(st, ids+"  email  pending  attempt 0/4") {
+		t.Fatalf("status --key: %q", st)
+	}
+	if in := s.keel(t, "inspect", "--key", "order-42"); !strings.Contains(in, "task      "+ids) || !strings.Contains(in, `payload   {"to":"b@example.com"}`) {
+		t.Fatalf("inspect --key:\n%s", in)
+	}
+	if task := decode[server.Task](t, s.keel(t, "inspect", "--key", "order-42", "--json")); task.ID != id {
+		t.Fatalf("inspect --key --json: %+v", task)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--key", "order-44"}, `no task has the idempotency key "order-44"`},
+		{[]string{"inspect", ids, "--key", "order-42"}, "give a task id or --key, not both"},
+		{[]string{"status"}, "give a task id, or --key with the task's idempotency key"},
+		{[]string{"status", "--key", ""}, "--key: the idempotency key is empty"},
+	} {
+		if err := s.keelErr(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("keel %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
+
 func TestEnqueueOptions(t *testing.T) {
 	s := newAPI(t, serverOpts{})
 	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Second)

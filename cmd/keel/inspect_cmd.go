@@ -12,7 +12,7 @@ import (
 )
 
 func newInspectCmd() *cobra.Command {
-	return newTaskCmd("inspect <id>", "Show a task's whole timeline: arrival, every attempt with node, duration and error, finished steps, result",
+	return newTaskCmd("inspect <id> | --key K", "Show a task's whole timeline: arrival, every attempt with node, duration and error, finished steps, result",
 		(*apiClient).task, printTimeline)
 }
 

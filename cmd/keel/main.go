@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+
 	// The IANA time zone database in the binary: schedules' time zones
 	// resolve also on a host without one (a scratch container).
 	_ "time/tzdata"

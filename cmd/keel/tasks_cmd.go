@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -183,27 +184,44 @@ func parseID(s string) (int64, error) {
 }
 
 func newStatusCmd() *cobra.Command {
-	return newTaskCmd("status <id>", "Print one line about a task: id, type, state, attempt, eta or finish",
+	return newTaskCmd("status <id> | --key K", "Print one line about a task: id, type, state, attempt, eta or finish",
 		(*apiClient).task, func(out io.Writer, t server.Task) {
 			fmt.Fprintln(out, strings.TrimSpace(fmt.Sprintf("%d  %s  %s  attempt %d/%d  %s", t.ID, t.Type, t.State, t.Attempt, t.MaxAttempts, when(t))))
 		})
 }
 
-// newTaskCmd makes a command that takes a task id, calls the API with
-// call, and prints the task it answers (or the raw JSON with --json).
+// newTaskCmd makes a command that takes a task id, or --key with an
+// idempotency key, calls the API with call, and prints the task it answers
+// (or the raw JSON with --json).
 func newTaskCmd(use, short string, call func(*apiClient, context.Context, int64) (server.Task, []byte, error), print func(io.Writer, server.Task)) *cobra.Command {
-	var f apiFlags
+	var (
+		f   apiFlags
+		key string
+	)
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
+			keyed := cmd.Flags().Changed("key")
+			switch {
+			case keyed && len(args) == 1:
+				return errors.New("give a task id or --key, not both")
+			case !keyed && len(args) == 0:
+				return errors.New("give a task id, or --key with the task's idempotency key")
+			case keyed && key == "":
+				return errors.New("--key: the idempotency key is empty")
 			}
 			api, err := f.client()
 			if err != nil {
+				return err
+			}
+			var id int64
+			if keyed {
+				if id, err = api.taskByKey(cmd.Context(), key); err != nil {
+					return err
+				}
+			} else if id, err = parseID(args[0]); err != nil {
 				return err
 			}
 			t, raw, err := call(api, cmd.Context(), id)
@@ -218,6 +236,7 @@ func newTaskCmd(use, short string, call func(*apiClient, context.Context, int64)
 		},
 	}
 	addAPIFlags(cmd, &f)
+	cmd.Flags().StringVar(&key, "key", "", "find the task by its idempotency key instead of its id")
 	return cmd
 }
 
