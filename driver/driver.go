@@ -259,6 +259,10 @@ type MaintainReport struct {
 	Threshold int64
 	// Autovacuum: the database vacuums the task table by itself.
 	Autovacuum bool
+	// LastVacuum is when the table was last vacuumed, by anyone (zero:
+	// never); Vacuuming, that a vacuum of it runs now.
+	LastVacuum time.Time
+	Vacuuming  bool
 	// Vacuumed: Maintain vacuumed the table, which took Took.
 	Vacuumed bool
 	Took     time.Duration

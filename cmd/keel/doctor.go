@@ -32,14 +32,13 @@ const (
 	doctorLostAfter = 30 * time.Second
 	// doctorLeaseTTL is keel.Config's default LeaseTTL, for the server
 	// mode's estimate of a running task's lease.
-	doctorLeaseTTL      = 30 * time.Second
-	doctorRescueSlack   = time.Minute // the rescuer runs every 10s by default
-	doctorOldReady      = 10 * time.Minute
-	doctorDialTimeout   = 2 * time.Second
-	doctorFreeWarn      = 1 << 30
-	doctorFreeFail      = 100 << 20
-	doctorWALWarn       = 1 << 30
-	doctorDeadRatioWarn = 0.2 // autovacuum's default scale factor
+	doctorLeaseTTL    = 30 * time.Second
+	doctorRescueSlack = time.Minute // the rescuer runs every 10s by default
+	doctorOldReady    = 10 * time.Minute
+	doctorDialTimeout = 2 * time.Second
+	doctorFreeWarn    = 1 << 30
+	doctorFreeFail    = 100 << 20
+	doctorWALWarn     = 1 << 30
 	// doctorPoolSample is how long apart the server mode reads keel
 	// serve's connection pool twice, to see whether callers wait now.
 	doctorPoolSample  = time.Second

@@ -387,20 +387,25 @@ func storageCheck(ctx context.Context, drv driver.Driver, dsn, schema string) ch
 	dber, _ := drv.(driver.DBer)
 	switch {
 	case isPostgresDSN(dsn) && dber != nil:
-		var size, live, dead int64
-		err := dber.DB().QueryRowContext(ctx, `SELECT pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0)
+		var size int64
+		err := dber.DB().QueryRowContext(ctx, `SELECT pg_total_relation_size(c.oid)
 			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-			WHERE n.nspname = $1 AND c.relname = 'keel_tasks'`, schema).Scan(&size, &live, &dead)
+			WHERE n.nspname = $1 AND c.relname = 'keel_tasks'`, schema).Scan(&size)
 		if err != nil {
 			return errCheck("storage", err)
 		}
-		ratio := float64(dead) / float64(max(live, 1))
-		r.Detail = fmt.Sprintf("keel_tasks %s, %d live rows, %d dead (%.0f%%)", bytesSize(size), live, dead, 100*ratio)
-		if ratio > doctorDeadRatioWarn && dead > 1000 {
-			r.Status = statusWarn
-			r.Hint = fmt.Sprintf("autovacuum is behind: VACUUM (ANALYZE) %s.keel_tasks; look for long transactions", schema)
+		mc, ok := drv.(maintenanceChecker)
+		if !ok {
+			r.Detail = "keel_tasks " + bytesSize(size)
+			return r
 		}
+		m, err := mc.CheckMaintenance(ctx)
+		if err != nil {
+			return errCheck("storage", err)
+		}
+		r.Detail = fmt.Sprintf("keel_tasks %s, %d live rows, %d dead (%.0f%% of live; a vacuum is due from %d)",
+			bytesSize(size), m.LiveRows, m.DeadRows, 100*float64(m.DeadRows)/float64(max(m.LiveRows, 1)), m.Threshold)
+		r.Status, r.Hint = judgeDeadRows(m, time.Now(), schema)
 	case isMySQLDSN(dsn) && dber != nil:
 		var data, free int64
 		err := dber.DB().QueryRowContext(ctx, `SELECT data_length + index_length, data_free FROM information_schema.TABLES
@@ -436,6 +441,37 @@ func storageCheck(ctx context.Context, drv driver.Driver, dsn, schema string) ch
 		r.Status, r.Detail = statusSkip, "the driver has no SQL handle"
 	}
 	return r
+}
+
+// maintenanceChecker is the PostgreSQL driver's reading of the task
+// table's statistics, as its leader's upkeep judges them.
+type maintenanceChecker interface {
+	CheckMaintenance(ctx context.Context) (driver.MaintainReport, error)
+}
+
+// autovacuumLate is how long after the last vacuum dead rows past the
+// threshold make an enabled autovacuum late (the leader's upkeep waits as
+// long before it vacuums itself).
+const autovacuumLate = 5 * time.Minute
+
+// judgeDeadRows is doctor's rule for the task table's dead row versions on
+// PostgreSQL. Below the vacuum threshold (1,000 plus 1 % of the live rows,
+// where keel's leader or autovacuum vacuums) they are fine whatever their
+// share of the live rows: a small table's dead rows cost nothing. Past it,
+// with a vacuum running, also fine. Past it, it warns when autovacuum is off
+// for the table (only keel's leader then vacuums it: is one running?) or
+// late (no vacuum for 5 minutes).
+func judgeDeadRows(m driver.MaintainReport, now time.Time, schema string) (status, hint string) {
+	vacuum := fmt.Sprintf("VACUUM (ANALYZE) %s.keel_tasks", schema)
+	switch {
+	case m.DeadRows < m.Threshold || m.Vacuuming:
+		return statusOK, ""
+	case !m.Autovacuum:
+		return statusWarn, "dead rows past the vacuum threshold and autovacuum is off for keel_tasks: keel's leader vacuums it (is a keel serve or a started client running?); or run " + vacuum
+	case m.LastVacuum.IsZero() || now.Sub(m.LastVacuum) >= autovacuumLate:
+		return statusWarn, "dead rows past the vacuum threshold and no vacuum for 5 minutes: autovacuum is late; look for long transactions, or run " + vacuum
+	}
+	return statusOK, ""
 }
 
 func bytesSize(n int64) string {

@@ -468,3 +468,73 @@ func migrations(t *testing.T, drv string) (int, string) {
 	slices.Sort(names)
 	return len(names), filepath.Base(names[len(names)-1])
 }
+
+// TestJudgeDeadRows: doctor's rule for the task table's dead rows on
+// PostgreSQL, as the README writes it.
+func TestJudgeDeadRows(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		m    driver.MaintainReport
+		want string
+	}{
+		{"a small table with 200 % dead rows, below the threshold", driver.MaintainReport{LiveRows: 18, DeadRows: 36, Threshold: 1000, LastVacuum: now.Add(-time.Hour)}, statusOK},
+		{"below the threshold, autovacuum off", driver.MaintainReport{LiveRows: 100000, DeadRows: 1900, Threshold: 2000}, statusOK},
+		{"past the threshold, autovacuum off", driver.MaintainReport{LiveRows: 100, DeadRows: 1200, Threshold: 1001, LastVacuum: now}, statusWarn},
+		{"past the threshold, autovacuum on, vacuumed a minute ago", driver.MaintainReport{DeadRows: 5000, Threshold: 1000, Autovacuum: true, LastVacuum: now.Add(-time.Minute)}, statusOK},
+		{"past the threshold, autovacuum on, no vacuum for 5 minutes", driver.MaintainReport{DeadRows: 5000, Threshold: 1000, Autovacuum: true, LastVacuum: now.Add(-5 * time.Minute)}, statusWarn},
+		{"past the threshold, autovacuum on, never vacuumed", driver.MaintainReport{DeadRows: 5000, Threshold: 1000, Autovacuum: true}, statusWarn},
+		{"past the threshold, autovacuum off, a vacuum running", driver.MaintainReport{DeadRows: 5000, Threshold: 1000, Vacuuming: true}, statusOK},
+	} {
+		status, hint := judgeDeadRows(c.m, now, "keel")
+		if status != c.want || (status == statusWarn) != strings.Contains(hint, "VACUUM (ANALYZE) keel.keel_tasks") {
+			t.Errorf("%s: %s %q, want %s", c.name, status, hint, c.want)
+		}
+	}
+}
+
+// TestDoctorDeadRowsPostgres: dead rows past the vacuum threshold of a
+// task table whose autovacuum is off make the storage check warn.
+func TestDoctorDeadRowsPostgres(t *testing.T) {
+	t.Parallel()
+	schema := testSchema(t)
+	ctx := context.Background()
+	drv, err := postgres.Open(ctx, testPostgresDSN(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	db := drv.DB()
+	table := schema + ".keel_tasks"
+	if _, err := db.ExecContext(ctx, `ALTER TABLE `+table+` SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	// 1,500 tasks, each updated twice: 3,000 dead rows, past 1,000 + 1 %.
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+table+` (queue, type, payload, state, max_attempts, run_at, timeout_ms,
+		payload_digest, created_at, updated_at)
+		SELECT 'default', 'doctor.dead', '{}', 'pending', 4, now(), 60000, '', now(), now() FROM generate_series(1, 1500)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{"running", "succeeded"} {
+		if _, err := db.ExecContext(ctx, `UPDATE `+table+` SET state = $1, updated_at = now()`, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		m, err := drv.CheckMaintenance(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.DeadRows >= 3000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the statistics never showed 3,000 dead rows: %+v", m)
+		}
+	}
+	rs, out, _ := doctorLines(t, "--dsn", testPostgresDSN(), "--schema", schema)
+	wantStatus(t, rs, "storage", statusWarn, "1500 live rows", "% of live; a vacuum is due from 1015)")
+	if r := rs["storage"]; !strings.Contains(r.Hint, "autovacuum is off") {
+		t.Errorf("storage hint %q lacks why\n%s", r.Hint, out)
+	}
+}

@@ -126,7 +126,8 @@ func (d *Driver) Maintain(ctx context.Context) (driver.MaintainReport, error) {
 // remember updates the state that tracks an enabled autovacuum; a check
 // that does not act leaves it alone.
 func (d *Driver) decide(h tableHealth, now time.Time, remember bool) (driver.MaintainReport, bool) {
-	r := driver.MaintainReport{LiveRows: h.live, DeadRows: h.dead, Threshold: vacuumBase + h.live/vacuumScale, Autovacuum: h.autovacuum}
+	r := driver.MaintainReport{LiveRows: h.live, DeadRows: h.dead, Threshold: vacuumBase + h.live/vacuumScale, Autovacuum: h.autovacuum,
+		LastVacuum: h.lastVacuum, Vacuuming: h.vacuuming}
 	m := &d.maint
 	m.mu.Lock()
 	defer m.mu.Unlock()
