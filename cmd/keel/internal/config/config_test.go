@@ -675,3 +675,54 @@ type = "ping"
 		t.Fatalf("often %+v: %v", o, o.Validate())
 	}
 }
+
+// TestTypeValuesFromTheFile: every setting of a type that the file sets is
+// shown with source "file" (concurrency, rate, burst and ramp were shown
+// as "default").
+func TestTypeValuesFromTheFile(t *testing.T) {
+	c := load(t, Options{Path: write(t, `
+[types.report]
+url = "http://127.0.0.1:9000/report"
+queue = "reports"
+priority = 3
+max_attempts = 6
+timeout = "2m"
+concurrency = 2
+rate = 5.5
+burst = 3
+connect_timeout = "2s"
+read_timeout = "1m"
+max_result_bytes = 2048
+backoff_base = "2s"
+backoff_max = "1m"
+
+[types.slow]
+url = "http://127.0.0.1:9000/slow"
+queue = "reports"
+ramp = { steps = [1, 2, 5], every = "10m" }
+
+[queues.reports]
+workers = 4
+`)})
+	seen := 0
+	for _, v := range c.Values() {
+		if v.Key == "types.slow.ramp" && v.Source != SourceFile {
+			t.Errorf("%s = %s: source %s, want file", v.Key, v.Value, v.Source)
+		}
+		if !strings.HasPrefix(v.Key, "types.report.") {
+			continue
+		}
+		seen++
+		field := strings.TrimPrefix(v.Key, "types.report.")
+		want := SourceFile
+		if field == "on_dead" || field == "brake" {
+			want = SourceDefault
+		}
+		if v.Source != want {
+			t.Errorf("%s = %s: source %s, want %s", v.Key, v.Value, v.Source, want)
+		}
+	}
+	if seen != 15 {
+		t.Errorf("config check showed %d settings of types.report, want the 13 the file sets and the 2 it leaves out", seen)
+	}
+}

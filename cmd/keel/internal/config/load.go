@@ -142,7 +142,7 @@ func (c *Config) fillTypes(md toml.MetaData) {
 			}
 			return false
 		}
-		for _, f := range []string{"url", "headers", "headers_env", "priority", "on_dead", "brake"} {
+		for _, f := range []string{"url", "headers", "headers_env", "priority", "on_dead", "brake", "concurrency", "rate", "burst", "ramp"} {
 			defined(f)
 		}
 		if !defined("queue") {
