@@ -97,6 +97,13 @@ func TestPages(t *testing.T) {
 		if r := b.do(t, "GET", "/live", readToken, nil); !strings.Contains(r.body, `<span class="big" id="backlog">1</span>`) {
 			t.Errorf("live overview: no backlog 1 in %s", r.body)
 		}
+		// The pending task is ready for less than a minute: its oldest
+		// ready age shows as <1m, not as none.
+		for _, p := range []string{"/", "/queues"} {
+			if r := b.do(t, "GET", p, readToken, nil); !strings.Contains(r.body, `<td class="n">&lt;1m</td>`) {
+				t.Errorf("%s: no oldest ready age <1m for the ready task", p)
+			}
+		}
 		// The chart data.
 		for _, rg := range []string{"hour", "day", "week"} {
 			r := b.do(t, "GET", "/history.json?range="+rg, readToken, nil)

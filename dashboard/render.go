@@ -167,6 +167,7 @@ var funcs = template.FuncMap{
 	"numi":   func(n int) string { return num(int64(n)) },
 	"lat":    lat,
 	"dur":    dur,
+	"oldest": oldest,
 	"ago":    ago,
 	"stamp":  stamp,
 	"zoned":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 -07:00") },
@@ -240,6 +241,19 @@ func num(n int64) string {
 }
 
 // dur writes a duration briefly: 3s, 4m10s, 2h5m, 3d4h; "–" for 0.
+// oldest shows the oldest ready task's age: "–" only when no task is
+// ready; the age is counted in whole minutes, so one ready for less than a
+// minute shows as "<1m".
+func oldest(age time.Duration, ready int64) string {
+	switch {
+	case ready == 0:
+		return "–"
+	case age < time.Minute:
+		return "<1m"
+	}
+	return dur(age)
+}
+
 func dur(x time.Duration) string {
 	switch {
 	case x <= 0:

@@ -427,7 +427,7 @@ func printStats(out io.Writer, st server.Stats) error {
 		}
 		fmt.Fprintf(tw, "%s\t*\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\n", q.Name, q.Views["ready"], q.Views["running"],
 			q.Views["scheduled"]+q.Views["retrying"], q.Views["dead"], q.Rates.M1, q.Rates.M5, q.Rates.M15,
-			span(q.OldestReadyAge), span(q.TimeToDrain), q.DeadLastHour, note)
+			oldestReady(q.OldestReadyAge, q.Views["ready"]), span(q.TimeToDrain), q.DeadLastHour, note)
 		for _, t := range q.Types {
 			note := ""
 			switch {
@@ -438,7 +438,7 @@ func printStats(out io.Writer, st server.Stats) error {
 			}
 			fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d\t%s\n", t.Name, t.Views["ready"], t.Views["running"],
 				t.Views["scheduled"]+t.Views["retrying"], t.Views["dead"], t.Rates.M1, t.Rates.M5, t.Rates.M15,
-				span(t.OldestReadyAge), span(t.TimeToDrain), t.DeadLastHour, note)
+				oldestReady(t.OldestReadyAge, t.Views["ready"]), span(t.TimeToDrain), t.DeadLastHour, note)
 		}
 	}
 	fmt.Fprintf(tw, "all\t\t%s\t%s\t\t%s\t\t\t\t\t\t%d\t\n", count(st.Counts, "pending"), count(st.Counts, "running"),
@@ -459,6 +459,19 @@ func printStats(out io.Writer, st server.Stats) error {
 		fmt.Fprintf(out, "\nALERT: %d firing (%s): see keel alerts --firing\n", n, strings.Join(rules, ", "))
 	}
 	return nil
+}
+
+// oldestReady prints the oldest ready task's age for the stats table: "-"
+// only when no task is ready; the age is counted in whole minutes, so a
+// task ready for less than one shows as "<1m".
+func oldestReady(age server.Duration, ready int64) string {
+	switch {
+	case ready == 0:
+		return "-"
+	case time.Duration(age) < time.Minute:
+		return "<1m"
+	}
+	return short(time.Duration(age))
 }
 
 // span prints a duration for the stats table: "-" for none.
