@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,15 @@ const (
 	RuleNoLiveWorker   = "no_live_worker"
 	RuleNodeLost       = "node_lost"
 )
+
+// alertRuleNames is every rule that can fire, in the order keel lists
+// them. A test checks that every condition the evaluator builds names one
+// of these.
+var alertRuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen}
+
+// AlertRuleNames returns the name of every alert rule that can fire: the
+// rules of AlertRules and brake_open.
+func AlertRuleNames() []string { return slices.Clone(alertRuleNames) }
 
 // AlertRules are the conditions the leader watches. DefaultAlertRules
 // gives the seed's values; a runtime change (Client.SetAlertRules, the

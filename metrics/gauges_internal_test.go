@@ -39,13 +39,14 @@ func TestGauges(t *testing.T) {
 		return &keel.Stats{Queues: []keel.QueueStats{
 			{Name: "mail", Views: map[keel.View]int64{keel.ViewReady: 7, keel.ViewDead: 2}, OldestReadyAge: 90 * time.Second},
 			{Name: "uncounted"},
-		}, Firing: map[string]int{keel.RuleDeadPerHour: 2}}, nil
+		}, Firing: map[string]int{keel.RuleDeadPerHour: 2, keel.RuleBrakeOpen: 1}}, nil
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	want := `
 # HELP keel_alerts_firing Alerts firing now, by rule, cluster-wide (GET /v1/alerts lists them), read from the database at scrape time.
 # TYPE keel_alerts_firing gauge
+keel_alerts_firing{rule="brake_open"} 1
 keel_alerts_firing{rule="dead_per_hour"} 2
 keel_alerts_firing{rule="failure_ratio"} 0
 keel_alerts_firing{rule="no_live_worker"} 0

@@ -312,7 +312,7 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, q.OldestReadyAge.Seconds(), q.Name)
 	}
-	for _, rule := range []string{keel.RuleDeadPerHour, keel.RuleOldestReadyAge, keel.RuleFailureRatio, keel.RuleNoLiveWorker, keel.RuleNodeLost} {
+	for _, rule := range keel.AlertRuleNames() {
 		ch <- prometheus.MustNewConstMetric(m.firingDesc, prometheus.GaugeValue, float64(s.Firing[rule]), rule)
 	}
 }
