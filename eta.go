@@ -36,11 +36,11 @@ type Estimate struct {
 	Finish time.Time // Start plus the type's mean run time; zero unless estimated
 	// Ahead counts the ready tasks a claim takes before this one.
 	Ahead int64
-	// PerSecond is the rate at which the queue's tasks start that the
-	// estimate used: measured over the last five minutes of work when
-	// there was enough, else the live nodes' workers for the queue (from
-	// the node registry, capped by the queue's concurrency setting)
-	// divided by the mean run time.
+	// PerSecond is the rate at which the queue's tasks start: measured over
+	// the last five minutes of work when there was enough, else the live
+	// nodes' workers for the queue (from the node registry, capped by the
+	// queue's concurrency setting) divided by the queue's mean run time.
+	// The estimate itself weighs each task ahead by its type's run time.
 	PerSecond float64
 }
 
@@ -63,9 +63,11 @@ func (c *Client) ETA(ctx context.Context, t *TaskInfo) (eta time.Time, ok bool, 
 }
 
 // Estimate estimates when the pending task t starts and finishes, from the
-// live counters: the ready tasks ahead of it (higher priorities, and its
-// own priority earlier in line) and the rate at which the queue's tasks
-// start. It returns nil for a task that is not pending.
+// live counters and the last hour's history: the work ahead of it (the
+// ready tasks of higher priority, and of its own priority earlier in line,
+// each at its type's mean run time, plus the rest of the running tasks')
+// shared by the queue's workers. It returns nil for a task that is not
+// pending.
 func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	if t == nil || t.State != StatePending {
 		return nil, nil
@@ -117,64 +119,133 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 		e.Start, e.Finish = t.RunAt, t.RunAt.Add(mean)
 		return e, nil
 	}
-	ahead, running, err := c.ahead(ctx, &s, t, now)
+	line, err := c.ahead(ctx, &s, t, now)
 	if err != nil {
 		return nil, err
 	}
-	e.Ahead = ahead
+	e.Ahead = line.n
+	// The queue's slots, checked against the measured rate: over enough
+	// busy time, the tasks started per second times their mean run time is
+	// how many ran at once (a concurrency limit or a node missing from
+	// the registry shows there).
+	queueMean := meanDuration(hist)
 	measured := busyRate(hist, histAt, 5*time.Minute, claimedIn)
 	slots := float64(s.slots(t.Queue, c.liveWindow()))
-	switch {
-	case measured.busy >= 5*time.Second && measured.n >= 10:
+	if measured.busy >= 5*time.Second && measured.n >= 10 && queueMean > 0 {
+		slots = math.Max(1, math.Round(measured.perSecond*queueMean.Seconds()))
 		e.PerSecond = measured.perSecond
-		if mean > 0 {
-			slots = math.Max(slots, math.Round(e.PerSecond*mean.Seconds()))
-		}
-	case slots > 0 && mean > 0:
-		e.PerSecond = slots / mean.Seconds()
+	} else if slots > 0 && queueMean > 0 {
+		e.PerSecond = slots / queueMean.Seconds()
 	}
-	free := slots - float64(running)
+	free := slots - float64(line.running)
 	switch {
-	case slots > 0 && float64(ahead) < free:
+	case slots > 0 && float64(line.n) < free:
 		e.Start = now
-	case e.PerSecond <= 0:
-		if ahead == 0 && running == 0 {
+	case slots <= 0 || line.unknown:
+		if line.n == 0 && line.running == 0 {
 			e.Start = now
 			break
 		}
 		e.Status = ETAUnknown
 		return e, nil
 	default:
-		wait := (float64(ahead) + 1 - math.Max(free, 0)) / e.PerSecond
-		e.Start = now.Add(time.Duration(math.Max(wait, 0) * float64(time.Second)))
+		// The work ahead, each task at its own type's mean run time, and
+		// the rest of the running tasks' (half their mean, on average),
+		// shared by the slots.
+		wait := (line.work + line.runningWork/2) / slots
+		e.Start = now.Add(time.Duration(wait * float64(time.Second)))
 	}
 	e.Finish = e.Start.Add(mean)
 	return e, nil
 }
 
-// ahead counts the ready tasks a claim takes before t (counters for higher
-// priorities and earlier minutes of its own, a bounded index read for its
-// own minute) and the queue's running tasks.
-func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.Time) (ahead, running int64, err error) {
+// line is what stands between a pending task and its start: the ready
+// tasks a claim takes before it and their work (each at its type's mean
+// run time), and the queue's running tasks and their whole work.
+type line struct {
+	n, running        int64
+	work, runningWork float64 // seconds
+	// unknown: some of it has no run time to go by yet.
+	unknown bool
+}
+
+// ahead reads the line before t: the ready tasks a claim takes before it
+// (counters for higher priorities and earlier minutes of its own, a
+// bounded index read for its own minute) and the queue's running tasks.
+// Each counts at its type's mean run time in the queue's history, else the
+// queue's; the tasks of t's own minute, whose types the index read does not
+// give, at the mean of that minute's types in the counters.
+func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.Time) (line, error) {
+	var l line
+	means := s.typeMeans(t.Queue)
+	runTime := func(typ string) float64 {
+		m, ok := means[typ]
+		if !ok {
+			m = means[""]
+		}
+		if m == 0 {
+			l.unknown = true
+		}
+		return m.Seconds()
+	}
 	nowMinute, own := driver.DueMinute(now), driver.DueMinute(t.RunAt)
+	var ownN int64
+	var ownWork float64
 	for _, r := range s.counts {
 		if r.Queue != t.Queue {
 			continue
 		}
 		switch {
 		case r.Kind == string(StateRunning):
-			running += r.N
+			l.running += r.N
+			l.runningWork += float64(r.N) * runTime(r.Type)
 		case r.Kind != string(StatePending) && r.Kind != driver.KindRetrying, r.Due > nowMinute:
 		case r.Priority > t.Priority, r.Priority == t.Priority && r.Due < own:
-			ahead += r.N
+			l.n += r.N
+			l.work += float64(r.N) * runTime(r.Type)
+		case r.Priority == t.Priority && r.Due == own:
+			ownN += r.N
+			ownWork += float64(r.N) * runTime(r.Type)
 		}
 	}
 	same, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt,
 		ID: t.ID, Now: now, From: time.Unix(own*60, 0), Limit: etaSameMinuteLimit})
 	if err != nil {
-		return 0, 0, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
+		return l, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
 	}
-	return ahead + same, running, nil
+	if same > 0 {
+		each := runTime(t.Type)
+		if ownN > 0 {
+			each = ownWork / float64(ownN)
+		}
+		l.n += same
+		l.work += float64(same) * each
+	}
+	return l, nil
+}
+
+// typeMeans returns the mean run time of each type in queue's history, and
+// under "" the queue's own.
+func (s *snapshot) typeMeans(queue string) map[string]time.Duration {
+	type sum struct{ n, ms int64 }
+	sums := map[string]sum{}
+	for _, m := range s.minutes {
+		if m.Queue != queue {
+			continue
+		}
+		for _, k := range []string{m.Type, ""} {
+			x := sums[k]
+			x.n, x.ms = x.n+m.Ended, x.ms+m.DurationMS
+			sums[k] = x
+		}
+	}
+	out := make(map[string]time.Duration, len(sums))
+	for k, x := range sums {
+		if x.n > 0 {
+			out[k] = time.Duration(x.ms/x.n) * time.Millisecond
+		}
+	}
+	return out
 }
 
 // runTimes returns the history of t's queue and the mean run time of t's
