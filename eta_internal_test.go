@@ -118,7 +118,7 @@ func TestEstimateWeighsTheTypesAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Status != ETAEstimated || (e.Start.Sub(now) - c2.start).Abs() > time.Millisecond {
+		if e.Status != ETAEstimated || (e.Start.Sub(now)-c2.start).Abs() > time.Millisecond {
 			t.Errorf("task %d (%s): %s, starts in %v; want in %v", c2.task.ID, c2.task.Type, e.Status, e.Start.Sub(now), c2.start)
 		}
 	}
