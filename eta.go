@@ -124,16 +124,21 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 		return nil, err
 	}
 	e.Ahead = line.n
-	// The queue's slots, checked against the measured rate: over enough
+	// The queue's workers, checked against the measured rate: over enough
 	// busy time, the tasks started per second times their mean run time is
-	// how many ran at once (a concurrency limit or a node missing from
-	// the registry shows there).
+	// how many ran at once, less the time between one task's end and the
+	// next one's start (a concurrency limit, a node missing from the
+	// registry, or a loaded machine shows there).
 	queueMean := meanDuration(hist)
 	measured := busyRate(hist, histAt, 5*time.Minute, claimedIn)
 	slots := float64(s.slots(t.Queue, c.liveWindow()))
+	share := slots
 	if measured.busy >= 5*time.Second && measured.n >= 10 && queueMean > 0 {
-		slots = math.Max(1, math.Round(measured.perSecond*queueMean.Seconds()))
+		share = measured.perSecond * queueMean.Seconds()
 		e.PerSecond = measured.perSecond
+		if slots == 0 {
+			slots = math.Ceil(share)
+		}
 	} else if slots > 0 && queueMean > 0 {
 		e.PerSecond = slots / queueMean.Seconds()
 	}
@@ -141,7 +146,7 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	switch {
 	case slots > 0 && float64(line.n) < free:
 		e.Start = now
-	case slots <= 0 || line.unknown:
+	case share <= 0 || line.unknown:
 		if line.n == 0 && line.running == 0 {
 			e.Start = now
 			break
@@ -151,8 +156,8 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	default:
 		// The work ahead, each task at its own type's mean run time, and
 		// the rest of the running tasks' (half their mean, on average),
-		// shared by the slots.
-		wait := (line.work + line.runningWork/2) / slots
+		// shared by the workers.
+		wait := (line.work + line.runningWork/2) / share
 		e.Start = now.Add(time.Duration(wait * float64(time.Second)))
 	}
 	e.Finish = e.Start.Add(mean)

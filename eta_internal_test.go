@@ -76,7 +76,8 @@ func TestEstimateRateEndsAtTheHistoryRead(t *testing.T) {
 // running reports (0.1 s each on average, 0.2 s on 2 workers: 0.1 s) plus the
 // notifications ahead of it. The queue's start rate, set by the reports,
 // made it 0.1 s per notification ahead (the 20th was told 2 s and started
-// at once).
+// at once). The workers (2 registered) are checked against the measured
+// rate: 302 starts in 30 s at a mean of 0.198 s is 1.99 at once.
 func TestEstimateWeighsTheTypesAhead(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(40 * time.Second)
@@ -118,7 +119,7 @@ func TestEstimateWeighsTheTypesAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Status != ETAEstimated || (e.Start.Sub(now)-c2.start).Abs() > time.Millisecond {
+		if e.Status != ETAEstimated || (e.Start.Sub(now)-c2.start).Abs() > max(time.Millisecond, c2.start/100) {
 			t.Errorf("task %d (%s): %s, starts in %v; want in %v", c2.task.ID, c2.task.Type, e.Status, e.Start.Sub(now), c2.start)
 		}
 	}
