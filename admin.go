@@ -32,6 +32,9 @@ type Filter = driver.Filter
 func bulk(f Filter) (driver.Filter, error) {
 	p := f
 	p.State, p.Limit = cmp.Or(f.State, StateDead), cmp.Or(f.Limit, 1000)
+	if err := checkTimeFilters("finished_after", p.FinishedAfter, "finished_before", p.FinishedBefore); err != nil {
+		return p, err
+	}
 	switch {
 	case p.Type != "" && !validName(p.Type):
 		return p, invalid("invalid task type %q", p.Type)

@@ -197,6 +197,9 @@ func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 	if f.Limit == 0 {
 		f.Limit = 100
 	}
+	if err := checkTimeFilter("fired_after", f.Since); err != nil {
+		return nil, err
+	}
 	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}
 	if err := df.Validate(); err != nil {
 		return nil, invalid("%v", err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,4 +217,40 @@ func TestHostWithoutTokens(t *testing.T) {
 
 	guarded := setup(t, "sqlite", Options{Tokens: []Token{{Value: "secret", Role: RoleAdmin}}})
 	hosts(guarded, "keel.example.com").ok(t, http.StatusOK, nil)
+}
+
+// TestTimeFiltersOutOfRange: every time filter gets the range run_at has
+// (the years 1000 to 9999, UTC): a time outside it is a 400 naming the
+// parameter on SQLite, PostgreSQL and MariaDB alike, and changes nothing
+// (issue 27, item 6: MariaDB answered 500 to year 0).
+func TestTimeFiltersOutOfRange(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		b.enqueue(t, `{"type":"email.send"}`)
+		var calls []badCall
+		for _, v := range []string{"0000-01-01T00:00:00Z", "0999-12-31T23:59:59.999999Z", "1000-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"} {
+			enc := url.QueryEscape(v)
+			for _, get := range []struct{ path, param string }{
+				{"/v1/tasks", "created_after"}, {"/v1/tasks", "created_before"},
+				{"/v1/tasks", "finished_after"}, {"/v1/tasks", "finished_before"},
+				{"/v1/dead", "finished_after"}, {"/v1/dead", "finished_before"},
+				{"/v1/alerts", "fired_after"},
+			} {
+				calls = append(calls, badCall{name: get.path + " " + get.param + " " + v, method: "GET",
+					path: get.path + "?" + get.param + "=" + enc, status: 400, detail: "out of range"})
+			}
+			for _, op := range []string{"requeue", "purge"} {
+				for _, field := range []string{"finished_after", "finished_before"} {
+					calls = append(calls, badCall{name: op + " " + field + " " + v, method: "POST", path: "/v1/dead/" + op,
+						body: `{"` + field + `":"` + v + `"}`, status: 400, detail: "out of range"})
+				}
+			}
+		}
+		refuse(t, b, calls)
+		// The edges themselves are in range.
+		b.call(t, "GET", "/v1/tasks?finished_after=1000-01-01T00:00:00Z&finished_before=9999-12-31T23:59:59.999999Z", "").ok(t, http.StatusOK, nil)
+		b.call(t, "GET", "/v1/alerts?fired_after=1000-01-01T00:00:00Z", "").ok(t, http.StatusOK, nil)
+		b.call(t, "POST", "/v1/dead/purge", `{"finished_after":"1000-01-01T00:00:00Z"}`).ok(t, http.StatusOK, nil)
+	})
 }
