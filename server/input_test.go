@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -252,5 +253,37 @@ func TestTimeFiltersOutOfRange(t *testing.T) {
 		b.call(t, "GET", "/v1/tasks?finished_after=1000-01-01T00:00:00Z&finished_before=9999-12-31T23:59:59.999999Z", "").ok(t, http.StatusOK, nil)
 		b.call(t, "GET", "/v1/alerts?fired_after=1000-01-01T00:00:00Z", "").ok(t, http.StatusOK, nil)
 		b.call(t, "POST", "/v1/dead/purge", `{"finished_after":"1000-01-01T00:00:00Z"}`).ok(t, http.StatusOK, nil)
+	})
+}
+
+// TestLoneSurrogatesRefused: a lone UTF-16 surrogate in any string of a
+// request body is refused with 400 naming the field, as in a payload,
+// instead of being stored as U+FFFD, where "\ud800" and "\ufffd" would
+// be one key (issue 27, item 8). Nothing is written.
+func TestLoneSurrogatesRefused(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		held := b.enqueue(t, `{"type":"email.send","unique_by":"\ufffd","meta":{"\ufffd":"\ufffd"}}`)
+		post := func(name, body, detail string) badCall {
+			return badCall{name: name, method: "POST", path: "/v1/tasks", body: body, status: 400, detail: detail}
+		}
+		refuse(t, b, []badCall{
+			post("unique_by", `{"type":"email.send","unique_by":"\ud800"}`, `field "unique_by" contains a lone UTF-16 surrogate \ud800`),
+			post("idempotency_key", `{"type":"email.send","idempotency_key":"k\udfff"}`, `field "idempotency_key" contains a lone UTF-16 surrogate \udfff`),
+			post("meta value", `{"type":"email.send","meta":{"k":"\udbff"}}`, `field "meta.k" contains a lone UTF-16 surrogate \udbff`),
+			post("meta key", `{"type":"email.send","meta":{"\ud800":"v"}}`, `field "meta" has a key with a lone UTF-16 surrogate \ud800`),
+			post("high surrogate before a non-surrogate escape", `{"type":"email.send","unique_by":"\ud800\u0041"}`, `lone UTF-16 surrogate \ud800`),
+			{name: "batch unique_by", method: "POST", path: "/v1/tasks/batch", status: 400,
+				body: `{"tasks":[{"type":"email.send"},{"type":"email.send","unique_by":"\ud800"}]}`, detail: `field "tasks[1].unique_by" contains a lone UTF-16 surrogate`},
+			{name: "resubmit key", method: "POST", path: "/v1/rejected/1/resubmit", status: 400,
+				body: `{"key":"\ud800"}`, detail: `field "key" contains a lone UTF-16 surrogate \ud800`},
+		})
+		// A paired surrogate is a character like any other.
+		pair := b.enqueue(t, `{"type":"email.send","unique_by":"\ud83d\ude00","meta":{"\ud83d\ude00":"\ud83d\ude00"}}`)
+		var meta map[string]string
+		if pair.ID == held.ID || json.Unmarshal(pair.Meta, &meta) != nil || meta["😀"] != "😀" {
+			t.Fatalf("paired surrogates: task %+v (held %d)", pair, held.ID)
+		}
 	})
 }
