@@ -287,3 +287,43 @@ func TestLoneSurrogatesRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestSettingsKeepTheirRules: a runtime setting the configuration file
+// would refuse is refused by the API too, with the same rule, and one the
+// database would store changed (1ns kept as 1ms) is refused rather than
+// changed; nothing is stored, on every database (issue 27, item 9).
+func TestSettingsKeepTheirRules(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		b.call(t, "PATCH", "/v1/types/report.build", `{"concurrency":3}`).ok(t, http.StatusOK, nil) // a setting to leave unchanged
+		patch := func(name, path, body, detail string) badCall {
+			return badCall{name: name, method: "PATCH", path: path, body: body, status: 400, detail: detail}
+		}
+		refuse(t, b, []badCall{
+			patch("dead_per_hour -2", "/v1/alerts/rules", `{"dead_per_hour":-2}`, "dead_per_hour must be -1 (off) or more, got -2"),
+			patch("failure_window 2h", "/v1/alerts/rules", `{"failure_window":"2h"}`, `failure_window must be in 1m..1h (the history keeps minutes; stats read the last hour), got "2h"`),
+			patch("backoff_base 1ns", "/v1/types/report.build", `{"backoff_base":"1ns"}`, `backoff_base must be in 1ms..168h, got "1ns"`),
+			patch("backoff_base 1.5ms", "/v1/types/report.build", `{"backoff_base":"1500us"}`, `backoff_base must be a whole number of milliseconds (settings are stored in ms), got "1.5ms"`),
+			patch("backoff_max 169h", "/v1/types/report.build", `{"backoff_max":"169h"}`, `backoff_max must be in 1ms..168h, got "169h"`),
+			patch("backoff_base negative", "/v1/types/report.build", `{"backoff_base":"-1s"}`, `backoff_base must be in 1ms..168h, got "-1s"`),
+			patch("timeout 1.5ms", "/v1/types/report.build", `{"timeout":"1500us"}`, `timeout must be a whole number of milliseconds`),
+			patch("timeout 25h", "/v1/types/report.build", `{"timeout":"25h"}`, `timeout must be in 1ms..24h, got "25h"`),
+		})
+		var rules AlertRules
+		b.call(t, "GET", "/v1/alerts/rules", "").ok(t, http.StatusOK, &rules)
+		if rules.Source != "config" || rules.DeadPerHour != 3 {
+			t.Fatalf("refused alert rules were stored: %+v", rules)
+		}
+		// What the rules allow is stored as sent.
+		b.call(t, "PATCH", "/v1/alerts/rules", `{"dead_per_hour":-1}`).ok(t, http.StatusOK, &rules)
+		if rules.DeadPerHour != -1 || rules.Source != "runtime" {
+			t.Fatalf("rules %+v", rules)
+		}
+		var typ TaskType
+		b.call(t, "PATCH", "/v1/types/report.build", `{"backoff_base":"1ms","backoff_max":"168h","timeout":"24h"}`).ok(t, http.StatusOK, &typ)
+		if time.Duration(*typ.BackoffBase) != time.Millisecond || time.Duration(*typ.BackoffMax) != 168*time.Hour || time.Duration(*typ.Timeout) != 24*time.Hour {
+			t.Fatalf("type %+v", typ)
+		}
+	})
+}
