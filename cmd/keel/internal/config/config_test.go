@@ -477,6 +477,11 @@ func TestErrors(t *testing.T) {
 		{"webhook header env unset", "[[alerts.webhooks]]\nurl = \"http://a/\"\nheaders_env = { Authorization = \"NOPE_HOOK\" }", nil, nil, `alerts.webhooks[0].headers_env.Authorization: environment variable NOPE_HOOK is not set`},
 		{"schedule name", "[[schedules]]\nname = \"a b\"\nspec = \"@hourly\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "a b": invalid name`},
 		{"schedule name twice", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\n[[schedules]]\nname = \"s\"\nspec = \"@daily\"\ntype = \"t\"", nil, nil, `schedules[1].name: "s" is also the name of schedules[0]`},
+		// Issue 27, item 10: refused at config check, not at every trigger.
+		{"schedule every 0s", "[[schedules]]\nname = \"s\"\nspec = \"@every 0s\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "s": spec "@every 0s": the interval must be at least 1s`},
+		{"schedule every 1ns", "[[schedules]]\nname = \"s\"\nspec = \"@every 1ns\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "s": spec "@every 1ns": the interval must be at least 1s`},
+		{"schedule every -1s", "[[schedules]]\nname = \"s\"\nspec = \"@every -1s\"\ntype = \"t\"", nil, nil, `spec "@every -1s": the interval must be at least 1s`},
+		{"schedule payload NUL", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\npayload = { s = \"a\\u0000b\" }", nil, nil, `schedules[0]: schedule "s": payload contains the NUL character`},
 		{"schedule spec", "[[schedules]]\nname = \"s\"\nspec = \"every hour\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "s": spec "every hour"`},
 		{"schedule no spec", "[[schedules]]\nname = \"s\"\ntype = \"t\"", nil, nil, `schedules[0]: schedule "s": Spec is required`},
 		{"schedule zone", "[[schedules]]\nname = \"s\"\nspec = \"@hourly\"\ntype = \"t\"\ntime_zone = \"Europe/Atlantis\"", nil, nil, `schedules[0]: schedule "s": unknown time zone "Europe/Atlantis"`},
