@@ -224,6 +224,8 @@ func (o options) validate() error {
 		return invalid("brake threshold must be in (0, 1] (0: the default), got %v", o.brake.Threshold)
 	case o.brake != nil && o.brake.Cooldown < 0:
 		return invalid("brake cooldown must not be negative (0: the default), got %v", o.brake.Cooldown)
+	case o.brake != nil && o.brake.Cooldown%time.Millisecond != 0:
+		return invalid("brake cooldown must be a whole number of milliseconds (settings are stored in ms), got %v", o.brake.Cooldown)
 	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
 		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
 	}

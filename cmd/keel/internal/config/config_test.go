@@ -515,6 +515,7 @@ func TestErrors(t *testing.T) {
 		{"type timeout", "[types.r]\nqueue = \"r\"\ntimeout = \"0s\"", nil, nil, `types.r.timeout: must be in 1ms..24h, got "0s"`},
 		// The rules PATCH /v1/types/{name} applies (issue 27, item 9).
 		{"type timeout not whole ms", "[types.r]\nqueue = \"r\"\ntimeout = \"1500us\"", nil, nil, `types.r.timeout: must be a whole number of milliseconds (settings are stored in ms), got "1.5ms"`},
+		{"type brake cooldown 1ns", target + "[types.hook.brake]\ncooldown = \"1ns\"", nil, nil, `types.hook.brake.cooldown: must be a whole number of milliseconds (settings are stored in ms), got "1ns"`},
 		{"type backoff 1ns", target + "backoff_base = \"1ns\"", nil, nil, `types.hook.backoff_base: must be in 1ms..168h, got "1ns"`},
 		{"type backoff max over 168h", target + "backoff_max = \"169h\"", nil, nil, `types.hook.backoff_max: must be in 1ms..168h, got "169h"`},
 		{"type backoff", target + "backoff_base = \"1m\"\nbackoff_max = \"1s\"", nil, nil, `types.hook.backoff_max: "1s" must not be below backoff_base "1m"`},

@@ -275,6 +275,8 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 	}
 	if t.Brake.Cooldown < 0 {
 		v.bad(key+".brake.cooldown", "must not be negative (0: the default 30s), got %q", t.Brake.Cooldown)
+	} else if t.Brake.Cooldown.D()%time.Millisecond != 0 {
+		v.bad(key+".brake.cooldown", "must be a whole number of milliseconds (settings are stored in ms), got %q", t.Brake.Cooldown)
 	}
 	if !t.IsTarget() {
 		for _, f := range []string{"connect_timeout", "read_timeout", "max_result_bytes", "headers", "headers_env", "backoff_base", "backoff_max", "brake"} {
