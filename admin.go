@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/check"
 )
 
 // Filter selects tasks, the one selector of List, RetryMatching and
@@ -32,6 +33,9 @@ type Filter = driver.Filter
 func bulk(f Filter) (driver.Filter, error) {
 	p := f
 	p.State, p.Limit = cmp.Or(f.State, StateDead), cmp.Or(f.Limit, 1000)
+	if err := checkTimeFilters("finished_after", p.FinishedAfter, "finished_before", p.FinishedBefore); err != nil {
+		return p, err
+	}
 	switch {
 	case p.Type != "" && !validName(p.Type):
 		return p, invalid("invalid task type %q", p.Type)
@@ -300,10 +304,10 @@ type TypeUpdate struct {
 	// bucket size (1..1,000,000; 0: the default max(1, ceil(rate))).
 	Rate        *float64
 	Burst       *int
-	Timeout     *time.Duration // at least 1ms, or 0 to clear
+	Timeout     *time.Duration // 1ms..24h in whole milliseconds, or 0 to clear
 	MaxAttempts *int           // 1..1000, or 0 to clear
-	BackoffBase *time.Duration // positive, or 0 to clear
-	BackoffMax  *time.Duration // positive and not below the base, or 0 to clear
+	BackoffBase *time.Duration // 1ms..168h in whole milliseconds, or 0 to clear
+	BackoffMax  *time.Duration // as BackoffBase, and not below it; or 0 to clear
 }
 
 // UpdateType stores a change to task type name's runtime settings and
@@ -322,16 +326,27 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
 		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
 	}
-	if u.Timeout != nil && *u.Timeout != 0 && (*u.Timeout < time.Millisecond || *u.Timeout > 24*time.Hour) {
-		return nil, invalid("timeout must be in 1ms..24h, got %v", *u.Timeout)
-	}
 	if u.MaxAttempts != nil && (*u.MaxAttempts < 0 || *u.MaxAttempts > 1000) {
 		return nil, invalid("max_attempts must be in 1..1000, got %d", *u.MaxAttempts)
 	}
-	for _, d := range []*time.Duration{u.BackoffBase, u.BackoffMax} {
-		if d != nil && (*d < 0 || *d > 7*24*time.Hour) {
-			return nil, invalid("backoff must be in 0..168h, got %v", *d)
+	// The rules keel config check applies to [types.X] (0 clears here).
+	var bad error
+	report := func(field, problem string) {
+		if bad == nil {
+			bad = invalid("%s %s", field, problem)
 		}
+	}
+	for _, f := range []struct {
+		name  string
+		d     *time.Duration
+		check func(string, time.Duration, check.Bad)
+	}{{"timeout", u.Timeout, check.Timeout}, {"backoff_base", u.BackoffBase, check.Backoff}, {"backoff_max", u.BackoffMax, check.Backoff}} {
+		if f.d != nil && *f.d != 0 {
+			f.check(f.name, *f.d, report)
+		}
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	if u.BackoffBase != nil && u.BackoffMax != nil && *u.BackoffMax != 0 && *u.BackoffMax < *u.BackoffBase {
 		return nil, invalid("backoff_max (%v) must not be below backoff_base (%v)", *u.BackoffMax, *u.BackoffBase)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/check"
 )
 
 // Alerts (seed 003 §4.2: more than three failed tasks notify a person).
@@ -63,7 +64,7 @@ func AlertRuleNames() []string { return slices.Clone(alertRuleNames) }
 type AlertRules struct {
 	// DeadPerHour fires when more than this many tasks were dead-lettered
 	// in the last hour, for each type and for all types together.
-	// Negative: off. Default 3.
+	// -1: off (less is invalid). Default 3.
 	DeadPerHour int `json:"dead_per_hour"`
 	// OldestReadyAge fires for a queue whose oldest ready task has waited
 	// longer than this (the counters keep run times by minute, so up to a
@@ -92,23 +93,14 @@ func DefaultAlertRules() AlertRules {
 	}
 }
 
-// Validate rejects rules that cannot be evaluated.
+// Validate rejects rules that cannot be evaluated, with the rules
+// `keel config check` applies to [alerts].
 func (r AlertRules) Validate() error {
 	var errs []error
-	if r.OldestReadyAge < 0 {
-		errs = append(errs, fmt.Errorf("oldest_ready_age must not be negative (0 turns the rule off), got %v", r.OldestReadyAge))
-	}
-	if r.FailureRatio < 0 || r.FailureRatio >= 1 {
-		errs = append(errs, fmt.Errorf("failure_ratio must be in [0, 1) (0 turns the rule off), got %v", r.FailureRatio))
-	}
-	if r.FailureRatio > 0 {
-		if r.FailureMinAttempts < 1 {
-			errs = append(errs, fmt.Errorf("failure_min_attempts must be at least 1, got %d", r.FailureMinAttempts))
-		}
-		if r.FailureWindow < time.Minute || r.FailureWindow > time.Hour {
-			errs = append(errs, fmt.Errorf("failure_window must be in 1m..1h (the history keeps minutes; stats read the last hour), got %v", r.FailureWindow))
-		}
-	}
+	check.Alerts(check.AlertRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge, FailureRatio: r.FailureRatio,
+		FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow}, func(field, problem string) {
+		errs = append(errs, errors.New(field+" "+problem))
+	})
 	if len(errs) > 0 {
 		return invalid("alert rules: %v", errors.Join(errs...))
 	}
@@ -206,6 +198,9 @@ type AlertFilter struct {
 func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 	if f.Limit == 0 {
 		f.Limit = 100
+	}
+	if err := checkTimeFilter("fired_after", f.Since); err != nil {
+		return nil, err
 	}
 	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}
 	if err := df.Validate(); err != nil {

@@ -183,6 +183,12 @@ func TestNilPayloadIsEmptyObject(t *testing.T) {
 	}
 }
 
+// Times outside the years 1000 to 9999 that run_at refuses.
+var (
+	year0     = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	year10000 = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
 func TestListBadInput(t *testing.T) {
 	t.Parallel()
 	c, _ := setup(t)
@@ -193,10 +199,15 @@ func TestListBadInput(t *testing.T) {
 		{CreatedAfter: t0, CreatedBefore: t0}, {CreatedAfter: t0.Add(time.Hour), CreatedBefore: t0},
 		{FinishedAfter: t0, FinishedBefore: t0}, {FinishedAfter: t0.Add(time.Hour), FinishedBefore: t0},
 		{Type: "\x00"}, {Queue: "a\x00"}, {Type: "\xff"}, {Queue: "q\xc3"},
+		// Outside run_at's range (issue 27, item 6).
+		{CreatedAfter: year0}, {CreatedBefore: year10000}, {FinishedAfter: year0}, {FinishedBefore: year10000},
 	} {
 		if _, err := c.List(ctx, p); !errors.Is(err, keel.ErrInvalid) {
 			t.Fatalf("List(%+v): %v, want ErrInvalid", p, err)
 		}
+	}
+	if _, err := c.Alerts(ctx, keel.AlertFilter{Since: year0}); !errors.Is(err, keel.ErrInvalid) {
+		t.Fatalf("Alerts since year 0: %v, want ErrInvalid", err)
 	}
 }
 
@@ -210,6 +221,7 @@ func TestBulkFilterBadInput(t *testing.T) {
 	for _, f := range []keel.Filter{
 		{State: keel.StatePending}, {Limit: 10001}, {CreatedAfter: t0}, {CreatedBefore: t0}, {BeforeID: 5},
 		{FinishedAfter: t0, FinishedBefore: t0}, {Type: "no spaces"},
+		{FinishedAfter: year0}, {FinishedBefore: year10000},
 	} {
 		if _, err := c.RetryMatching(ctx, f); !errors.Is(err, keel.ErrInvalid) {
 			t.Fatalf("RetryMatching(%+v): %v, want ErrInvalid", f, err)

@@ -480,6 +480,10 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if p.BeforeID < 0 || p.AfterID < 0 {
 		return nil, invalid("before_id and after_id must not be negative, got %d and %d", p.BeforeID, p.AfterID)
 	}
+	if err := checkTimeFilters("created_after", p.CreatedAfter, "created_before", p.CreatedBefore,
+		"finished_after", p.FinishedAfter, "finished_before", p.FinishedBefore); err != nil {
+		return nil, err
+	}
 	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
 		return nil, invalid("created_after must be before created_before")
 	}

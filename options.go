@@ -63,6 +63,27 @@ func checkRunAt(t time.Time, how string) error {
 	return nil
 }
 
+// checkTimeFilter refuses a time filter outside the range run_at has, so
+// that every database answers it alike (MariaDB's DATETIME cannot even
+// compare with year 0); a zero t is no filter and passes.
+func checkTimeFilter(name string, t time.Time) error {
+	if !t.IsZero() && (t.Before(minRunAt) || !t.Before(endRunAt)) {
+		return invalid("%s %s is out of range: use a time in the years 1000 to 9999 (UTC)",
+			name, t.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// checkTimeFilters runs checkTimeFilter over name, time pairs.
+func checkTimeFilters(pairs ...any) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := checkTimeFilter(pairs[i].(string), pairs[i+1].(time.Time)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Delay schedules the task to start d from now. Default 0.
 func Delay(d time.Duration) Option { return func(o *options) { o.delay = ptr(d) } }
 
@@ -203,6 +224,8 @@ func (o options) validate() error {
 		return invalid("brake threshold must be in (0, 1] (0: the default), got %v", o.brake.Threshold)
 	case o.brake != nil && o.brake.Cooldown < 0:
 		return invalid("brake cooldown must not be negative (0: the default), got %v", o.brake.Cooldown)
+	case o.brake != nil && o.brake.Cooldown%time.Millisecond != 0:
+		return invalid("brake cooldown must be a whole number of milliseconds (settings are stored in ms), got %v", o.brake.Cooldown)
 	case o.backoff != nil && (o.backoff.Base <= 0 || o.backoff.Max < o.backoff.Base):
 		return invalid("backoff needs 0 < base <= max, got base %v max %v", o.backoff.Base, o.backoff.Max)
 	}

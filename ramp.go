@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/check"
 	"github.com/keelq/keel/internal/engine"
 )
 
@@ -65,13 +66,13 @@ func (r Ramp) Validate() error {
 		}
 	}
 	if r.Every < time.Second || r.Every > 7*24*time.Hour {
-		return invalid("ramp every must be in 1s..168h, got %v", r.Every)
+		return invalid("ramp every must be in 1s..168h, got %s", check.Duration(r.Every))
 	}
 	if math.IsNaN(r.MaxFailureRatio) || r.MaxFailureRatio < 0 || r.MaxFailureRatio > 1 {
 		return invalid("ramp max_failure_ratio must be in 0..1, got %v", r.MaxFailureRatio)
 	}
 	if r.MinAttempts < 0 || r.MinAttempts > 1_000_000 {
-		return invalid("ramp min_attempts must be in 1..1000000, got %d", r.MinAttempts)
+		return invalid("ramp min_attempts must be in 1..1000000 (0: the default 20), got %d", r.MinAttempts)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/digest"
 )
 
 // Periodic tasks.
@@ -118,6 +119,17 @@ func parseSchedule(spec, zone string) (cron.Schedule, *time.Location, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec %q: %v", spec, err)
 	}
+	if every, ok := strings.CutPrefix(spec, "@every "); ok {
+		// cron runs an interval under a second every second, and cuts
+		// the fraction off a longer one: refuse what would not run as
+		// written.
+		switch d, _ := time.ParseDuration(every); {
+		case d < time.Second:
+			return nil, nil, fmt.Errorf("spec %q: the interval must be at least 1s", spec)
+		case d%time.Second != 0:
+			return nil, nil, fmt.Errorf("spec %q: the interval must be whole seconds", spec)
+		}
+	}
 	if ss, ok := s.(*cron.SpecSchedule); ok {
 		ss.Location = loc
 	}
@@ -178,6 +190,11 @@ func (s Schedule) params() (driver.ScheduleParams, error) {
 			return p, invalid("schedule %q: payload cannot be encoded as JSON: %v", s.Name, err)
 		}
 		p.Payload = raw
+	}
+	// Every trigger enqueues this payload: refuse now what no trigger
+	// could enqueue (NUL, a lone surrogate, a key twice, deep nesting).
+	if _, err := digest.Canonical(p.Payload); err != nil && json.Valid(p.Payload) {
+		return p, invalid("schedule %q: %v", s.Name, err)
 	}
 	p.Now = time.Unix(1, 0) // checked here; the write sets its own time
 	if err := p.Validate(); err != nil {

@@ -36,6 +36,17 @@ func TestScheduleConfigBadInput(t *testing.T) {
 		"payload not JSON": {func(s *keel.Schedule) { s.Payload = []byte("{") }, "payload must be a JSON value"},
 		"payload too big":  {func(s *keel.Schedule) { s.Payload = map[string]string{"a": strings.Repeat("x", 70_000)} }, "over the limit of 65536"},
 		"payload func":     {func(s *keel.Schedule) { s.Payload = func() {} }, "cannot be encoded as JSON"},
+		// Issue 27, item 10: intervals under a second fired every second,
+		// and a payload no trigger can enqueue passed.
+		"every 0s":            {func(s *keel.Schedule) { s.Spec = "@every 0s" }, `"nightly": spec "@every 0s": the interval must be at least 1s`},
+		"every -1s":           {func(s *keel.Schedule) { s.Spec = "@every -1s" }, `spec "@every -1s": the interval must be at least 1s`},
+		"every 1ns":           {func(s *keel.Schedule) { s.Spec = "@every 1ns" }, `spec "@every 1ns": the interval must be at least 1s`},
+		"every 999ms":         {func(s *keel.Schedule) { s.Spec = "@every 999ms" }, `the interval must be at least 1s`},
+		"every 1.5s":          {func(s *keel.Schedule) { s.Spec = "@every 1.5s" }, `spec "@every 1.5s": the interval must be whole seconds`},
+		"payload NUL":         {func(s *keel.Schedule) { s.Payload = map[string]string{"s": "a\x00b"} }, `"nightly": payload contains the NUL character`},
+		"payload surrogate":   {func(s *keel.Schedule) { s.Payload = []byte(`"\ud800"`) }, `"nightly": payload contains a lone UTF-16 surrogate`},
+		"payload repeat key":  {func(s *keel.Schedule) { s.Payload = []byte(`{"a":1,"a":2}`) }, `"nightly": payload: key "a" appears more than once`},
+		"payload nested deep": {func(s *keel.Schedule) { s.Payload = []byte(strings.Repeat("[", 32) + strings.Repeat("]", 32)) }, `"nightly": payload is nested deeper than 31 levels`},
 	}
 	for name, c := range cases {
 		s := ok
@@ -49,7 +60,7 @@ func TestScheduleConfigBadInput(t *testing.T) {
 	if !errors.Is(err, keel.ErrInvalid) || !strings.Contains(err.Error(), `Config.Schedules[1]: schedule name "nightly" used twice`) {
 		t.Errorf("a name used twice: %v", err)
 	}
-	for _, spec := range []string{"*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 90s", "0 9 * * MON-FRI"} {
+	for _, spec := range []string{"*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 90s", "@every 1s", "@every 1m30s", "0 9 * * MON-FRI"} {
 		s := ok
 		s.Spec, s.TimeZone, s.Missed = spec, "America/New_York", keel.MissedSkip
 		if _, err := keel.NewClient(keel.Config{Driver: drv, Schedules: []keel.Schedule{s}}); err != nil {

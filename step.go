@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
 )
 
@@ -16,6 +17,11 @@ var ErrStepsTooLarge = engine.ErrStepsTooLarge
 // MaxStepsBytes bounds the JSON results of one task's steps, summed
 // (1 MiB, like a payload's default limit).
 const MaxStepsBytes = driver.MaxStepsBytes
+
+// MaxStepDepth is the deepest nesting a step's result may have (29
+// levels): results are stored two levels down in the task's steps, and
+// MariaDB stores JSON nested at most 31 levels deep, as a payload may be.
+const MaxStepDepth = driver.MaxStepDepth
 
 // MaxStepName is the longest step name, in bytes (200).
 const MaxStepName = driver.MaxStepName
@@ -41,7 +47,11 @@ const MaxStepName = driver.MaxStepName
 // without control characters, double quotes or backslashes. Calling the
 // same name twice returns the stored result the second time, within one
 // attempt as across attempts. A task's step results may take at most
-// MaxStepsBytes in all (ErrStepsTooLarge). T must survive a JSON round
+// MaxStepsBytes in all (ErrStepsTooLarge). A result must be storable as a
+// payload is, alike on every database: no NUL character, no lone UTF-16
+// surrogate, no object key twice, nesting at most MaxStepDepth, numbers
+// within PostgreSQL's numeric; else Step returns an ErrInvalid error and
+// stores nothing. T must survive a JSON round
 // trip: a replayed step returns the decoded value, not the one fn built.
 //
 // A step is effectively-once only for what it stores: fn's side effects
@@ -79,6 +89,9 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 	if err != nil {
 		return zero, invalid("step %q: result cannot be encoded as JSON: %v", name, err)
 	}
+	if err := checkStepResult(b); err != nil {
+		return zero, invalid("step %q: %v", name, err)
+	}
 	if _, err := engine.SaveStep(ctx, name, b); err != nil {
 		return zero, unavailable(ctx, err)
 	}
@@ -111,6 +124,9 @@ func (c *Client) SaveStep(ctx context.Context, id, fence int64, name string, res
 	case !json.Valid(result):
 		return nil, invalid("step %q: result is not valid JSON", name)
 	}
+	if err := checkStepResult(result); err != nil {
+		return nil, invalid("step %q: %v", name, err)
+	}
 	row, err := c.drv.Get(ctx, id)
 	if err != nil {
 		return nil, unavailable(ctx, err)
@@ -138,4 +154,14 @@ func (c *Client) SaveStep(ctx context.Context, id, fence int64, name string, res
 		return nil, fmt.Errorf("save step %q of task %d: %w", name, id, ErrLeaseLost)
 	}
 	return c.Get(ctx, id)
+}
+
+// checkStepResult refuses a step result, valid JSON, that some database
+// would refuse or store changed: the checks of a payload, and nesting
+// deeper than MaxStepDepth.
+func checkStepResult(result []byte) error {
+	if digest.Depth(result) > MaxStepDepth {
+		return fmt.Errorf("result is nested deeper than %d levels", MaxStepDepth)
+	}
+	return digest.Check("result", result)
 }

@@ -252,7 +252,8 @@ func (d *dash) rampType(w http.ResponseWriter, r *http.Request, _ *viewer) error
 	}
 	if every != nil {
 		if ramp.Every = *every; ramp.Every == 0 {
-			ramp.Every = -1 // refused: 0 is no interval
+			// keel reads 0 as its default: refuse it here, quoting it.
+			return badRequest("every must be in 1s..168h, got %q: no interval (leave it empty for the default 10m)", r.PostForm.Get("every"))
 		}
 	}
 	if _, err := d.c.StartRamp(r.Context(), name, ramp); err != nil {

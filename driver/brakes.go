@@ -140,7 +140,7 @@ type BrakeConfigParams struct {
 }
 
 // Validate rejects thresholds out of range: Window -1..10000, Threshold
-// 0..1, Cooldown 0..24h (zero fields: not set).
+// 0..1, Cooldown 0..24h in whole milliseconds (zero fields: not set).
 func (p BrakeConfigParams) Validate() error {
 	c := p.Config
 	switch {
@@ -152,6 +152,9 @@ func (p BrakeConfigParams) Validate() error {
 		return fmt.Errorf("brake threshold must be in (0, 1] (0: not set), got %v", c.Threshold)
 	case c.Cooldown < 0 || c.Cooldown > 24*time.Hour:
 		return fmt.Errorf("brake cooldown must be in 0..24h (0: not set), got %v", c.Cooldown)
+	case c.Cooldown%time.Millisecond != 0:
+		// SettingMillis would keep 1ns as 1ms: refuse what cannot be kept.
+		return fmt.Errorf("brake cooldown must be a whole number of milliseconds (settings are stored in ms), got %q", c.Cooldown.String())
 	}
 	return nil
 }

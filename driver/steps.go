@@ -15,6 +15,11 @@ import (
 // MaxStepName is the longest step name, in bytes.
 const MaxStepName = 200
 
+// MaxStepDepth is the deepest nesting of a step's result: the steps
+// document holds it two levels down (name, then result), and MariaDB
+// refuses JSON nested 32 levels deep.
+const MaxStepDepth = 29
+
 // MaxStepsBytes bounds the stored results of one task's steps, summed:
 // one result may not exceed it, and keel refuses a step whose result
 // would take the task's steps past it (the same bound as a payload's

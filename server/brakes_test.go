@@ -13,7 +13,7 @@ import (
 // (409 when it is not open, 400 for a bad name).
 func TestBrakes(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, db string) {
+	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		var l BrakeList
 		b.call(t, "GET", "/v1/brakes", "").ok(t, http.StatusOK, &l)
@@ -61,11 +61,14 @@ func TestBrakes(t *testing.T) {
 			t.Fatalf("set brake %+v", set)
 		}
 		for body, want := range map[string]string{
-			`{"window":-2}`:       "brake window must be in 1..10000",
-			`{"threshold":1.5}`:   "brake threshold must be in (0, 1]",
-			`{"cooldown":"25h"}`:  "brake cooldown must be in 0..24h",
-			`{"windows":3}`:       `unknown field "windows"`,
-			`{"cooldown":"soon"}`: "",
+			`{"window":-2}`:      "brake window must be in 1..10000",
+			`{"threshold":1.5}`:  "brake threshold must be in (0, 1]",
+			`{"cooldown":"25h"}`: "brake cooldown must be in 0..24h",
+			// Stored in ms: 1ns is refused, not kept as 1ms (issue 27, item 9).
+			`{"cooldown":"1ns"}`:    `brake cooldown must be a whole number of milliseconds (settings are stored in ms), got "1ns"`,
+			`{"cooldown":"1500us"}`: `brake cooldown must be a whole number of milliseconds`,
+			`{"windows":3}`:         `unknown field "windows"`,
+			`{"cooldown":"soon"}`:   "",
 		} {
 			b.call(t, "PUT", "/v1/types/other.type/brake", body).problem(t, http.StatusBadRequest, want)
 		}

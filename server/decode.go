@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/shorten"
 )
 
@@ -192,6 +193,14 @@ func decodeValue(raw []byte, v reflect.Value, path string) error {
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return decodeLeaf(raw, v, path)
 	}
+	if t.Kind() == reflect.String {
+		// encoding/json would turn a lone surrogate into U+FFFD, so
+		// "\ud800" and "\ufffd" would name one key: refuse it, as in a
+		// payload.
+		if r, bad := digest.BadEscape(raw); bad && r != 0 {
+			return fieldError(path, "contains a lone UTF-16 surrogate \\u%04x: pair it or remove it", r)
+		}
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		p := reflect.New(t.Elem())
@@ -275,6 +284,10 @@ func eachMember(raw []byte, path string, fn func(key string, val json.RawMessage
 		key, err := memberKey(raw[i:end])
 		if err != nil {
 			return syntaxError(err)
+		}
+		if r, bad := digest.BadEscape(raw[i:end]); bad && r != 0 {
+			// Decoded, it would be U+FFFD (see decodeValue).
+			return fieldError(path, "has a key with a lone UTF-16 surrogate \\u%04x: pair it or remove it", r)
 		}
 		i = skipSpace(raw, skipSpace(raw, end)+1) // past the ':'
 		end = skipValue(raw, i)

@@ -2,9 +2,11 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,4 +218,112 @@ func TestHostWithoutTokens(t *testing.T) {
 
 	guarded := setup(t, "sqlite", Options{Tokens: []Token{{Value: "secret", Role: RoleAdmin}}})
 	hosts(guarded, "keel.example.com").ok(t, http.StatusOK, nil)
+}
+
+// TestTimeFiltersOutOfRange: every time filter gets the range run_at has
+// (the years 1000 to 9999, UTC): a time outside it is a 400 naming the
+// parameter on SQLite, PostgreSQL and MariaDB alike, and changes nothing
+// (issue 27, item 6: MariaDB answered 500 to year 0).
+func TestTimeFiltersOutOfRange(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		b.enqueue(t, `{"type":"email.send"}`)
+		var calls []badCall
+		for _, v := range []string{"0000-01-01T00:00:00Z", "0999-12-31T23:59:59.999999Z", "1000-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"} {
+			enc := url.QueryEscape(v)
+			for _, get := range []struct{ path, param string }{
+				{"/v1/tasks", "created_after"}, {"/v1/tasks", "created_before"},
+				{"/v1/tasks", "finished_after"}, {"/v1/tasks", "finished_before"},
+				{"/v1/dead", "finished_after"}, {"/v1/dead", "finished_before"},
+				{"/v1/alerts", "fired_after"},
+			} {
+				calls = append(calls, badCall{name: get.path + " " + get.param + " " + v, method: "GET",
+					path: get.path + "?" + get.param + "=" + enc, status: 400, detail: "out of range"})
+			}
+			for _, op := range []string{"requeue", "purge"} {
+				for _, field := range []string{"finished_after", "finished_before"} {
+					calls = append(calls, badCall{name: op + " " + field + " " + v, method: "POST", path: "/v1/dead/" + op,
+						body: `{"` + field + `":"` + v + `"}`, status: 400, detail: "out of range"})
+				}
+			}
+		}
+		refuse(t, b, calls)
+		// The edges themselves are in range.
+		b.call(t, "GET", "/v1/tasks?finished_after=1000-01-01T00:00:00Z&finished_before=9999-12-31T23:59:59.999999Z", "").ok(t, http.StatusOK, nil)
+		b.call(t, "GET", "/v1/alerts?fired_after=1000-01-01T00:00:00Z", "").ok(t, http.StatusOK, nil)
+		b.call(t, "POST", "/v1/dead/purge", `{"finished_after":"1000-01-01T00:00:00Z"}`).ok(t, http.StatusOK, nil)
+	})
+}
+
+// TestLoneSurrogatesRefused: a lone UTF-16 surrogate in any string of a
+// request body is refused with 400 naming the field, as in a payload,
+// instead of being stored as U+FFFD, where "\ud800" and "\ufffd" would
+// be one key (issue 27, item 8). Nothing is written.
+func TestLoneSurrogatesRefused(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		held := b.enqueue(t, `{"type":"email.send","unique_by":"\ufffd","meta":{"\ufffd":"\ufffd"}}`)
+		post := func(name, body, detail string) badCall {
+			return badCall{name: name, method: "POST", path: "/v1/tasks", body: body, status: 400, detail: detail}
+		}
+		refuse(t, b, []badCall{
+			post("unique_by", `{"type":"email.send","unique_by":"\ud800"}`, `field "unique_by" contains a lone UTF-16 surrogate \ud800`),
+			post("idempotency_key", `{"type":"email.send","idempotency_key":"k\udfff"}`, `field "idempotency_key" contains a lone UTF-16 surrogate \udfff`),
+			post("meta value", `{"type":"email.send","meta":{"k":"\udbff"}}`, `field "meta.k" contains a lone UTF-16 surrogate \udbff`),
+			post("meta key", `{"type":"email.send","meta":{"\ud800":"v"}}`, `field "meta" has a key with a lone UTF-16 surrogate \ud800`),
+			post("high surrogate before a non-surrogate escape", `{"type":"email.send","unique_by":"\ud800\u0041"}`, `lone UTF-16 surrogate \ud800`),
+			{name: "batch unique_by", method: "POST", path: "/v1/tasks/batch", status: 400,
+				body: `{"tasks":[{"type":"email.send"},{"type":"email.send","unique_by":"\ud800"}]}`, detail: `field "tasks[1].unique_by" contains a lone UTF-16 surrogate`},
+			{name: "resubmit key", method: "POST", path: "/v1/rejected/1/resubmit", status: 400,
+				body: `{"key":"\ud800"}`, detail: `field "key" contains a lone UTF-16 surrogate \ud800`},
+		})
+		// A paired surrogate is a character like any other.
+		pair := b.enqueue(t, `{"type":"email.send","unique_by":"\ud83d\ude00","meta":{"\ud83d\ude00":"\ud83d\ude00"}}`)
+		var meta map[string]string
+		if pair.ID == held.ID || json.Unmarshal(pair.Meta, &meta) != nil || meta["😀"] != "😀" {
+			t.Fatalf("paired surrogates: task %+v (held %d)", pair, held.ID)
+		}
+	})
+}
+
+// TestSettingsKeepTheirRules: a runtime setting the configuration file
+// would refuse is refused by the API too, with the same rule, and one the
+// database would store changed (1ns kept as 1ms) is refused rather than
+// changed; nothing is stored, on every database (issue 27, item 9).
+func TestSettingsKeepTheirRules(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		b.call(t, "PATCH", "/v1/types/report.build", `{"concurrency":3}`).ok(t, http.StatusOK, nil) // a setting to leave unchanged
+		patch := func(name, path, body, detail string) badCall {
+			return badCall{name: name, method: "PATCH", path: path, body: body, status: 400, detail: detail}
+		}
+		refuse(t, b, []badCall{
+			patch("dead_per_hour -2", "/v1/alerts/rules", `{"dead_per_hour":-2}`, "dead_per_hour must be -1 (off) or more, got -2"),
+			patch("failure_window 2h", "/v1/alerts/rules", `{"failure_window":"2h"}`, `failure_window must be in 1m..1h (the history keeps minutes; stats read the last hour), got "2h"`),
+			patch("backoff_base 1ns", "/v1/types/report.build", `{"backoff_base":"1ns"}`, `backoff_base must be in 1ms..168h, got "1ns"`),
+			patch("backoff_base 1.5ms", "/v1/types/report.build", `{"backoff_base":"1500us"}`, `backoff_base must be a whole number of milliseconds (settings are stored in ms), got "1.5ms"`),
+			patch("backoff_max 169h", "/v1/types/report.build", `{"backoff_max":"169h"}`, `backoff_max must be in 1ms..168h, got "169h"`),
+			patch("backoff_base negative", "/v1/types/report.build", `{"backoff_base":"-1s"}`, `backoff_base must be in 1ms..168h, got "-1s"`),
+			patch("timeout 1.5ms", "/v1/types/report.build", `{"timeout":"1500us"}`, `timeout must be a whole number of milliseconds`),
+			patch("timeout 25h", "/v1/types/report.build", `{"timeout":"25h"}`, `timeout must be in 1ms..24h, got "25h"`),
+		})
+		var rules AlertRules
+		b.call(t, "GET", "/v1/alerts/rules", "").ok(t, http.StatusOK, &rules)
+		if rules.Source != "config" || rules.DeadPerHour != 3 {
+			t.Fatalf("refused alert rules were stored: %+v", rules)
+		}
+		// What the rules allow is stored as sent.
+		b.call(t, "PATCH", "/v1/alerts/rules", `{"dead_per_hour":-1}`).ok(t, http.StatusOK, &rules)
+		if rules.DeadPerHour != -1 || rules.Source != "runtime" {
+			t.Fatalf("rules %+v", rules)
+		}
+		var typ TaskType
+		b.call(t, "PATCH", "/v1/types/report.build", `{"backoff_base":"1ms","backoff_max":"168h","timeout":"24h"}`).ok(t, http.StatusOK, &typ)
+		if time.Duration(*typ.BackoffBase) != time.Millisecond || time.Duration(*typ.BackoffMax) != 168*time.Hour || time.Duration(*typ.Timeout) != 24*time.Hour {
+			t.Fatalf("type %+v", typ)
+		}
+	})
 }

@@ -11,7 +11,7 @@ import (
 // endpoints, and bad values refused with nothing written.
 func TestLimitsAndRamps(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, db string) {
+	forAllDBs(t, func(t *testing.T, db string) {
 		b := setup(t, db, Options{})
 		b.enqueue(t, `{"type":"report.build","queue":"mail"}`)
 
@@ -63,9 +63,13 @@ func TestLimitsAndRamps(t *testing.T) {
 			call("negative burst", "PATCH", "/v1/queues/mail", `{"burst":-1}`, "burst must be in 0..1000000"),
 			call("falling steps", "PUT", "/v1/types/report.build/ramp", `{"steps":[2,1]}`, "ramp steps must rise"),
 			call("no steps", "PUT", "/v1/types/report.build/ramp", `{"steps":[]}`, "a ramp needs 1..100 steps"),
-			call("zero every", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"0s"}`, "ramp every must be in 1s..168h"),
+			// The value as sent, not a stand-in (issue 27, item 11).
+			call("zero every", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"0s"}`, `ramp every must be in 1s..168h, got "0s"`),
+			call("negative every", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"-1ns"}`, `ramp every must be in 1s..168h, got "-1ns"`),
+			call("every 200h", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"200h"}`, `ramp every must be in 1s..168h, got "200h"`),
+			call("negative attempts", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"min_attempts":-1}`, "ramp min_attempts must be in 1..1000000 (0: the default 20), got -1"),
 			call("ratio above 1", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"max_failure_ratio":1.5}`, "max_failure_ratio must be in 0..1"),
-			call("zero attempts", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"min_attempts":0}`, "min_attempts"),
+			call("zero attempts", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"min_attempts":0}`, "ramp min_attempts must be in 1..1000000, got 0"),
 			call("unknown field", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"speed":2}`, `unknown field "speed"`),
 			call("bad type", "PUT", "/v1/types/a%20b/ramp", `{"steps":[1]}`, `invalid task type "a b"`),
 		})

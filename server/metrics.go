@@ -20,6 +20,7 @@ func (s *server) metrics(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Metrics == nil || s.opts.MetricsElsewhere {
 		return &apiError{status: http.StatusNotFound, detail: "metrics are not served here: see keel serve's [metrics] configuration"}
 	}
+	w.Header().Set("X-Content-Type-Options", "nosniff") // as every other answer
 	s.opts.Metrics.Handler().ServeHTTP(w, r)
 	return nil
 }

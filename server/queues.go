@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/check"
 )
 
 // listQueues handles GET /v1/queues.
@@ -194,10 +195,12 @@ func (s *server) startRamp(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &p); err != nil {
 		return err
 	}
+	// keel reads a zero Every or MinAttempts as its default; sent, a zero
+	// is refused here with the value as sent.
 	ramp := keel.Ramp{Steps: p.Steps}
 	if p.Every != nil {
 		if ramp.Every = time.Duration(*p.Every); ramp.Every == 0 {
-			ramp.Every = -1 // refused: "0s" is no interval
+			return badRequest("ramp every must be in 1s..168h, got %s: no interval (leave it out for the default 10m)", check.Duration(0))
 		}
 	}
 	if p.MaxFailureRatio != nil {
@@ -205,7 +208,7 @@ func (s *server) startRamp(w http.ResponseWriter, r *http.Request) error {
 	}
 	if p.MinAttempts != nil {
 		if ramp.MinAttempts = *p.MinAttempts; ramp.MinAttempts == 0 {
-			ramp.MinAttempts = -1 // refused: 0 attempts judge nothing
+			return badRequest("ramp min_attempts must be in 1..1000000, got 0: no attempts judge nothing (leave it out for the default 20)")
 		}
 	}
 	st, err := s.c.StartRamp(r.Context(), r.PathValue("name"), ramp)

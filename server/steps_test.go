@@ -177,3 +177,54 @@ func TestHTTPTargetSteps(t *testing.T) {
 		}
 	})
 }
+
+// TestSaveStepRefusesUnstorable: a step result passes the checks a
+// payload passes, nesting included (at most 31 levels, which MariaDB
+// stores), and a step name with a lone surrogate is refused rather than
+// stored as U+FFFD: 400 on SQLite, PostgreSQL and MariaDB alike, and no
+// step is stored (issue 27, items 7 and 8).
+func TestSaveStepRefusesUnstorable(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		task := b.enqueue(t, `{"type":"email.send"}`)
+		now := time.Now()
+		claimed, err := b.drv.Claim(t.Context(), driver.ClaimParams{Queue: "default", Limit: 1, Owner: "serve-node",
+			Now: now, LeaseExpiresAt: now.Add(time.Minute)})
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: %v, %v", claimed, err)
+		}
+		fence := claimed[0].Fence
+		path := fmt.Sprintf("/v1/tasks/%d/steps", task.ID)
+		post := func(name, stepName, result, detail string) badCall {
+			return badCall{name: name, method: "POST", path: path, status: 400, detail: detail,
+				body: fmt.Sprintf(`{"name":"%s","fence":%d,"result":%s}`, stepName, fence, result)}
+		}
+		refuse(t, b, []badCall{
+			post("NUL", "s", `{"s":"a\u0000b"}`, `step "s": result contains the NUL character`),
+			post("NUL in a key", "s", `{"\u0000":1}`, `step "s": result contains the NUL character`),
+			post("lone surrogate", "s", `"\ud800"`, `step "s": result contains a lone UTF-16 surrogate \ud800`),
+			post("lone low surrogate", "s", `["x\udc00"]`, `step "s": result contains a lone UTF-16 surrogate \udc00`),
+			post("duplicate key", "s", `{"a":1,"a":2}`, `step "s": result: key "a" appears more than once`),
+			post("nested duplicate key", "s", `[{"b":{"c":1,"c":1}}]`, `step "s": result: key "c" appears more than once`),
+			post("nested 40 deep", "s", nested(40), `step "s": result is nested deeper than 29 levels`),
+			post("nested 30 deep", "s", nested(30), `step "s": result is nested deeper than 29 levels`),
+			post("nested 31 deep, brackets in keys", "s", `{"[":[{"]":`+nested(28)+`}]}`, `step "s": result is nested deeper than 29 levels`),
+			post("huge number", "s", `1e400000`, `step "s": result: number "1e400000" is out of range`),
+			post("lone surrogate in the name", `s\ud800`, `1`, `field "name" contains a lone UTF-16 surrogate \ud800`),
+		})
+		var got Task
+		b.call(t, "GET", fmt.Sprintf("/v1/tasks/%d", task.ID), "").ok(t, http.StatusOK, &got)
+		if len(got.Steps) != 0 {
+			t.Fatalf("refused steps were stored: %+v", got.Steps)
+		}
+		// The deepest result allowed, and a paired surrogate, are stored
+		// and read back on every database.
+		b.call(t, "POST", path, fmt.Sprintf(`{"name":"deep","fence":%d,"result":{"\"[":%s}}`, fence, nested(28))).ok(t, http.StatusOK, nil)
+		b.call(t, "POST", path, fmt.Sprintf(`{"name":"pair \ud83d\ude00","fence":%d,"result":"\ud83d\ude00"}`, fence)).ok(t, http.StatusOK, &got)
+		var smile string
+		if len(got.Steps) != 2 || got.Steps[1].Name != "pair 😀" || json.Unmarshal(got.Steps[1].Result, &smile) != nil || smile != "😀" {
+			t.Fatalf("steps: %+v", got.Steps)
+		}
+	})
+}

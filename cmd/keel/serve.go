@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -288,12 +290,17 @@ func withDashboard(api http.Handler, client *keel.Client, tokens []server.Token,
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics"} {
-		mux.Handle(p, api)
-	}
-	mux.Handle("/", dash)
-	return mux, nil
+	// Not a ServeMux: it would answer an unclean path (//v1//stats) with a
+	// redirect before api or dash check the request's Host. Both check it
+	// first, then clean the path themselves.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := path.Clean("/" + r.URL.Path); {
+		case p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/healthz" || p == "/readyz" || p == "/metrics":
+			api.ServeHTTP(w, r)
+		default:
+			dash.ServeHTTP(w, r)
+		}
+	}), nil
 }
 
 // httpServer returns the HTTP server of handler h with the configured

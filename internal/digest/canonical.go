@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -39,6 +40,39 @@ func Canonical(payload []byte) ([]byte, error) {
 		return out, nil
 	}
 	return canonicalSlow(payload)
+}
+
+// Check runs Canonical's checks on a JSON document that is stored as
+// sent rather than canonicalized (a step's result), so that it is stored
+// alike, or refused alike, on every database. Its errors name the
+// document what instead of "payload".
+func Check(what string, doc []byte) error {
+	if _, err := Canonical(doc); err != nil {
+		// Every error of Canonical begins with "payload".
+		return errors.New(what + strings.TrimPrefix(err.Error(), "payload"))
+	}
+	return nil
+}
+
+// Depth is the deepest nesting of arrays and objects in valid JSON doc,
+// counted as Canonical counts it: a scalar is 0, [] and {} are 1.
+func Depth(doc []byte) int {
+	depth, deepest, in := 0, 0, false
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case in:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // canonicalSlow is Canonical through encoding/json. It decides every
@@ -189,6 +223,24 @@ func trimLeftZeros(s string) string {
 // be stored as written: NUL, and a surrogate that is not half of a pair
 // (encoding/json would store U+FFFD instead).
 func checkEscapes(b []byte) error {
+	switch r, found := BadEscape(b); {
+	case !found:
+		return nil
+	case r == 0:
+		return errors.New(`payload contains the NUL character (\u0000), which cannot be stored: remove it or encode the data (base64)`)
+	default:
+		return fmt.Errorf(`payload contains a lone UTF-16 surrogate \u%04x: pair it or remove it`, r)
+	}
+}
+
+// BadEscape returns the first \u escape in the strings of valid JSON b
+// (a document, or one string token) that cannot be stored as written:
+// NUL (r 0), or a UTF-16 surrogate that is not half of a pair, which
+// encoding/json turns into U+FFFD. found is false when there is none.
+func BadEscape(b []byte) (r int, found bool) {
+	if bytes.IndexByte(b, '\\') < 0 {
+		return 0, false
+	}
 	in := false
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; {
@@ -203,9 +255,9 @@ func checkEscapes(b []byte) error {
 			i += 4
 			switch {
 			case r == 0:
-				return errors.New(`payload contains the NUL character (\u0000), which cannot be stored: remove it or encode the data (base64)`)
+				return 0, true
 			case r >= 0xDC00 && r <= 0xDFFF:
-				return fmt.Errorf(`payload contains a lone UTF-16 surrogate \u%04x: pair it or remove it`, r)
+				return r, true
 			case r >= 0xD800 && r <= 0xDBFF:
 				if i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
 					if lo := hex4(b, i+3); lo >= 0xDC00 && lo <= 0xDFFF {
@@ -213,11 +265,11 @@ func checkEscapes(b []byte) error {
 						continue
 					}
 				}
-				return fmt.Errorf(`payload contains a lone UTF-16 surrogate \u%04x: pair it or remove it`, r)
+				return r, true
 			}
 		}
 	}
-	return nil
+	return 0, false
 }
 
 // hex4 reads the 4 hex digits at b[i:], or -1 if they are not there.

@@ -72,3 +72,38 @@ func TestCanonicalRefusesWhatCannotBeStoredAsSent(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckNamesTheDocument(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"a":1,"a":2}`: `result: key "a" appears more than once in an object`,
+		`"\ud800"`:      `result contains a lone UTF-16 surrogate \ud800: pair it or remove it`,
+		`"\u0000"`:      `result contains the NUL character`,
+		`{"a":`:         `result is not valid JSON`,
+		"\"\xff\"":      `result is not valid UTF-8`,
+	} {
+		err := Check("result", []byte(doc))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Check(%s) = %v, want %q", doc, err, want)
+		}
+	}
+	if err := Check("result", []byte(`{"a":["\ud83d\ude00",1e5]}`)); err != nil {
+		t.Errorf("a good document: %v", err)
+	}
+}
+
+func TestDepthAndBadEscape(t *testing.T) {
+	for doc, want := range map[string]int{`1`: 0, `[]`: 1, `{"[[":[{}]}`: 3, `"\"[["`: 0, `[[],[[]]]`: 3} {
+		if got := Depth([]byte(doc)); got != want {
+			t.Errorf("Depth(%s) = %d, want %d", doc, got, want)
+		}
+	}
+	for tok, want := range map[string]int{`"a\ud800"`: 0xd800, `"\udc01x"`: 0xdc01, `"\u0000"`: 0, `"\ud83d\ude00"`: -1, `"\\ud800"`: -1, `"x"`: -1} {
+		r, found := BadEscape([]byte(tok))
+		if !found {
+			r = -1
+		}
+		if r != want {
+			t.Errorf("BadEscape(%s) = %#x, want %#x", tok, r, want)
+		}
+	}
+}

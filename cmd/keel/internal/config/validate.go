@@ -17,6 +17,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/check"
 )
 
 var (
@@ -252,9 +253,8 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 	if t.MaxAttempts < 1 || t.MaxAttempts > 1000 {
 		v.bad(key+".max_attempts", "must be in 1..1000, got %d", t.MaxAttempts)
 	}
-	if t.Timeout.D() < time.Millisecond {
-		v.bad(key+".timeout", "must be at least 1ms, got %q", t.Timeout)
-	}
+	report := func(field, problem string) { v.bad(key+"."+field, "%s", problem) }
+	check.Timeout("timeout", t.Timeout.D(), report) // as PATCH /v1/types/{name} checks it
 	validateLimits(v, key, t)
 	if t.OnDead != "" {
 		_, known := c.Types[t.OnDead]
@@ -275,6 +275,8 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 	}
 	if t.Brake.Cooldown < 0 {
 		v.bad(key+".brake.cooldown", "must not be negative (0: the default 30s), got %q", t.Brake.Cooldown)
+	} else if t.Brake.Cooldown.D()%time.Millisecond != 0 {
+		v.bad(key+".brake.cooldown", "must be a whole number of milliseconds (settings are stored in ms), got %q", t.Brake.Cooldown)
 	}
 	if !t.IsTarget() {
 		for _, f := range []string{"connect_timeout", "read_timeout", "max_result_bytes", "headers", "headers_env", "backoff_base", "backoff_max", "brake"} {
@@ -292,7 +294,8 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 	}
 	v.positive(key+".connect_timeout", t.ConnectTimeout)
 	v.positive(key+".read_timeout", t.ReadTimeout)
-	v.positive(key+".backoff_base", t.BackoffBase)
+	check.Backoff("backoff_base", t.BackoffBase.D(), report)
+	check.Backoff("backoff_max", t.BackoffMax.D(), report)
 	if t.BackoffMax < t.BackoffBase {
 		v.bad(key+".backoff_max", "%q must not be below backoff_base %q", t.BackoffMax, t.BackoffBase)
 	}
@@ -391,23 +394,11 @@ var webhookName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 func (c *Config) validateAlerts(v *checker) {
 	a := &c.Alerts
-	if a.DeadPerHour < -1 {
-		v.bad("alerts.dead_per_hour", "must be -1 (off) or more, got %d", a.DeadPerHour)
-	}
-	if a.OldestReadyAge < 0 {
-		v.bad("alerts.oldest_ready_age", "must not be negative (\"0s\" turns the rule off), got %q", a.OldestReadyAge)
-	}
-	if a.FailureRatio < 0 || a.FailureRatio >= 1 || math.IsNaN(a.FailureRatio) {
-		v.bad("alerts.failure_ratio", "must be in [0, 1) (0 turns the rule off), got %v", a.FailureRatio)
-	}
-	if a.FailureRatio > 0 {
-		if a.FailureMinAttempts < 1 {
-			v.bad("alerts.failure_min_attempts", "must be at least 1, got %d", a.FailureMinAttempts)
-		}
-		if a.FailureWindow.D() < time.Minute || a.FailureWindow.D() > time.Hour {
-			v.bad("alerts.failure_window", "must be in 1m..1h, got %q", a.FailureWindow)
-		}
-	}
+	// The rules PATCH /v1/alerts/rules applies (keel.AlertRules.Validate).
+	check.Alerts(check.AlertRules{DeadPerHour: a.DeadPerHour, OldestReadyAge: a.OldestReadyAge.D(), FailureRatio: a.FailureRatio,
+		FailureMinAttempts: a.FailureMinAttempts, FailureWindow: a.FailureWindow.D()}, func(field, problem string) {
+		v.bad("alerts."+field, "%s", problem)
+	})
 	v.positive("alerts.interval", a.Interval)
 	v.positive("alerts.retry_max", a.RetryMax)
 	seen := map[string]bool{"log": true}
