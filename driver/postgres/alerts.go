@@ -154,7 +154,7 @@ func (d *Driver) PutMeta(ctx context.Context, name string, value []byte, now tim
 
 // read runs fn in a read-only REPEATABLE READ transaction: one snapshot.
 func (d *Driver) read(ctx context.Context, fn func(q querier) error) error {
-	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	return beginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error { return fn(pgxQuerier{db: tx}) })
 }
 

@@ -36,7 +36,7 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
+		return nil, fmt.Errorf("insert tasks: %w", unavailable(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 	out, queues, err := d.insertNotify(ctx, pgxQuerier{db: tx}, params, true)
@@ -50,7 +50,7 @@ func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]
 		return nil, err
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("insert tasks: commit: %w", err)
+		return nil, fmt.Errorf("insert tasks: commit: %w", unavailable(err))
 	}
 	d.wakeLocal(queues)
 	return out, nil
@@ -261,7 +261,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	if len(others) == 0 {
 		err = finish(pgxQuerier{db: d.pool})
 	} else {
-		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return finish(pgxQuerier{db: tx}) })
+		err = beginFunc(ctx, d.pool, func(tx pgx.Tx) error { return finish(pgxQuerier{db: tx}) })
 	}
 	if err != nil {
 		return nil, err
@@ -358,7 +358,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	}
 	var out []driver.TaskRow
 	var queues []string
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		q := pgxQuerier{db: tx}
 		locked := map[int64]bool{}
