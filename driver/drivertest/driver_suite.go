@@ -107,6 +107,7 @@ var driverTests = []test{
 	{"SourcesReport", testSourcesReport},
 	{"SourcesReportPruned", testSourcesReportPruned},
 	{"SourcesListOrder", testSourcesListOrder},
+	{"FinishAgain", testFinishAgain},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

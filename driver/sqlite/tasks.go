@@ -292,7 +292,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	if err != nil {
 		return nil, err
 	}
-	return ok, nil
+	return sqlutil.AddAppliedBefore(ctx, p, ok, d.Get)
 }
 
 // FinishTx implements driver.Driver.
