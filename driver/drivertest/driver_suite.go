@@ -108,6 +108,7 @@ var driverTests = []test{
 	{"SourcesReportPruned", testSourcesReportPruned},
 	{"SourcesListOrder", testSourcesListOrder},
 	{"FinishAgain", testFinishAgain},
+	{"ClaimedReadBack", testClaimedReadBack},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -217,6 +217,15 @@ func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, inc
 	return c.Rows(), nil
 }
 
+// Claimed implements driver.Driver.
+func (d *Driver) Claimed(ctx context.Context, p driver.ClaimedParams) ([]driver.TaskRow, error) {
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.claimed, d.now(p.Now), p.Owner, p.Queue, p.Limit), scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("read back claimed tasks: %w", err)
+	}
+	return out, nil
+}
+
 // Finish implements driver.Driver: successes without a result in one
 // statement, other transitions one statement each, in one transaction.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
