@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,19 +23,21 @@ import (
 	"github.com/keelq/keel/internal/testdb"
 )
 
-// TestDatabaseRestartAnswers503: while enqueues flow through the API, a
-// private database server (this test's own) stops and starts again. Every
-// answer is a success or a 503 with Retry-After: a server that is gone,
-// shutting down or starting up (PostgreSQL's SQLSTATE 57P01 and 57P03,
-// MariaDB's "invalid connection") is unavailable, never an internal error,
-// and nothing is logged at ERROR for it.
+// TestDatabaseRestartAnswers503: while enqueues flow through the API and a
+// worker runs them, a private database server (this test's own) stops and
+// starts again. Every answer is a success or a 503 with Retry-After: a
+// server that is gone, shutting down or starting up (PostgreSQL's SQLSTATE
+// 57P01 and 57P03, MariaDB's "invalid connection") is unavailable, never
+// an internal error, and nothing is logged at ERROR for it. Afterwards the
+// worker finishes every task long before a lease (a minute) could run
+// out, and reports no outcome of its own as a lost lease.
 func TestDatabaseRestartAnswers503(t *testing.T) {
 	t.Parallel()
 	for _, db := range []string{"postgres", "mysql"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			srv, drv := privateDriver(t, db)
-			errs := &levelCounter{Handler: testLogger(t).Handler(), errors: new(atomic.Int64)}
+			errs := &levelCounter{Handler: testLogger(t).Handler(), errors: new(atomic.Int64), leaseLost: new(atomic.Int64)}
 			log := slog.New(errs)
 			c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{typeEmail}, Logger: log})
 			if err != nil {
@@ -46,6 +49,17 @@ func TestDatabaseRestartAnswers503(t *testing.T) {
 			}
 			hs := httptest.NewServer(h)
 			defer hs.Close()
+			handlers := keel.NewHandlers()
+			keel.Handle(handlers, typeEmail, func(ctx context.Context, task *keel.Task[json.RawMessage]) error { return nil })
+			worker, err := keel.NewClient(keel.Config{Driver: drv, Handlers: handlers, Logger: log,
+				LeaseTTL: time.Minute, PollInterval: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := worker.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			defer worker.Stop(context.Background()) //nolint:errcheck // the test is over
 
 			var mu sync.Mutex
 			codes := map[int]int{}
@@ -121,6 +135,29 @@ func TestDatabaseRestartAnswers503(t *testing.T) {
 			if n := errs.errors.Load(); n > 0 {
 				t.Errorf("%d records logged at ERROR during a restart", n)
 			}
+			// Every task is finished well within a lease: none was left
+			// running by a claim whose answer the restart cut off.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				left := 0
+				for _, st := range []driver.State{driver.StatePending, driver.StateRunning} {
+					rows, err := drv.List(t.Context(), driver.Filter{State: st, Limit: 10})
+					if err != nil {
+						t.Fatal(err)
+					}
+					left += len(rows)
+				}
+				if left == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("tasks still pending or running 20s after the restart (leases last a minute)")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if n := errs.leaseLost.Load(); n > 0 {
+				t.Errorf("%d outcomes reported as a lost lease after a restart, with no lease lost", n)
+			}
 		})
 	}
 }
@@ -169,20 +206,24 @@ func privateDriver(t *testing.T, db string) (*testdb.Server, driver.Driver) {
 // on.
 type levelCounter struct {
 	slog.Handler
-	errors *atomic.Int64
+	errors    *atomic.Int64
+	leaseLost *atomic.Int64 // records saying a lease was lost
 }
 
 func (h *levelCounter) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelError {
 		h.errors.Add(1)
 	}
+	if strings.Contains(r.Message, "lease lost") {
+		h.leaseLost.Add(1)
+	}
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h *levelCounter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &levelCounter{Handler: h.Handler.WithAttrs(as), errors: h.errors}
+	return &levelCounter{Handler: h.Handler.WithAttrs(as), errors: h.errors, leaseLost: h.leaseLost}
 }
 
 func (h *levelCounter) WithGroup(name string) slog.Handler {
-	return &levelCounter{Handler: h.Handler.WithGroup(name), errors: h.errors}
+	return &levelCounter{Handler: h.Handler.WithGroup(name), errors: h.errors, leaseLost: h.leaseLost}
 }
