@@ -533,7 +533,7 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 // Resign implements driver.Driver.
 func (d *Driver) Resign(ctx context.Context, name, owner string) error {
 	if _, err := d.pool.Exec(ctx, d.sql.resign, name, owner); err != nil {
-		return fmt.Errorf("resign leadership: %w", err)
+		return fmt.Errorf("resign leadership: %w", unavailable(err))
 	}
 	return nil
 }
