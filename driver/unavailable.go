@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
 	"errors"
@@ -78,9 +79,11 @@ func unreachableState(code string) bool {
 // Unavailable returns err wrapped with ErrUnavailable when it says the
 // database could not be reached (Unreachable, or also is true for it),
 // else err unchanged. The original error stays visible to errors.Is and
-// errors.As. Drivers call it on the errors their library returns.
-func Unavailable(err error, also func(error) bool) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+// errors.As. An error after ctx ended is the caller's own (its deadline or
+// cancel), and is returned as it is. Drivers call it on the errors their
+// library returns.
+func Unavailable(ctx context.Context, err error, also func(error) bool) error {
+	if err == nil || ctx.Err() != nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	if Unreachable(err) || (also != nil && also(err)) {

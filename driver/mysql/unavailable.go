@@ -34,8 +34,11 @@ func unreachable(err error) bool {
 }
 
 // unavailable wraps err with driver.ErrUnavailable when it says the server
-// could not be reached; the original error stays visible.
-func unavailable(err error) error { return driver.Unavailable(err, unreachable) }
+// could not be reached, unless ctx ended (see driver.Unavailable); the
+// original error stays visible.
+func unavailable(ctx context.Context, err error) error {
+	return driver.Unavailable(ctx, err, unreachable)
+}
 
 // classifying is a connector whose connections translate go-sql-driver's
 // errors at the driver boundary (see unreachable): every statement, commit
@@ -49,7 +52,7 @@ type classifying struct{ sqldriver.Connector }
 func (c classifying) Connect(ctx context.Context) (sqldriver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	mc, ok := conn.(mysqlConn)
 	if !ok { // not go-sql-driver's connection as this driver knows it
@@ -82,7 +85,7 @@ func (c *classifyingConn) Prepare(query string) (sqldriver.Stmt, error) {
 func (c *classifyingConn) PrepareContext(ctx context.Context, query string) (sqldriver.Stmt, error) {
 	s, err := c.conn.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
 	ms, ok := s.(mysqlStmt)
 	if !ok {
@@ -100,25 +103,25 @@ func (c *classifyingConn) Begin() (sqldriver.Tx, error) {
 func (c *classifyingConn) BeginTx(ctx context.Context, opts sqldriver.TxOptions) (sqldriver.Tx, error) {
 	tx, err := c.conn.BeginTx(ctx, opts)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
-	return classifyingTx{tx}, nil
+	return classifyingTx{ctx: ctx, tx: tx}, nil
 }
 
 func (c *classifyingConn) ExecContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Result, error) {
 	r, err := c.conn.ExecContext(ctx, query, args)
-	return r, unavailable(err)
+	return r, unavailable(ctx, err)
 }
 
 func (c *classifyingConn) QueryContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
 	r, err := c.conn.QueryContext(ctx, query, args)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
-	return classifyRows(r), nil
+	return classifyRows(ctx, r), nil
 }
 
-func (c *classifyingConn) Ping(ctx context.Context) error { return unavailable(c.conn.Ping(ctx)) }
+func (c *classifyingConn) Ping(ctx context.Context) error { return unavailable(ctx, c.conn.Ping(ctx)) }
 
 func (c *classifyingConn) ResetSession(ctx context.Context) error { return c.conn.ResetSession(ctx) }
 
@@ -128,10 +131,14 @@ func (c *classifyingConn) CheckNamedValue(nv *sqldriver.NamedValue) error {
 	return c.conn.CheckNamedValue(nv)
 }
 
-type classifyingTx struct{ tx sqldriver.Tx }
+// classifyingTx is a transaction begun under ctx.
+type classifyingTx struct {
+	ctx context.Context
+	tx  sqldriver.Tx
+}
 
-func (t classifyingTx) Commit() error   { return unavailable(t.tx.Commit()) }
-func (t classifyingTx) Rollback() error { return unavailable(t.tx.Rollback()) }
+func (t classifyingTx) Commit() error   { return unavailable(t.ctx, t.tx.Commit()) }
+func (t classifyingTx) Rollback() error { return unavailable(t.ctx, t.tx.Rollback()) }
 
 // mysqlStmt is what go-sql-driver's statements implement.
 type mysqlStmt interface {
@@ -149,28 +156,28 @@ func (s *classifyingStmt) NumInput() int { return s.stmt.NumInput() }
 
 func (s *classifyingStmt) Exec(args []sqldriver.Value) (sqldriver.Result, error) { //nolint:staticcheck // required by driver.Stmt
 	r, err := s.stmt.Exec(args) //nolint:staticcheck // required by driver.Stmt
-	return r, unavailable(err)
+	return r, unavailable(context.Background(), err)
 }
 
 func (s *classifyingStmt) Query(args []sqldriver.Value) (sqldriver.Rows, error) { //nolint:staticcheck // required by driver.Stmt
 	r, err := s.stmt.Query(args) //nolint:staticcheck // required by driver.Stmt
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(context.Background(), err)
 	}
-	return classifyRows(r), nil
+	return classifyRows(context.Background(), r), nil
 }
 
 func (s *classifyingStmt) ExecContext(ctx context.Context, args []sqldriver.NamedValue) (sqldriver.Result, error) {
 	r, err := s.stmt.ExecContext(ctx, args)
-	return r, unavailable(err)
+	return r, unavailable(ctx, err)
 }
 
 func (s *classifyingStmt) QueryContext(ctx context.Context, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
 	r, err := s.stmt.QueryContext(ctx, args)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, unavailable(ctx, err)
 	}
-	return classifyRows(r), nil
+	return classifyRows(ctx, r), nil
 }
 
 func (s *classifyingStmt) CheckNamedValue(nv *sqldriver.NamedValue) error {
@@ -191,24 +198,30 @@ type mysqlRows interface {
 	sqldriver.RowsColumnTypeScanType
 }
 
-type classifyingRows struct{ rows mysqlRows }
+// classifyingRows are the rows of a query run under ctx.
+type classifyingRows struct {
+	ctx  context.Context
+	rows mysqlRows
+}
 
-func classifyRows(r sqldriver.Rows) sqldriver.Rows {
+func classifyRows(ctx context.Context, r sqldriver.Rows) sqldriver.Rows {
 	if mr, ok := r.(mysqlRows); ok {
-		return &classifyingRows{rows: mr}
+		return &classifyingRows{ctx: ctx, rows: mr}
 	}
 	return r
 }
 
 func (r *classifyingRows) Columns() []string { return r.rows.Columns() }
-func (r *classifyingRows) Close() error      { return unavailable(r.rows.Close()) }
+func (r *classifyingRows) Close() error      { return unavailable(r.ctx, r.rows.Close()) }
 
 // Next passes io.EOF, the end of the rows, unchanged: unavailable leaves
 // it alone.
-func (r *classifyingRows) Next(dest []sqldriver.Value) error { return unavailable(r.rows.Next(dest)) }
+func (r *classifyingRows) Next(dest []sqldriver.Value) error {
+	return unavailable(r.ctx, r.rows.Next(dest))
+}
 
 func (r *classifyingRows) HasNextResultSet() bool { return r.rows.HasNextResultSet() }
-func (r *classifyingRows) NextResultSet() error   { return unavailable(r.rows.NextResultSet()) }
+func (r *classifyingRows) NextResultSet() error   { return unavailable(r.ctx, r.rows.NextResultSet()) }
 
 func (r *classifyingRows) ColumnTypeDatabaseTypeName(i int) string {
 	return r.rows.ColumnTypeDatabaseTypeName(i)

@@ -130,7 +130,7 @@ func (d *Driver) GetMeta(ctx context.Context, name string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get meta %q: %w", name, unavailable(err))
+		return nil, fmt.Errorf("get meta %q: %w", name, unavailable(ctx, err))
 	}
 	return sqlutil.MetaValue(v), nil
 }
@@ -147,7 +147,7 @@ func (d *Driver) PutMeta(ctx context.Context, name string, value []byte, now tim
 		_, err = d.pool.Exec(ctx, d.q(sqlPutMeta), name, value, sqlutil.AlertTime(now))
 	}
 	if err != nil {
-		return fmt.Errorf("put meta %q: %w", name, unavailable(err))
+		return fmt.Errorf("put meta %q: %w", name, unavailable(ctx, err))
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func (q pgxQuerier) args(args []any) []any {
 func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(scan func(dest ...any) error) error) error {
 	rows, err := q.db.Query(ctx, sql, q.args(args)...)
 	if err != nil {
-		return unavailable(err)
+		return unavailable(ctx, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -67,12 +67,12 @@ func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(
 			return err
 		}
 	}
-	return unavailable(rows.Err())
+	return unavailable(ctx, rows.Err())
 }
 
 func (q pgxQuerier) exec(ctx context.Context, sql string, args []any) (int64, error) {
 	tag, err := q.db.Exec(ctx, sql, q.args(args)...)
-	return tag.RowsAffected(), unavailable(err)
+	return tag.RowsAffected(), unavailable(ctx, err)
 }
 
 // unavailable wraps err with driver.ErrUnavailable when it says the server
@@ -80,21 +80,21 @@ func (q pgxQuerier) exec(ctx context.Context, sql string, args []any) (int64, er
 // 57P01, 57P02, 57P03; see driver.Unreachable); the original error stays
 // visible to errors.As. The driver's statements and transactions return
 // their errors through it.
-func unavailable(err error) error { return driver.Unavailable(err, nil) }
+func unavailable(ctx context.Context, err error) error { return driver.Unavailable(ctx, err, nil) }
 
 // beginFunc is pgx.BeginFunc with the driver's error classification: a
 // commit cut short by a lost connection is driver.ErrUnavailable.
 func beginFunc(ctx context.Context, db interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }, fn func(pgx.Tx) error) error {
-	return unavailable(pgx.BeginFunc(ctx, db, fn))
+	return unavailable(ctx, pgx.BeginFunc(ctx, db, fn))
 }
 
 // beginTxFunc is pgx.BeginTxFunc with the driver's error classification.
 func beginTxFunc(ctx context.Context, db interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	return unavailable(pgx.BeginTxFunc(ctx, db, opts, fn))
+	return unavailable(ctx, pgx.BeginTxFunc(ctx, db, opts, fn))
 }
 
 // sqlQuerier adapts a caller's *sql.Tx on the pgx stdlib driver.

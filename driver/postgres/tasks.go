@@ -36,7 +36,7 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", unavailable(err))
+		return nil, fmt.Errorf("insert tasks: %w", unavailable(ctx, err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 	out, queues, err := d.insertNotify(ctx, pgxQuerier{db: tx}, params, true)
@@ -50,7 +50,7 @@ func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]
 		return nil, err
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("insert tasks: commit: %w", unavailable(err))
+		return nil, fmt.Errorf("insert tasks: commit: %w", unavailable(ctx, err))
 	}
 	d.wakeLocal(queues)
 	return out, nil
@@ -533,7 +533,7 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 // Resign implements driver.Driver.
 func (d *Driver) Resign(ctx context.Context, name, owner string) error {
 	if _, err := d.pool.Exec(ctx, d.sql.resign, name, owner); err != nil {
-		return fmt.Errorf("resign leadership: %w", unavailable(err))
+		return fmt.Errorf("resign leadership: %w", unavailable(ctx, err))
 	}
 	return nil
 }
