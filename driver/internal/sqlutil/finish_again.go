@@ -14,8 +14,9 @@ import (
 // writes, at t's fence (a later claim moves the fence on), and
 //   - for a success, still under owner (a success keeps the owner);
 //   - for a retry or a dead letter with an error, which clear the owner,
-//     t's error as the last of the history (same attempt, node, outcome
-//     and start): a rescue of the attempt writes an entry of its own;
+//     t's error as the last of the history (same attempt, outcome and
+//     start, and owner's node): a rescue of the attempt writes an entry
+//     of its own;
 //   - for a snooze or a release (no error), no rescue of this attempt as
 //     the last entry.
 //
@@ -39,7 +40,7 @@ func AppliedBefore(row *driver.TaskRow, owner string, t driver.Transition) bool 
 		last = &row.Errors[n-1]
 	}
 	if t.Error != nil {
-		return last != nil && last.Attempt == t.Error.Attempt && last.Node == t.Error.Node &&
+		return last != nil && last.Attempt == t.Error.Attempt && last.Node == t.Error.Node && last.Node == owner &&
 			last.Outcome == t.Error.Outcome && last.Start.Equal(t.Error.Start)
 	}
 	return last == nil || last.Outcome != driver.OutcomeLeaseExpired || !last.Start.Equal(row.AttemptedAt)
