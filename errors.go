@@ -2,14 +2,9 @@ package keel
 
 import (
 	"context"
-	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"reflect"
-	"syscall"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -78,41 +73,12 @@ func unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// retrySafe is a driver error that knows whether its statement reached the
-// server (pgx's errors do).
-type retrySafe interface {
-	error
-	SafeToRetry() bool
-}
-
 // connectionFailed reports whether err is a failure to reach the database
-// rather than an answer from it: a network error (refused, reset, timed
-// out, unresolvable host), a connection the driver found broken, a
-// conversation cut short, or a statement the driver says never reached
-// the server (pgx's SafeToRetry, for a pooled connection that had been
-// closed). It needs no database library: drivers wrap these standard
-// errors or implement these methods.
-func connectionFailed(err error) bool {
-	if _, ok := errors.AsType[*net.OpError](err); ok {
-		return true
-	}
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return true
-	}
-	if r, ok := errors.AsType[retrySafe](err); ok && r.SafeToRetry() {
-		return true
-	}
-	for _, target := range []error{
-		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT,
-		sqldriver.ErrBadConn, sql.ErrConnDone, io.ErrUnexpectedEOF,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
-}
+// rather than an answer from it (driver.Unreachable). Drivers classify
+// their own library's errors into ErrUnavailable at their boundary; this
+// is the fallback for an error that reached keel another way, such as
+// from a caller's transaction.
+func connectionFailed(err error) bool { return driver.Unreachable(err) }
 
 // Permanent marks err as not worth retrying: the task is dead-lettered at
 // once, whatever attempts remain.

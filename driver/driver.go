@@ -56,9 +56,17 @@ type Driver interface {
 	// counts their running tasks, refills and spends their rate tokens,
 	// and claims no more than they allow.
 	ClaimLimited(ctx context.Context, params LimitedClaimParams) (LimitedClaim, error)
-	// Finish applies transitions and returns the ids it applied; the others
-	// lost their lease. A success keeps LeaseOwner (the node that ran it);
-	// every other transition clears it.
+	// Claimed reads back the tasks a claim may have marked running without
+	// returning them, when its outcome is unknown (the connection broke
+	// during it): those of params.Queue running under params.Owner with a
+	// live lease, as Claim returns them. It changes nothing.
+	Claimed(ctx context.Context, params ClaimedParams) ([]TaskRow, error)
+	// Finish applies transitions and returns the ids it applied, and those
+	// it finds already in the state the transition writes, at its fence
+	// and by its owner (a finish retried after a commit whose outcome was
+	// unknown; see sqlutil.AppliedBefore), without writing them again; the
+	// others lost their lease. A success keeps LeaseOwner (the node that
+	// ran it); every other transition clears it.
 	Finish(ctx context.Context, params FinishParams) ([]int64, error)
 	// FinishTx applies one transition inside the caller's transaction and
 	// reports whether it applied.

@@ -94,6 +94,16 @@ type Transition struct {
 	FollowUps []InsertParams
 }
 
+// ClaimedParams asks for the tasks of Queue running under Owner whose
+// lease is live at Now (the database's clock for a driver that uses it),
+// at most Limit, by id.
+type ClaimedParams struct {
+	Queue string
+	Owner string
+	Now   time.Time
+	Limit int
+}
+
 // FinishParams finishes many running tasks held by Owner in one batch.
 type FinishParams struct {
 	Owner       string

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // writeJSON is the one place responses are written: v as JSON with status,
@@ -76,7 +77,9 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, http.StatusConflict, keelMessage(err))
 	case errors.Is(err, keel.ErrNotFound):
 		writeProblem(w, http.StatusNotFound, keelMessage(err))
-	case errors.Is(err, keel.ErrUnavailable):
+	case errors.Is(err, keel.ErrUnavailable), r.Context().Err() == nil && driver.Unreachable(err):
+		// The second test is the fallback for an error a path of the
+		// library did not classify (the drivers and the client do).
 		s.log.Warn("keel server: database unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 		writeProblem(w, http.StatusServiceUnavailable, "the database is unavailable: retry later, with the same Idempotency-Key for an enqueue")

@@ -261,7 +261,34 @@ func testSucceedKeepsLeaseOwner(t *testing.T, e *env) {
 	if err != nil || len(held) != 0 {
 		t.Fatalf("heartbeat of succeeded tasks held %v, %v", held, err)
 	}
-	e.requireRejected("w1", t1, everyTransition(batched.ID, 1, t1))
+	// The same success again, by its owner at its fence, is a finish
+	// retried after a commit whose outcome it did not see: it reports
+	// applied and writes nothing (see FinishAgain). Every other transition
+	// is rejected, and so is a success in the caller's transaction.
+	all := everyTransition(batched.ID, 1, t1)
+	for _, k := range []string{"success", "success with result"} {
+		if got := e.finish("w1", t1, all[k]); !slices.Equal(got, []int64{batched.ID}) {
+			t.Fatalf("%s again by its owner: applied %v, want [%d]", k, got, batched.ID)
+		}
+		delete(all, k)
+	}
+	e.requireRejected("w1", t1, all)
+	if dber, ok := e.drv.(driver.DBer); ok {
+		tx, err := dber.DB().BeginTx(e.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := e.drv.FinishTx(e.ctx, tx, "w1", t1, driver.Transition{ID: batched.ID, Fence: 1, State: driver.StateSucceeded})
+		if cerr := tx.Commit(); err == nil {
+			err = cerr
+		}
+		if err != nil || ok {
+			t.Fatalf("success again in FinishTx: applied %v, %v", ok, err)
+		}
+	}
+	if r := e.get(batched.ID); r.Result != nil || !r.UpdatedAt.Equal(t1) {
+		t.Fatalf("a repeated success wrote: result %s updated %v", r.Result, r.UpdatedAt)
+	}
 	rescued, err := e.rescue(t1.Add(24*time.Hour), 10, 0)
 	if err != nil || len(rescued) != 0 {
 		t.Fatalf("rescue touched succeeded tasks: %v, %v", ids(rescued), err)

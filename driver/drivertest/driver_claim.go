@@ -262,3 +262,50 @@ func testLeadership(t *testing.T, e *env) {
 		t.Fatal("A could not lead after B resigned")
 	}
 }
+
+// testClaimedReadBack: Claimed reads back, as Claim returned them, the
+// tasks of a queue running under an owner with a live lease: not another
+// owner's, not another queue's, not finished ones, not expired leases.
+func testClaimedReadBack(t *testing.T, e *env) {
+	for range 3 {
+		e.insert()
+	}
+	other := e.insert(func(p *driver.InsertParams) { p.Queue = "other" })
+	t0 := e.clock.Now()
+	mine := e.claim("w1", t0, 2)
+	theirs := e.claim("w2", t0, 1)
+	e.claimQueue("other", "w1", t0, 1)
+	if len(mine) != 2 || len(theirs) != 1 {
+		t.Fatalf("claimed %d and %d, want 2 and 1", len(mine), len(theirs))
+	}
+	read := func(owner, queue string, now time.Time) []driver.TaskRow {
+		t.Helper()
+		rows, err := e.drv.Claimed(e.ctx, driver.ClaimedParams{Queue: queue, Owner: owner, Now: now, Limit: 100})
+		if err != nil {
+			t.Fatalf("claimed: %v", err)
+		}
+		return rows
+	}
+	got := read("w1", "default", t0.Add(time.Second))
+	if len(got) != 2 {
+		t.Fatalf("read back %v, want %v", ids(got), ids(mine))
+	}
+	for i := range got {
+		g, w := got[i], mine[i]
+		if g.ID != w.ID || g.Fence != w.Fence || g.Attempt != w.Attempt || g.State != driver.StateRunning ||
+			g.LeaseOwner != "w1" || !g.LeaseExpiresAt.Equal(w.LeaseExpiresAt) || !g.AttemptedAt.Equal(w.AttemptedAt) ||
+			g.Type != w.Type || g.Queue != w.Queue || g.Timeout != w.Timeout || !jsonEqual(g.Payload, w.Payload) {
+			t.Fatalf("read back\n%+v\nclaimed\n%+v", g, w)
+		}
+	}
+	if rows := read("w1", "other", t0); len(rows) != 1 || rows[0].ID != other.ID {
+		t.Fatalf("queue other: %v, want [%d]", ids(rows), other.ID)
+	}
+	e.finish("w1", t0, driver.Transition{ID: mine[0].ID, Fence: mine[0].Fence, State: driver.StateSucceeded})
+	if rows := read("w1", "default", t0); len(rows) != 1 || rows[0].ID != mine[1].ID {
+		t.Fatalf("after a finish: %v, want [%d]", ids(rows), mine[1].ID)
+	}
+	if rows := read("w1", "default", t0.Add(leaseTTL+time.Second)); len(rows) != 0 {
+		t.Fatalf("expired leases read back: %v", ids(rows))
+	}
+}

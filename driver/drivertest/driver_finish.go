@@ -201,3 +201,84 @@ func testFinishTx(t *testing.T, e *env) {
 		t.Fatal("FinishTx applied twice")
 	}
 }
+
+// testFinishAgain: a finish retried after a commit whose outcome was
+// unknown (the connection broke at or after COMMIT) finds the task in the
+// state it wrote, and reports it applied, not as a lost lease; it writes
+// nothing more. A task rescued or claimed by another worker in the
+// meantime is still rejected.
+func testFinishAgain(t *testing.T, e *env) {
+	t0 := e.clock.Now()
+	kinds := []string{"success", "success with result", "retry", "release", "dead"}
+	rows := map[string]*driver.TaskRow{}
+	for _, k := range kinds {
+		rows[k] = e.insert()
+	}
+	e.claim("w1", t0, len(kinds))
+	t1 := e.clock.Advance(time.Second)
+	var ts []driver.Transition
+	for _, k := range kinds {
+		tr := everyTransition(rows[k].ID, 1, t1)[k]
+		if tr.Error != nil {
+			tr.Error.Node, tr.Error.Start = "w1", t0
+		}
+		ts = append(ts, tr)
+	}
+	first := e.finish("w1", t1, ts...)
+	if len(first) != len(kinds) {
+		t.Fatalf("first finish applied %v, want all %d", first, len(kinds))
+	}
+	before := map[int64]*driver.TaskRow{}
+	for _, r := range rows {
+		before[r.ID] = e.get(r.ID)
+	}
+	t2 := e.clock.Advance(time.Second)
+	again := e.finish("w1", t2, ts...)
+	slices.Sort(first)
+	slices.Sort(again)
+	if !slices.Equal(again, first) {
+		t.Fatalf("the same finish again applied %v, want %v: a write of its own was taken for a lost lease", again, first)
+	}
+	for id, b := range before {
+		if got := e.get(id); got.State != b.State || !got.UpdatedAt.Equal(b.UpdatedAt) || len(got.Errors) != len(b.Errors) || got.Attempt != b.Attempt {
+			t.Fatalf("task %d written again: %+v, was %+v", id, got, b)
+		}
+	}
+	// Another owner's finish, or one of another fence, is no retry. (A
+	// release records no owner: its fence alone names the claim, which
+	// was w1's.)
+	for _, k := range kinds {
+		tr := everyTransition(rows[k].ID, 1, t1)[k]
+		if got := e.finish("w2", t2, tr); len(got) != 0 && k != "release" {
+			t.Fatalf("%s by w2 reported applied for w1's write", k)
+		}
+		tr.Fence = 2
+		if got := e.finish("w1", t2, tr); len(got) != 0 {
+			t.Fatalf("%s at fence 2 reported applied", k)
+		}
+	}
+
+	// Rescued: w1's lease expired, the rescuer retried the task. w1's late
+	// finish is rejected, whichever it is.
+	row := e.insert()
+	t3 := e.clock.Now()
+	e.claimOne("w1", t3)
+	t4 := e.clock.Advance(leaseTTL + time.Second)
+	if rescued, err := e.rescue(t4, 10, time.Hour); err != nil || len(rescued) != 1 {
+		t.Fatalf("rescue: %v, %v", ids(rescued), err)
+	}
+	for kind, tr := range everyTransition(row.ID, 1, t4) {
+		if tr.Error != nil {
+			tr.Error.Node, tr.Error.Start = "w1", t3
+		}
+		if got := e.finish("w1", t4, tr); len(got) != 0 {
+			t.Fatalf("%s after the rescue reported applied: the rescuer's write was taken for w1's", kind)
+		}
+	}
+	// Claimed again by w2 and retried by it: w1's finish is rejected.
+	t5 := e.clock.Advance(2 * time.Hour)
+	e.claimOne("w2", t5)
+	if got := e.finish("w1", t5, driver.Transition{ID: row.ID, Fence: 2, State: driver.StateSucceeded}); len(got) != 0 {
+		t.Fatal("w1's success applied to w2's attempt")
+	}
+}

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,9 +58,10 @@ func testFollowUpOnFinish(t *testing.T, e *env) {
 		t.Fatalf("follow-ups %+v, want one pending dt.failed", fu)
 	}
 	// The same write again (a completer retrying a batch whose commit it
-	// did not see): fencing rejects it, nothing more is inserted.
-	if applied := e.finish("w1", end, dead); len(applied) != 0 {
-		t.Fatalf("a repeated dead-lettering applied: %v", applied)
+	// did not see): it finds its own write and reports it applied, and
+	// nothing more is written or inserted.
+	if applied := e.finish("w1", end, dead); !slices.Equal(applied, []int64{row.ID}) {
+		t.Fatalf("a repeated dead-lettering reported %v, want its own earlier write [%d]", applied, row.ID)
 	}
 	// A stale owner's write does not apply either.
 	if applied := e.finish("w2", end, dead); len(applied) != 0 {

@@ -107,6 +107,8 @@ var driverTests = []test{
 	{"SourcesReport", testSourcesReport},
 	{"SourcesReportPruned", testSourcesReportPruned},
 	{"SourcesListOrder", testSourcesListOrder},
+	{"FinishAgain", testFinishAgain},
+	{"ClaimedReadBack", testClaimedReadBack},
 }
 
 func attemptError(attempt int, node string, start, end time.Time, msg string) *driver.AttemptError {

@@ -52,6 +52,8 @@ var engineTests = []test{
 	{"NodeRunning", testEngineNodeRunning},
 	{"HeartbeatCancelsLostTask", testEngineHeartbeatLost},
 	{"HeartbeatFailingCancelsHandlers", testEngineHeartbeatFailing},
+	{"ClaimOutcomeUnknown", testEngineClaimOutcomeUnknown},
+	{"FinishOutcomeUnknown", testEngineFinishOutcomeUnknown},
 	{"EnqueueContextEndsWritesAllOrNothing", testEngineEnqueueCancelled},
 	{"StaleAttemptDoesNotHideReclaimedOne", testEngineSelfReclaim},
 	{"CancelledAttemptCannotCompleteRetriedTask", testEngineCancelRetryReclaim},

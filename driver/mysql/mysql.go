@@ -81,7 +81,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(classifying{connector})
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -329,4 +330,34 @@ func TestCountersDatabaseClock(t *testing.T) {
 func TestLimitedClaimDatabaseClock(t *testing.T) {
 	t.Parallel()
 	drivertest.LimitedClaimDatabaseClock(t, open(t, mysql.Options{}))
+}
+
+// TestKilledConnectionIsUnavailable: a connection the server killed
+// (as a restart does) answers "invalid connection" or error 1927 in
+// go-sql-driver; the driver's connections return it as
+// driver.ErrUnavailable with the original still visible, so keel answers
+// 503 rather than 500. An answer from the server stays as it is.
+func TestKilledConnectionIsUnavailable(t *testing.T) {
+	t.Parallel()
+	d := open(t, mysql.Options{})
+	ctx := t.Context()
+	conn, err := d.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int64
+	if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.ExecContext(ctx, `SELECT 1`)
+	if !errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("a statement on a killed connection: %v, want driver.ErrUnavailable", err)
+	}
+	if _, err := d.DB().ExecContext(ctx, `SELECT * FROM no_such_table`); err == nil || errors.Is(err, driver.ErrUnavailable) {
+		t.Fatalf("a statement the server refused: %v, want its own error", err)
+	}
 }

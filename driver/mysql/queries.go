@@ -183,6 +183,13 @@ FOR UPDATE SKIP LOCKED`)
 
 	sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
 
+	// sqlClaimed is the tasks of a queue running under an owner with a
+	// live lease.
+	sqlClaimed = prepare(`SELECT ` + taskColumns + ` FROM keel_tasks
+WHERE state = 'running' AND lease_owner = ? AND queue = ? AND lease_expires_at > {now}
+ORDER BY id
+LIMIT ?`)
+
 	// sqlGetByKey reads the task holding a key, on keel_tasks_idem.
 	sqlGetByKey = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE idem_held = ?`
 

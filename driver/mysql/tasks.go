@@ -190,6 +190,15 @@ func claimPick(p driver.ClaimParams, include, exclude []string) (stmt, []any) {
 	return pick, append(appendStrings([]any{p.Queue}, types), p.Limit)
 }
 
+// Claimed implements driver.Driver.
+func (d *Driver) Claimed(ctx context.Context, p driver.ClaimedParams) ([]driver.TaskRow, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlClaimed.text, sqlClaimed.args(d.now(p.Now), p.Owner, p.Queue, p.Limit)...), scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("read back claimed tasks: %w", err)
+	}
+	return out, nil
+}
+
 // Finish implements driver.Driver: in one transaction, successes without a
 // result with one fenced UPDATE (after locking the rows that still qualify,
 // to learn which applied, and reading the now the whole batch is written
@@ -261,7 +270,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	if err != nil {
 		return nil, fmt.Errorf("finish tasks: %w", err)
 	}
-	return ok, nil
+	return sqlutil.AddAppliedBefore(ctx, p, ok, d.Get)
 }
 
 // FinishTx implements driver.Driver.

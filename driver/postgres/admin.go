@@ -48,7 +48,7 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 	var queues []string
 	var err error
 	for range retryMatchingAttempts {
-		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		err = beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{db: tx}
 			n, queues = 0, nil
 			err := q.query(ctx, query, args, func(scan func(...any) error) error {
@@ -163,7 +163,7 @@ func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) 
 		return err
 	}
 	types := sqlutil.SortedTypes(p)
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		for _, t := range types {
 			if _, err := (pgxQuerier{db: tx}).exec(ctx, d.sql.declareType, append([]any{d.now(p.Now)}, sqlutil.TypeArgs(t)...)); err != nil {
 				return fmt.Errorf("%s: %w", t.Name, err)

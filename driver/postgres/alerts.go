@@ -130,7 +130,7 @@ func (d *Driver) GetMeta(ctx context.Context, name string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get meta %q: %w", name, err)
+		return nil, fmt.Errorf("get meta %q: %w", name, unavailable(ctx, err))
 	}
 	return sqlutil.MetaValue(v), nil
 }
@@ -147,14 +147,14 @@ func (d *Driver) PutMeta(ctx context.Context, name string, value []byte, now tim
 		_, err = d.pool.Exec(ctx, d.q(sqlPutMeta), name, value, sqlutil.AlertTime(now))
 	}
 	if err != nil {
-		return fmt.Errorf("put meta %q: %w", name, err)
+		return fmt.Errorf("put meta %q: %w", name, unavailable(ctx, err))
 	}
 	return nil
 }
 
 // read runs fn in a read-only REPEATABLE READ transaction: one snapshot.
 func (d *Driver) read(ctx context.Context, fn func(q querier) error) error {
-	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	return beginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error { return fn(pgxQuerier{db: tx}) })
 }
 

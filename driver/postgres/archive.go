@@ -25,7 +25,7 @@ func (d *Driver) Archive(ctx context.Context, p driver.ArchiveParams) (driver.Ar
 		return driver.ArchiveResult{}, fmt.Errorf("archive tasks: %w", err)
 	}
 	var res driver.ArchiveResult
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		res = driver.ArchiveResult{}
 		q := pgxQuerier{db: tx}.byID()
 		classes := []struct {

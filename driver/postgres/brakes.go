@@ -33,7 +33,7 @@ func (d *Driver) SetBrakeConfig(ctx context.Context, p driver.BrakeConfigParams)
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{db: tx}
 		if _, err := q.exec(ctx, d.q(sqlEnsureBrake), []any{p.Type, p.Now}); err != nil {
 			return err
@@ -70,7 +70,7 @@ func (d *Driver) ChangeBrake(ctx context.Context, c driver.BrakeChange) (bool, e
 		return t
 	}
 	var applied bool
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{db: tx}
 		if c.FromClosed() {
 			if _, err := q.exec(ctx, d.q(sqlEnsureBrake), []any{c.To.Type, c.Now}); err != nil {

@@ -58,7 +58,7 @@ func (d *Driver) countHits(ctx context.Context, q querier, now time.Time, out []
 // second transaction that also folds the shards.
 func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]driver.CountRow, error) {
 	var truth, kept []driver.CountRow
-	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := beginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			var err error
 			if truth, err = sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: tx}, d.sql.trueCounts), sqlutil.ScanCountRow); err != nil {
@@ -71,7 +71,7 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		return nil, fmt.Errorf("reconcile counters: %w", err)
 	}
 	diff := sqlutil.CountDiff(truth, kept)
-	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err = beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if len(diff) > 0 {
 			var qs, ts, ks []string
 			var ps []int32

@@ -23,7 +23,7 @@ func (d *Driver) ClaimLimited(ctx context.Context, p driver.LimitedClaimParams) 
 		return driver.LimitedClaim{}, nil // no type to claim
 	}
 	var res driver.LimitedClaim
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{db: tx}
 		var err error
 		res, err = sqlutil.ClaimLimited(p, sqlutil.LimitedSteps{

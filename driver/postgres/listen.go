@@ -221,7 +221,7 @@ func (d *Driver) listenLoop(ctx context.Context, s *listenSession) {
 func (d *Driver) listenOnce(ctx context.Context, s *listenSession, lifetime time.Duration) (listened bool, err error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("listen: acquire a connection: %w", err)
+		return false, fmt.Errorf("listen: acquire a connection: %w", unavailable(ctx, err))
 	}
 	defer releaseListener(conn)
 	var until time.Time

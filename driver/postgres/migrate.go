@@ -30,7 +30,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 // all in one transaction.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 	var out []Migration
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlMigrateLock, "keel-migrate:"+d.schema); err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func (d *Driver) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 		return fmt.Errorf("register node: %w", err)
 	}
 	if _, err := d.pool.Exec(ctx, d.q(sqlRegisterNode), d.now(p.Now), p.Name, p.Host, p.PID, queues, started, workers, p.Version, p.Running); err != nil {
-		return fmt.Errorf("register node: %w", err)
+		return fmt.Errorf("register node: %w", unavailable(ctx, err))
 	}
 	return nil
 }
@@ -42,7 +42,7 @@ func (d *Driver) ListNodes(ctx context.Context) ([]driver.NodeRow, error) {
 // RemoveNode implements driver.Driver.
 func (d *Driver) RemoveNode(ctx context.Context, name string) error {
 	if _, err := d.pool.Exec(ctx, d.q(sqlRemoveNode), name); err != nil {
-		return fmt.Errorf("remove node: %w", err)
+		return fmt.Errorf("remove node: %w", unavailable(ctx, err))
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ func (d *Driver) RemoveNode(ctx context.Context, name string) error {
 func (d *Driver) PruneNodes(ctx context.Context, p driver.PruneNodesParams) (int64, error) {
 	var n int64
 	if err := d.pool.QueryRow(ctx, d.q(sqlPruneNodes), d.now(p.Now), p.OlderThan.Microseconds()).Scan(&n); err != nil {
-		return 0, fmt.Errorf("prune nodes: %w", err)
+		return 0, fmt.Errorf("prune nodes: %w", unavailable(ctx, err))
 	}
 	return n, nil
 }

@@ -137,7 +137,7 @@ func (d *Driver) insertNotify(ctx context.Context, q querier, params []driver.In
 func (d *Driver) retryNotify(ctx context.Context, now time.Time, id int64) (*driver.TaskRow, error) {
 	var row *driver.TaskRow
 	var queues []string
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		q := pgxQuerier{db: tx}
 		var err error
 		if row, err = d.one(ctx, q.byID(), d.sql.retry, d.now(now), id); err != nil || row == nil {

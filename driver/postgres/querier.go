@@ -59,7 +59,7 @@ func (q pgxQuerier) args(args []any) []any {
 func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(scan func(dest ...any) error) error) error {
 	rows, err := q.db.Query(ctx, sql, q.args(args)...)
 	if err != nil {
-		return err
+		return unavailable(ctx, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -67,12 +67,34 @@ func (q pgxQuerier) query(ctx context.Context, sql string, args []any, row func(
 			return err
 		}
 	}
-	return rows.Err()
+	return unavailable(ctx, rows.Err())
 }
 
 func (q pgxQuerier) exec(ctx context.Context, sql string, args []any) (int64, error) {
 	tag, err := q.db.Exec(ctx, sql, q.args(args)...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), unavailable(ctx, err)
+}
+
+// unavailable wraps err with driver.ErrUnavailable when it says the server
+// could not be reached, is shutting down or starting up (SQLSTATE class 08,
+// 57P01, 57P02, 57P03; see driver.Unreachable); the original error stays
+// visible to errors.As. The driver's statements and transactions return
+// their errors through it.
+func unavailable(ctx context.Context, err error) error { return driver.Unavailable(ctx, err, nil) }
+
+// beginFunc is pgx.BeginFunc with the driver's error classification: a
+// commit cut short by a lost connection is driver.ErrUnavailable.
+func beginFunc(ctx context.Context, db interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}, fn func(pgx.Tx) error) error {
+	return unavailable(ctx, pgx.BeginFunc(ctx, db, fn))
+}
+
+// beginTxFunc is pgx.BeginTxFunc with the driver's error classification.
+func beginTxFunc(ctx context.Context, db interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	return unavailable(ctx, pgx.BeginTxFunc(ctx, db, opts, fn))
 }
 
 // sqlQuerier adapts a caller's *sql.Tx on the pgx stdlib driver.

@@ -35,7 +35,7 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, saveStep, heartbeat, expired, lockExpired, get,
+	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, saveStep, heartbeat, claimed, expired, lockExpired, get,
 	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
 	lead, resign, list, countAhead, retryMatching, retryMatchingIDs, purgeMatching, purgeMatchingIDs, recentFinished,
 	patchSetting, listSettings, limitRow, runningOfType, runningOfQueue, limitNow, spendTokens,
@@ -190,6 +190,12 @@ SET state = $2,
 	lease_owner = CASE WHEN $2 = 'succeeded' THEN k.lease_owner END, lease_expires_at = NULL, updated_at = t.now
 FROM t
 WHERE k.id = $7 AND k.fence = $8 AND k.state = 'running' AND k.lease_owner = $9`),
+
+		// The tasks of queue $3 running under $2 with a live lease.
+		claimed: q(`SELECT ` + taskColumns + ` FROM {schema}.keel_tasks k
+WHERE k.state = 'running' AND k.lease_owner = $2 AND k.queue = $3 AND k.lease_expires_at > ` + nowExpr + `
+ORDER BY k.id
+LIMIT $4`),
 
 		// The heartbeat renews the rows it can lock at once and skips
 		// those another statement holds: a batch finishing them (which

@@ -172,7 +172,7 @@ func (d *Driver) scheduleTx(ctx context.Context, fn func(q querier) error) error
 func (d *Driver) runScheduleTx(ctx context.Context, fn func(q querier) error) error {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return err
+		return unavailable(ctx, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 	if err := fn(pgxQuerier{db: tx}); err != nil {
@@ -181,5 +181,5 @@ func (d *Driver) runScheduleTx(ctx context.Context, fn func(q querier) error) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return tx.Commit(context.WithoutCancel(ctx))
+	return unavailable(ctx, tx.Commit(context.WithoutCancel(ctx)))
 }

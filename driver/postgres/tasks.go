@@ -36,7 +36,7 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
+		return nil, fmt.Errorf("insert tasks: %w", unavailable(ctx, err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
 	out, queues, err := d.insertNotify(ctx, pgxQuerier{db: tx}, params, true)
@@ -50,7 +50,7 @@ func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]
 		return nil, err
 	}
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("insert tasks: commit: %w", err)
+		return nil, fmt.Errorf("insert tasks: commit: %w", unavailable(ctx, err))
 	}
 	d.wakeLocal(queues)
 	return out, nil
@@ -217,6 +217,15 @@ func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, inc
 	return c.Rows(), nil
 }
 
+// Claimed implements driver.Driver.
+func (d *Driver) Claimed(ctx context.Context, p driver.ClaimedParams) ([]driver.TaskRow, error) {
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.claimed, d.now(p.Now), p.Owner, p.Queue, p.Limit), scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("read back claimed tasks: %w", err)
+	}
+	return out, nil
+}
+
 // Finish implements driver.Driver: successes without a result in one
 // statement, other transitions one statement each, in one transaction.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
@@ -261,12 +270,12 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	if len(others) == 0 {
 		err = finish(pgxQuerier{db: d.pool})
 	} else {
-		err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return finish(pgxQuerier{db: tx}) })
+		err = beginFunc(ctx, d.pool, func(tx pgx.Tx) error { return finish(pgxQuerier{db: tx}) })
 	}
 	if err != nil {
 		return nil, err
 	}
-	return ok, nil
+	return sqlutil.AddAppliedBefore(ctx, p, ok, d.Get)
 }
 
 // FinishTx implements driver.Driver.
@@ -358,7 +367,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	}
 	var out []driver.TaskRow
 	var queues []string
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		q := pgxQuerier{db: tx}
 		locked := map[int64]bool{}
@@ -524,7 +533,7 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 // Resign implements driver.Driver.
 func (d *Driver) Resign(ctx context.Context, name, owner string) error {
 	if _, err := d.pool.Exec(ctx, d.sql.resign, name, owner); err != nil {
-		return fmt.Errorf("resign leadership: %w", err)
+		return fmt.Errorf("resign leadership: %w", unavailable(ctx, err))
 	}
 	return nil
 }

@@ -124,6 +124,13 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'running' AND lease_ex
 
 const sqlGet = `SELECT ` + taskColumns + ` FROM keel_tasks WHERE id = ?`
 
+// sqlClaimed is the tasks of a queue running under an owner with a live
+// lease.
+const sqlClaimed = `SELECT ` + taskColumns + ` FROM keel_tasks
+WHERE state = 'running' AND lease_owner = ?1 AND queue = ?2 AND lease_expires_at > ?3
+ORDER BY id
+LIMIT ?4`
+
 // sqlGetArchived reads an archived task (migration 006).
 const sqlGetArchived = `SELECT ` + taskColumns + `, archived_at FROM keel_archive WHERE id = ?`
 

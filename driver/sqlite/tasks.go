@@ -234,6 +234,15 @@ func (d *Driver) claim(ctx context.Context, tx querier, query string, args []any
 	return nil
 }
 
+// Claimed implements driver.Driver.
+func (d *Driver) Claimed(ctx context.Context, p driver.ClaimedParams) ([]driver.TaskRow, error) {
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlClaimed, p.Owner, p.Queue, micros(p.Now), p.Limit), scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("read back claimed tasks: %w", err)
+	}
+	return out, nil
+}
+
 // Finish implements driver.Driver. Successes without a result go in one
 // statement; other transitions one statement each, all in one group commit.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
@@ -292,7 +301,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 	if err != nil {
 		return nil, err
 	}
-	return ok, nil
+	return sqlutil.AddAppliedBefore(ctx, p, ok, d.Get)
 }
 
 // FinishTx implements driver.Driver.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -81,6 +82,9 @@ func (p *producer) run() {
 			more, err := p.claim(min(free, batch))
 			if err != nil {
 				e.cfg.Logger.Warn("keel: claim failed", "queue", p.name, "error", err)
+				if errors.Is(err, driver.ErrUnavailable) {
+					more = p.readBack()
+				}
 			}
 			drained = !more
 			if more {
@@ -204,6 +208,66 @@ func (p *producer) claimLimited(n int, lt string, types []string, limits []drive
 		p.waitToken(lt, wall.Add(res.TokenIn))
 	}
 	return res, nil
+}
+
+// readBack runs after a claim failed with the database unreachable. Its
+// outcome is unknown: a connection that broke at or after COMMIT may have
+// left tasks marked running under this node that the claim never
+// returned, and without this they would wait for their lease to run out
+// and the rescuer. It reads back the queue's tasks running under this
+// node with a live lease (Driver.Claimed) and starts those no execution
+// here holds at that fence. While the database stays unreachable it tries
+// again with backoff until such a lease would have run out (then the
+// rescuer takes the tasks back) or the worker stops. started reports
+// whether it started any.
+func (p *producer) readBack() (started bool) {
+	e := p.e
+	giveUp := time.Now().Add(e.cfg.LeaseTTL)
+	wait := readBackRetry
+	for {
+		rows, err := e.drv.Claimed(e.workCtx, driver.ClaimedParams{Queue: p.name, Owner: e.cfg.Node, Now: e.cfg.Now(), Limit: maxReadBack})
+		if err == nil {
+			rows = e.unheld(rows)
+			if len(rows) > 0 {
+				e.cfg.Logger.Info("keel: a claim whose outcome was unknown had taken tasks; starting them",
+					"queue", p.name, "tasks", len(rows))
+				p.start(rows)
+			}
+			return len(rows) > 0
+		}
+		if e.workCtx.Err() != nil || !time.Now().Add(wait).Before(giveUp) {
+			e.cfg.Logger.Warn("keel: could not read back what a failed claim took; its tasks, if any, are rescued when their lease runs out",
+				"queue", p.name, "error", err)
+			return false
+		}
+		select {
+		case <-p.stop:
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// readBackRetry is the first wait before reading back a claim again;
+// maxReadBack bounds the tasks one read-back returns.
+const (
+	readBackRetry = 50 * time.Millisecond
+	maxReadBack   = 1000
+)
+
+// unheld returns the rows no execution of this engine holds at their
+// fence.
+func (e *Engine) unheld(rows []driver.TaskRow) []driver.TaskRow {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := rows[:0]
+	for _, r := range rows {
+		if ex, ok := e.running[r.ID]; !ok || ex.row.Fence != r.Fence {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // start starts an execution for each claimed row.
