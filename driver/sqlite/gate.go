@@ -1,0 +1,64 @@
+package sqlite
+
+import "time"
+
+// The gate makes the keel processes that share one file take turns at its
+// write lock. SQLite's lock is no queue: a process that finds it taken
+// sleeps in the busy handler's steps (1ms at first, 100ms after a quarter
+// of a second) and tries again, while a busy process releases the lock at
+// its commit and takes it again microseconds later for its next batch. On
+// a busy file a waiting process could so miss the lock for seconds, and
+// its heartbeat with it: issue 27 saw live leases of 2s run out.
+//
+// The gate is two locks of the file "<database>-lock", taken in turn (a
+// turnstile): a writer takes the entry lock, then the gate lock, then lets
+// the entry lock go, and holds the gate lock until its commit. A process
+// that has just committed and wants the lock again must pass the entry
+// lock, which a waiting process holds until it got the gate lock: so the
+// waiting process writes next. Each lock is tried in steps of at most
+// gateStep, so a turn passes within about that much.
+//
+// The gate is advisory and only orders keel's own writers: SQLite's lock
+// still decides, so a process that cannot use the gate (another operating
+// system, a directory it may not create files in) or a writer that does
+// not take it (a caller's transaction on DB(), another program) is as
+// safe as before, only not queued.
+
+// gateStep is the longest wait between two tries of a gate lock.
+const gateStep = 500 * time.Microsecond
+
+// The byte offsets of the two locks in the gate file.
+const (
+	gateEntry = 0
+	gateWrite = 1
+)
+
+// enter takes the gate, trying until deadline, and reports whether it
+// did; leave releases it. A nil gate (none could be opened) is never
+// entered.
+func (g *gate) enter(deadline time.Time) bool {
+	if g == nil {
+		return false
+	}
+	if !g.lockBy(gateEntry, deadline) {
+		return false
+	}
+	ok := g.lockBy(gateWrite, deadline)
+	g.unlock(gateEntry)
+	return ok
+}
+
+func (g *gate) leave() { g.unlock(gateWrite) }
+
+// lockBy takes the lock at byte off, trying until deadline.
+func (g *gate) lockBy(off int64, deadline time.Time) bool {
+	for wait := 20 * time.Microsecond; ; wait = min(2*wait, gateStep) {
+		if g.tryLock(off) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
+}
