@@ -59,6 +59,8 @@ func TestSQLiteProcessesKeepLiveLeases(t *testing.T) {
 	cfg := filepath.Join(dir, "keel.toml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
 shutdown_timeout = "5s"
+[log]
+level = "warn"
 [engine]
 lease_ttl = "2s"
 heartbeat_interval = "400ms"
