@@ -21,27 +21,33 @@ import (
 )
 
 // TestSQLiteProcessesKeepLiveLeases is issue 27's item 3: three keel serve
-// processes on one SQLite file, 2s leases renewed every 400ms, thousands
-// of tasks. Every process stays alive, so no task may be rescued (error
-// "lease expired") or delivered twice: each process's heartbeat must get
-// through the file's one write lock in time, whatever the others write.
-// It also reports the staleness of the oldest live lease, sampled from
-// the file every 20ms: the time since its last renewal.
+// processes on one SQLite file, 2s leases renewed every 400ms, 60,000
+// tasks (the issue had 20,000; here they run in about 15s, and more keep
+// the file busy longer) enqueued by 12 clients in batches of 100 while 200
+// workers per process run them. Every process stays alive, so no task may
+// be rescued (error "lease expired") or delivered twice, and no renewal
+// may take more than half of the leases' margin (the heartbeat's "lease
+// renewal slow" warning): each process's heartbeat must get through the
+// file's one write lock in time, whatever the others write. Before the
+// writers took turns (the gate), renewals waited up to 4.7s and live
+// tasks were rescued. It also reports the staleness of the oldest live
+// lease, sampled from the file every 20ms: the time since its last
+// renewal.
+// KEEL_TEST_SQLITE_PROCS_TASKS changes the number of tasks.
 func TestSQLiteProcessesKeepLiveLeases(t *testing.T) {
 	t.Parallel()
 	bin := buildKeel(t)
-	total := 12000
+	total := 60000
 	if n, err := strconv.Atoi(os.Getenv("KEEL_TEST_SQLITE_PROCS_TASKS")); err == nil && n > 0 {
 		total = n
 	}
-	const lease = 2 * time.Second
-	handlerDelay, workers := 2*time.Millisecond, 20
-	if d, err := time.ParseDuration(os.Getenv("KEEL_TEST_SQLITE_PROCS_DELAY")); err == nil {
-		handlerDelay = d
-	}
-	if n, err := strconv.Atoi(os.Getenv("KEEL_TEST_SQLITE_PROCS_WORKERS")); err == nil && n > 0 {
-		workers = n
-	}
+	const (
+		lease        = 2 * time.Second
+		handlerDelay = 5 * time.Millisecond
+		workers      = 200
+		batch        = 100
+		senders      = 12
+	)
 
 	var calls sync.Map // task id → *atomic.Int32
 	var delivered atomic.Int64
@@ -64,7 +70,7 @@ level = "warn"
 [engine]
 lease_ttl = "2s"
 heartbeat_interval = "400ms"
-rescue_interval = "200ms"
+rescue_interval = "100ms"
 poll_interval = "50ms"
 [queues.default]
 workers = %d
@@ -108,10 +114,6 @@ url = %q
 	}()
 
 	start := time.Now()
-	batch, senders := 1000, 1
-	if n, err := strconv.Atoi(os.Getenv("KEEL_TEST_SQLITE_PROCS_BATCH")); err == nil && n > 0 {
-		batch, senders = n, 12
-	}
 	var next atomic.Int64
 	var sent sync.WaitGroup
 	for range senders {
@@ -187,8 +189,8 @@ url = %q
 		t.Errorf("live processes lost leases: %d tasks rescued, %d delivered twice", rescued, twice)
 	}
 	for i, p := range procs {
-		if strings.Contains(p.stderr.String(), "lease lost") {
-			t.Logf("process %d logged a lost lease", i)
+		if n := strings.Count(p.stderr.String(), "lease renewal slow"); n > 0 {
+			t.Errorf("process %d warned of %d renewals slower than half the leases' margin", i, n)
 		}
 	}
 }
@@ -200,7 +202,7 @@ url = %q
 func TestSQLiteProcessesStartTogether(t *testing.T) {
 	t.Parallel()
 	bin := buildKeel(t)
-	for round := range 3 {
+	for round := range 2 {
 		db := filepath.Join(t.TempDir(), "keel.db")
 		procs := make([]*exec.Cmd, 5)
 		outs := make([]*proctest.Buffer, 5)

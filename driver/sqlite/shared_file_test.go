@@ -111,7 +111,7 @@ func insertN(t *testing.T, d *sqlite.Driver, queue string, n int, now time.Time)
 // migrating wait for it.
 func TestOpenTogetherOnNewFile(t *testing.T) {
 	t.Parallel()
-	for round := range 20 {
+	for round := range 10 {
 		path := filepath.Join(t.TempDir(), "keel.db")
 		start := make(chan struct{})
 		errs := make(chan error, 5)
