@@ -18,6 +18,8 @@ import (
 // processes do), and a third renews its leases every 100ms. Each driver
 // has its own connections, so they contend for the file's write lock as
 // processes do. Every renewal must get through well within a 2s lease.
+// Before the writers took turns (the gate), renewals waited 1.1-3.3s
+// while the busy drivers took the lock back after each commit.
 func TestHeartbeatGetsThroughBusyFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keel.db")
@@ -86,8 +88,15 @@ func TestHeartbeatGetsThroughBusyFile(t *testing.T) {
 	wg.Wait()
 	var busy []string
 	loads.Range(func(k, v any) bool { busy = append(busy, fmt.Sprintf("%v: %v tasks", k, v)); return true })
-	t.Logf("%d renewals, the slowest took %v; meanwhile %v", beats, worst, busy)
-	if worst > 500*time.Millisecond {
+	// A 2s lease renewed every 400ms leaves a renewal 1.6s; the heartbeat
+	// warns when one takes half of that. Under the race detector every
+	// write is several times slower: the whole margin then.
+	limit := 800 * time.Millisecond
+	if raceEnabled {
+		limit = 1600 * time.Millisecond
+	}
+	t.Logf("%d renewals, the slowest took %v (limit %v); meanwhile %v", beats, worst, limit, busy)
+	if worst > limit {
 		t.Errorf("a renewal took %v behind the other writers", worst)
 	}
 }

@@ -5,8 +5,8 @@
 // enqueue that returned survives a power loss. All writes of a process go
 // through one writer connection that commits them in groups (group commit);
 // reads use a small pool of read-only connections. Several processes may
-// share one file: they serialise on SQLite's write lock with a busy timeout
-// and wake each other through polling.
+// share one file: they serialise on SQLite's write lock with a busy timeout,
+// take turns at it (gate.go) and wake each other through polling.
 package sqlite
 
 import (
