@@ -27,30 +27,45 @@ import "time"
 // gateStep is the longest wait between two tries of a gate lock.
 const gateStep = 500 * time.Microsecond
 
+// gatePatience bounds the wait for a turn. A turn lasts one write of each
+// other process, milliseconds; a gate held longer is held by a process
+// that stopped (SIGSTOP, a debugger) between two writes, and must not
+// hold up the others: the writer then goes on without the gate, and until
+// it finds the gate free again it tries it once per write, without
+// waiting.
+const gatePatience = time.Second
+
 // The byte offsets of the two locks in the gate file.
 const (
 	gateEntry = 0
 	gateWrite = 1
 )
 
-// enter takes the gate, trying until deadline, and reports whether it
-// did; leave releases it. A nil gate (none could be opened) is never
-// entered.
-func (g *gate) enter(deadline time.Time) bool {
+// enter takes the gate and reports whether it did; leave releases it. A
+// nil gate (none could be opened) is never entered. Only the writer
+// calls them.
+func (g *gate) enter(patience time.Duration) bool {
 	if g == nil {
 		return false
 	}
+	deadline := time.Now().Add(patience)
+	if g.stuck {
+		deadline = time.Time{} // one try of each lock
+	}
 	if !g.lockBy(gateEntry, deadline) {
+		g.stuck = true
 		return false
 	}
 	ok := g.lockBy(gateWrite, deadline)
 	g.unlock(gateEntry)
+	g.stuck = !ok
 	return ok
 }
 
 func (g *gate) leave() { g.unlock(gateWrite) }
 
-// lockBy takes the lock at byte off, trying until deadline.
+// lockBy takes the lock at byte off, trying until deadline (once if it
+// is zero).
 func (g *gate) lockBy(off int64, deadline time.Time) bool {
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, gateStep) {
 		if g.tryLock(off) {

@@ -11,8 +11,9 @@ import (
 // two drivers of one process take turns as two processes do, and closing
 // another descriptor of the file does not drop them.
 type gate struct {
-	f  *os.File
-	fd uintptr
+	f     *os.File
+	fd    uintptr
+	stuck bool // the last wait for a turn ran out (gatePatience)
 }
 
 // openGate opens (creating if needed) the gate file of the database at

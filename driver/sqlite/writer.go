@@ -153,7 +153,7 @@ func (d *Driver) commit(batch []*op) {
 	beginErr := connErr
 	if connErr == nil {
 		defer conn.Close()
-		if d.gate.enter(time.Now().Add(d.opts.BusyTimeout)) {
+		if d.gate.enter(min(gatePatience, d.opts.BusyTimeout)) {
 			defer d.gate.leave()
 		}
 		tx, beginErr = conn.BeginTx(ctx, nil)
