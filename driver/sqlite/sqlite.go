@@ -133,27 +133,33 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	// of one statement inside a group commit, never needed after it) off
 	// a temporary file: a multi-row claim or finish otherwise pays a
 	// write(2) per page it changes. Durability is the WAL's, unchanged.
-	wdb, err := sql.Open("sqlite", base+"?"+pragmas+"&_pragma=temp_store(2)&_txlock=immediate")
+	g := openGate(path)
+	wconn, err := newGatedConnector(base+"?"+pragmas+"&_pragma=temp_store(2)&_txlock=immediate", g,
+		min(gatePatience, opts.BusyTimeout))
 	if err != nil {
+		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	wdb := sql.OpenDB(wconn)
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	if err := enterWAL(ctx, wdb, opts.BusyTimeout); err != nil {
 		wdb.Close()
+		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	rdb, err := sql.Open("sqlite", base+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=query_only(1)")
 	if err != nil {
 		wdb.Close()
+		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(opts.Readers)
 	rdb.SetMaxIdleConns(opts.Readers)
 	d := &Driver{
-		path: path, opts: opts, wdb: wdb, rdb: rdb, gate: openGate(path), now: time.Now,
+		path: path, opts: opts, wdb: wdb, rdb: rdb, gate: g, now: time.Now,
 		ops:  make(chan *op, opts.MaxBatch),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),

@@ -142,22 +142,10 @@ func (d *Driver) drain() {
 // commit runs a batch in one transaction. The transaction begins before
 // the operations are taken, so a caller that gives up while the writer
 // waits for the connection (a caller's DB() transaction holds it) or for
-// another process's lock writes nothing. The writer takes its connection
-// first and then its turn at the file's write lock (the gate), which it
-// holds until the batch is committed: waiting for a caller's transaction
-// in the gate would hold up every other process.
+// another process's lock writes nothing. Beginning it takes the writer's
+// turn at the file's write lock (the gate, gate_conn.go).
 func (d *Driver) commit(batch []*op) {
-	ctx := context.Background()
-	conn, connErr := d.wdb.Conn(ctx)
-	var tx *sql.Tx
-	beginErr := connErr
-	if connErr == nil {
-		defer conn.Close()
-		if d.gate.enter(min(gatePatience, d.opts.BusyTimeout)) {
-			defer d.gate.leave()
-		}
-		tx, beginErr = conn.BeginTx(ctx, nil)
-	}
+	tx, beginErr := d.wdb.BeginTx(context.Background(), nil)
 	live := batch[:0:0]
 	for _, o := range batch {
 		if o.state.CompareAndSwap(opQueued, opTaken) {
@@ -182,7 +170,7 @@ func (d *Driver) commit(batch []*op) {
 		return
 	}
 	for _, o := range live {
-		tx, err := conn.BeginTx(ctx, nil)
+		tx, err := d.wdb.BeginTx(context.Background(), nil)
 		if err != nil {
 			o.done <- fmt.Errorf("sqlite: begin: %w", err)
 			continue
