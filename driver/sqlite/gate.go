@@ -28,12 +28,15 @@ import "time"
 const gateStep = 500 * time.Microsecond
 
 // gatePatience bounds the wait for a turn. A turn lasts one write of each
-// other process, milliseconds; a gate held longer is held by a process
-// that stopped (SIGSTOP, a debugger) between two writes, and must not
-// hold up the others: the writer then goes on without the gate, and until
-// it finds the gate free again it tries it once per write, without
-// waiting.
-const gatePatience = time.Second
+// other process, milliseconds, or a few hundred on a machine short of CPU;
+// a gate held longer is held by a process that stopped (SIGSTOP, a
+// debugger) between two writes, and must not hold up the others: the
+// writer then goes on without the gate, and until it gets the gate again
+// it waits for it at most gateStuckWait per write.
+const (
+	gatePatience  = 2 * time.Second
+	gateStuckWait = 100 * time.Millisecond
+)
 
 // The byte offsets of the two locks in the gate file.
 const (
@@ -48,10 +51,10 @@ func (g *gate) enter(patience time.Duration) bool {
 	if g == nil {
 		return false
 	}
-	deadline := time.Now().Add(patience)
 	if g.stuck {
-		deadline = time.Time{} // one try of each lock
+		patience = min(patience, gateStuckWait)
 	}
+	deadline := time.Now().Add(patience)
 	if !g.lockBy(gateEntry, deadline) {
 		g.stuck = true
 		return false
@@ -64,8 +67,7 @@ func (g *gate) enter(patience time.Duration) bool {
 
 func (g *gate) leave() { g.unlock(gateWrite) }
 
-// lockBy takes the lock at byte off, trying until deadline (once if it
-// is zero).
+// lockBy takes the lock at byte off, trying until deadline.
 func (g *gate) lockBy(off int64, deadline time.Time) bool {
 	for wait := 20 * time.Microsecond; ; wait = min(2*wait, gateStep) {
 		if g.tryLock(off) {
