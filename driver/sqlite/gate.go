@@ -18,11 +18,13 @@ import "time"
 // waiting process writes next. Each lock is tried in steps of at most
 // gateStep, so a turn passes within about that much.
 //
-// The gate is advisory and only orders keel's own writers: SQLite's lock
-// still decides, so a process that cannot use the gate (another operating
-// system, a directory it may not create files in) or a writer that does
-// not take it (a caller's transaction on DB(), another program) is as
-// safe as before, only not queued.
+// Every transaction begun on the writer connection takes the gate: the
+// writer's batches, the migrations and a caller's transaction on DB()
+// (gate_conn.go). The gate is advisory and only orders keel's own
+// writers: SQLite's lock still decides, so a process that cannot use the
+// gate (another operating system, a directory it may not create files in)
+// or another program writing the file is as safe as before, only not
+// queued.
 
 // gateStep is the longest wait between two tries of a gate lock.
 const gateStep = 500 * time.Microsecond
