@@ -28,7 +28,10 @@ func (d *Driver) Migrate(ctx context.Context) error {
 
 // Migrations applies pending migrations and reports every known version.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
-	if _, err := d.wdb.ExecContext(ctx, sqlMigrationsTable); err != nil {
+	// In a BEGIN IMMEDIATE transaction (the writer's _txlock), like each
+	// migration: it waits for the write lock with the busy timeout while
+	// another process migrates.
+	if err := (migrator{d}).create(ctx); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	out, err := sqlutil.Migrate(ctx, migrationFS, "migrations", migrator{d})
@@ -41,6 +44,19 @@ func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 // migrator applies one migration per BEGIN IMMEDIATE transaction: one
 // migrator at a time.
 type migrator struct{ d *Driver }
+
+// create creates the migrations table if it is missing.
+func (m migrator) create(ctx context.Context) error {
+	tx, err := m.d.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.ExecContext(ctx, sqlMigrationsTable); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
 
 func (m migrator) AppliedAt(ctx context.Context, version int) (time.Time, bool, error) {
 	return migrationAt(ctx, m.d.wdb, version)

@@ -5,8 +5,8 @@
 // enqueue that returned survives a power loss. All writes of a process go
 // through one writer connection that commits them in groups (group commit);
 // reads use a small pool of read-only connections. Several processes may
-// share one file: they serialise on SQLite's write lock with a busy timeout
-// and wake each other through polling.
+// share one file: they serialise on SQLite's write lock with a busy timeout,
+// take turns at it (gate.go) and wake each other through polling.
 package sqlite
 
 import (
@@ -15,10 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	msqlite "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/keelq/keel/driver"
 )
@@ -95,6 +96,7 @@ type Driver struct {
 	opts Options
 	wdb  *sql.DB // one connection: every write goes through it
 	rdb  *sql.DB // read-only pool
+	gate *gate   // the writers' turns at the file's write lock (gate.go); nil: none
 	now  func() time.Time
 
 	stmts map[string]*sql.Stmt // hot-path statements prepared at Open; read-only after
@@ -122,29 +124,42 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(1)",
+	// The writer turns the file to WAL (enterWAL) before anything else
+	// opens it; a connection opened later finds it in WAL mode (it is
+	// kept in the file), and the readers' pragma only confirms it.
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(%s)&_pragma=foreign_keys(1)",
 		opts.BusyTimeout.Milliseconds(), opts.Synchronous)
 	// temp_store(MEMORY) keeps the writer's statement journals (the undo
 	// of one statement inside a group commit, never needed after it) off
 	// a temporary file: a multi-row claim or finish otherwise pays a
 	// write(2) per page it changes. Durability is the WAL's, unchanged.
-	wdb, err := sql.Open("sqlite", base+"?"+pragmas+"&_pragma=temp_store(2)&_txlock=immediate")
+	g := openGate(path)
+	wconn, err := newGatedConnector(base+"?"+pragmas+"&_pragma=temp_store(2)&_txlock=immediate", g,
+		min(gatePatience, opts.BusyTimeout))
 	if err != nil {
+		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	wdb := sql.OpenDB(wconn)
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
-	rdb, err := sql.Open("sqlite", base+"?"+pragmas+"&_pragma=query_only(1)")
+	if err := enterWAL(ctx, wdb, opts.BusyTimeout); err != nil {
+		wdb.Close()
+		g.close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	rdb, err := sql.Open("sqlite", base+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=query_only(1)")
 	if err != nil {
 		wdb.Close()
+		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(opts.Readers)
 	rdb.SetMaxIdleConns(opts.Readers)
 	d := &Driver{
-		path: path, opts: opts, wdb: wdb, rdb: rdb, now: time.Now,
+		path: path, opts: opts, wdb: wdb, rdb: rdb, gate: g, now: time.Now,
 		ops:  make(chan *op, opts.MaxBatch),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -152,6 +167,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if err := d.Migrate(ctx); err != nil {
 		wdb.Close()
 		rdb.Close()
+		d.gate.close()
 		return nil, err
 	}
 	d.stmts = map[string]*sql.Stmt{}
@@ -163,6 +179,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 			}
 			wdb.Close()
 			rdb.Close()
+			d.gate.close()
 			return nil, fmt.Errorf("sqlite: prepare: %w", err)
 		}
 		d.stmts[q] = s
@@ -170,6 +187,43 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	go d.writeLoop()
 	return d, nil
 }
+
+// enterWAL turns the file to WAL mode, waiting up to busy for other
+// processes doing the same or migrating a new file. The busy timeout alone
+// does not wait here: turning a file to WAL reads its header, then asks
+// to write it, and SQLite answers a reader that asks to write while
+// another connection writes with SQLITE_BUSY at once, without the busy
+// handler (it would deadlock otherwise). So processes started together
+// on a new file, as issue 27 saw, failed with "database is locked".
+func enterWAL(ctx context.Context, db *sql.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+		switch {
+		case err == nil && strings.EqualFold(mode, "wal"):
+			return nil
+		case err == nil:
+			return fmt.Errorf("journal_mode is %q: the file system does not support WAL", mode)
+		case !isBusy(err) || time.Now().After(deadline):
+			return fmt.Errorf("set WAL mode: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("set WAL mode: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var e *msqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqliteBusy
+}
+
+// sqliteBusy is SQLITE_BUSY, "database is locked".
+const sqliteBusy = 5
 
 // DB returns the writer handle. Begin the transactions you pass to
 // keel's EnqueueTx and CompleteTx on it: SQLite has one writer, so a
@@ -191,6 +245,7 @@ func (d *Driver) Close() error {
 	for _, s := range d.variedStmts {
 		s.Close()
 	}
+	d.gate.close()
 	return errors.Join(d.wdb.Close(), d.rdb.Close())
 }
 

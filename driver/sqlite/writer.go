@@ -142,7 +142,8 @@ func (d *Driver) drain() {
 // commit runs a batch in one transaction. The transaction begins before
 // the operations are taken, so a caller that gives up while the writer
 // waits for the connection (a caller's DB() transaction holds it) or for
-// another process's lock writes nothing.
+// another process's lock writes nothing. Beginning it takes the writer's
+// turn at the file's write lock (the gate, gate_conn.go).
 func (d *Driver) commit(batch []*op) {
 	tx, beginErr := d.wdb.BeginTx(context.Background(), nil)
 	live := batch[:0:0]

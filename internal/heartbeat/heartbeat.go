@@ -44,6 +44,7 @@ type Heartbeat struct {
 
 	mu      sync.Mutex
 	renewed map[int64]time.Time // lease expiry written by the last renewal, per id it held
+	warned  time.Time           // the last slow-renewal warning (checkLatency); the loop's own
 }
 
 // New returns a Heartbeat.
@@ -109,6 +110,7 @@ func (h *Heartbeat) beat(ctx context.Context) (bool, time.Time) {
 	held, err := h.cfg.Driver.Heartbeat(ctx, driver.HeartbeatParams{
 		Owner: h.cfg.Owner, IDs: ids, Now: now, LeaseExpiresAt: expires,
 	})
+	h.checkLatency(now)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.cfg.Logger.Warn("keel: heartbeat failed", "error", err, "tasks", len(ids))
@@ -131,6 +133,24 @@ func (h *Heartbeat) beat(ctx context.Context) (bool, time.Time) {
 	}
 	h.cfg.Lost(lost, false)
 	return true, now
+}
+
+// checkLatency warns when the renewal begun at start took more than half
+// of the leases' margin, LeaseTTL - Interval: a renewal that takes the
+// whole margin lands after the leases it renews ran out, and other
+// processes rescue tasks this one still runs. The database's write
+// latency (on SQLite, the file's write lock shared with other processes)
+// is then too long for the lease. At most one warning a minute.
+func (h *Heartbeat) checkLatency(start time.Time) {
+	now := h.clk.Now()
+	took, margin := now.Sub(start), h.cfg.LeaseTTL-h.cfg.Interval
+	if took <= margin/2 || !h.warned.IsZero() && now.Sub(h.warned) < time.Minute {
+		return
+	}
+	h.warned = now
+	h.cfg.Logger.Warn("keel: lease renewal slow for the lease: the database took "+took.Round(time.Millisecond).String()+
+		" of the "+margin.String()+" a renewal may take (lease TTL minus heartbeat interval); a slower one loses the leases of live tasks, which are then run again: raise the lease TTL",
+		"took", took, "lease_ttl", h.cfg.LeaseTTL, "heartbeat_interval", h.cfg.Interval)
 }
 
 func (h *Heartbeat) setRenewed(held []int64, expires time.Time) {

@@ -3,7 +3,9 @@ package heartbeat_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ const (
 // renewer is a fake driver: each call is sent on calls and answered by
 // the next reply (held ids, or an error).
 type renewer struct {
+	clk     *servicetest.Clock
 	calls   chan driver.HeartbeatParams
 	mu      sync.Mutex
 	replies []reply
@@ -35,6 +38,7 @@ type renewer struct {
 type reply struct {
 	held []int64
 	err  error
+	took time.Duration // the clock advances this much during the call
 }
 
 func (r *renewer) Heartbeat(_ context.Context, p driver.HeartbeatParams) ([]int64, error) {
@@ -46,6 +50,9 @@ func (r *renewer) Heartbeat(_ context.Context, p driver.HeartbeatParams) ([]int6
 	r.mu.Unlock()
 	if rep.err == nil && rep.held == nil {
 		rep.held = p.IDs // reply{}: every lease renewed
+	}
+	if rep.took > 0 {
+		r.clk.Advance(rep.took)
 	}
 	r.calls <- p
 	return rep.held, rep.err
@@ -68,13 +75,19 @@ type bundle struct {
 
 func setup(t *testing.T, replies ...reply) *bundle {
 	t.Helper()
+	return setupLogged(t, nil, replies...)
+}
+
+func setupLogged(t *testing.T, log *slog.Logger, replies ...reply) *bundle {
+	t.Helper()
+	clk := servicetest.NewClock(t0)
 	b := &bundle{
-		clk:  servicetest.NewClock(t0),
-		drv:  &renewer{calls: make(chan driver.HeartbeatParams, 100), replies: replies},
+		clk:  clk,
+		drv:  &renewer{clk: clk, calls: make(chan driver.HeartbeatParams, 100), replies: replies},
 		lost: make(chan lost, 100),
 	}
 	b.hb = heartbeat.New(heartbeat.Config{
-		Driver: b.drv, Owner: "node-1", Interval: interval, LeaseTTL: ttl, Clock: b.clk,
+		Driver: b.drv, Owner: "node-1", Interval: interval, LeaseTTL: ttl, Clock: b.clk, Logger: log,
 		Running: func() []int64 {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -138,6 +151,48 @@ func TestRenewsEveryInterval(t *testing.T) {
 	if got := b.hb.LeaseExpiresAt(9, t0); !got.Equal(t0) {
 		t.Fatalf("LeaseExpiresAt of a task never renewed = %v, want its claim's", got)
 	}
+}
+
+// TestSlowRenewalWarns: a renewal that takes more than half of the
+// leases' margin (lease TTL minus interval: 20s here) is a lease too short
+// for the database's write latency, and is said so, once a minute.
+func TestSlowRenewalWarns(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	b := setupLogged(t, log, reply{took: 9 * time.Second}, reply{took: 11 * time.Second}, reply{took: 12 * time.Second},
+		reply{}, reply{}, reply{}, reply{took: 15 * time.Second})
+	b.setRunning(1)
+	b.tick(t) // 9s of 20s: fine
+	b.tick(t) // 11s: warns
+	b.tick(t) // 12s, within the minute: already said
+	for range 3 {
+		b.tick(t)
+	}
+	b.tick(t) // 15s, more than a minute after the first warning
+	b.hb.Stop()
+	out := logs.String()
+	if n := strings.Count(out, "lease renewal slow"); n != 2 || !strings.Contains(out, "took 11s of the 20s") ||
+		!strings.Contains(out, "took 15s of the 20s") || !strings.Contains(out, "raise the lease TTL") {
+		t.Fatalf("want two warnings, for 11s and 15s; logged:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestNothingRunningNoWrite(t *testing.T) {

@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql/driver"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+)
+
+// gatedConnector opens the writer's connections: every transaction begun
+// on one (the writer's batches, the migrations, a caller's transaction on
+// DB()) takes the gate first (gate.go) and leaves it at its end, so every
+// write of this process takes turns with the other processes'.
+type gatedConnector struct {
+	driver.Connector
+	gate     *gate
+	patience time.Duration
+}
+
+// newGatedConnector returns the connector of dsn, gated by g (none if g
+// is nil).
+func newGatedConnector(dsn string, g *gate, patience time.Duration) (driver.Connector, error) {
+	base, err := msqlite.NewConnector(dsn)
+	if err != nil || g == nil {
+		return base, err
+	}
+	return &gatedConnector{Connector: base, gate: g, patience: patience}, nil
+}
+
+func (c *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedConn{Conn: conn, c: c}, nil
+}
+
+// gatedConn forwards every optional interface of modernc's connections
+// (as modernc.org/sqlite's NewConnector asks of a wrapper) and gates
+// BeginTx. database/sql uses a connection from one goroutine at a time,
+// so in is safe without a lock.
+type gatedConn struct {
+	driver.Conn
+	c  *gatedConnector
+	in bool // the gate is held for this connection's transaction
+}
+
+// Unwrap returns modernc's connection.
+func (g *gatedConn) Unwrap() driver.Conn { return g.Conn }
+
+func (g *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	g.in = g.c.gate.enter(g.c.patience)
+	tx, err := g.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		g.leave()
+		return nil, err
+	}
+	return &gatedTx{Tx: tx, g: g}, nil
+}
+
+func (g *gatedConn) leave() {
+	if g.in {
+		g.in = false
+		g.c.gate.leave()
+	}
+}
+
+func (g *gatedConn) Close() error {
+	g.leave()
+	return g.Conn.Close()
+}
+
+func (g *gatedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return g.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+}
+
+func (g *gatedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return g.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+}
+
+func (g *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return g.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+}
+
+func (g *gatedConn) Ping(ctx context.Context) error { return g.Conn.(driver.Pinger).Ping(ctx) }
+
+func (g *gatedConn) ResetSession(ctx context.Context) error {
+	return g.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (g *gatedConn) IsValid() bool { return g.Conn.(driver.Validator).IsValid() }
+
+// gatedTx leaves the gate when its transaction ends.
+type gatedTx struct {
+	driver.Tx
+	g *gatedConn
+}
+
+func (t *gatedTx) Commit() error {
+	defer t.g.leave()
+	return t.Tx.Commit()
+}
+
+func (t *gatedTx) Rollback() error {
+	defer t.g.leave()
+	return t.Tx.Rollback()
+}
+
+var (
+	_ driver.ConnBeginTx        = (*gatedConn)(nil)
+	_ driver.ConnPrepareContext = (*gatedConn)(nil)
+	_ driver.ExecerContext      = (*gatedConn)(nil)
+	_ driver.QueryerContext     = (*gatedConn)(nil)
+	_ driver.Pinger             = (*gatedConn)(nil)
+	_ driver.SessionResetter    = (*gatedConn)(nil)
+	_ driver.Validator          = (*gatedConn)(nil)
+)

@@ -1,0 +1,188 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/sqlite"
+)
+
+// TestHeartbeatGetsThroughBusyFile: two drivers on one file write as fast
+// as they can (inserts, claims and finishes of hundreds of tasks, as busy
+// processes do), and a third renews its leases every 100ms. Each driver
+// has its own connections, so they contend for the file's write lock as
+// processes do. Every renewal must get through well within a 2s lease.
+// Before the writers took turns (the gate), renewals waited 1.1-3.3s
+// while the busy drivers took the lock back after each commit.
+func TestHeartbeatGetsThroughBusyFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "keel.db")
+	quiet := openAt(t, path, sqlite.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	mine := insertN(t, quiet, "mine", 10, now)
+	claimed, err := quiet.Claim(ctx, driver.ClaimParams{Queue: "mine", Limit: 10, Owner: "quiet", Now: now, LeaseExpiresAt: now.Add(2 * time.Second)})
+	if err != nil || len(claimed) != len(mine) {
+		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
+	}
+	ids := make([]int64, len(claimed))
+	for i, r := range claimed {
+		ids[i] = r.ID
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var loads sync.Map
+	for h := range 2 {
+		busy := openAt(t, path, sqlite.Options{})
+		owner := fmt.Sprintf("busy%d", h)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for {
+				select {
+				case <-stop:
+					loads.Store(owner, n)
+					return
+				default:
+				}
+				now := time.Now()
+				insertN(t, busy, "default", 200, now)
+				rows, err := busy.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 200, Owner: owner, Now: now, LeaseExpiresAt: now.Add(time.Minute)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				trs := make([]driver.Transition, len(rows))
+				for i, r := range rows {
+					trs[i] = driver.Transition{ID: r.ID, Fence: r.Fence, State: driver.StateSucceeded, Task: &rows[i]}
+				}
+				if _, err := busy.Finish(ctx, driver.FinishParams{Owner: owner, Now: time.Now(), Transitions: trs}); err != nil {
+					t.Error(err)
+					return
+				}
+				n += len(rows)
+			}
+		}()
+	}
+	var worst time.Duration
+	beats := 0
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); beats++ {
+		time.Sleep(100 * time.Millisecond)
+		at := time.Now()
+		held, err := quiet.Heartbeat(ctx, driver.HeartbeatParams{Owner: "quiet", IDs: ids, Now: at, LeaseExpiresAt: at.Add(2 * time.Second)})
+		took := time.Since(at)
+		if err != nil || len(held) != len(ids) {
+			t.Fatalf("heartbeat after %v: held %d of %d, %v", took, len(held), len(ids), err)
+		}
+		worst = max(worst, took)
+	}
+	close(stop)
+	wg.Wait()
+	var busy []string
+	loads.Range(func(k, v any) bool { busy = append(busy, fmt.Sprintf("%v: %v tasks", k, v)); return true })
+	// A 2s lease renewed every 400ms leaves a renewal 1.6s; the heartbeat
+	// warns when one takes half of that. Under the race detector every
+	// write is several times slower: the whole margin then.
+	limit := 800 * time.Millisecond
+	if raceEnabled {
+		limit = 1600 * time.Millisecond
+	}
+	t.Logf("%d renewals, the slowest took %v (limit %v); meanwhile %v", beats, worst, limit, busy)
+	if worst > limit {
+		t.Errorf("a renewal took %v behind the other writers", worst)
+	}
+}
+
+func insertN(t *testing.T, d *sqlite.Driver, queue string, n int, now time.Time) []driver.InsertResult {
+	t.Helper()
+	ps := make([]driver.InsertParams, n)
+	for i := range ps {
+		ps[i] = driver.InsertParams{Queue: queue, Type: "t", Payload: []byte(`{"n":1}`), MaxAttempts: 3,
+			RunAt: now, Timeout: time.Minute, Now: now, PayloadDigest: "x"}
+	}
+	res, err := d.Insert(context.Background(), ps)
+	if err != nil {
+		t.Error(err)
+	}
+	return res
+}
+
+// TestOpenTogetherOnNewFile: drivers opened at once on a new file (as
+// processes starting together do) all open; those that find another
+// migrating wait for it.
+func TestOpenTogetherOnNewFile(t *testing.T) {
+	t.Parallel()
+	for round := range 10 {
+		path := filepath.Join(t.TempDir(), "keel.db")
+		start := make(chan struct{})
+		errs := make(chan error, 5)
+		var opened sync.WaitGroup
+		for range 5 {
+			opened.Add(1)
+			go func() {
+				defer opened.Done()
+				<-start
+				d, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+				if err == nil {
+					err = d.Close()
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		opened.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
+
+// TestOpenWaitsForFileBeingCreated: another process holds the write lock
+// of a new file that is not in WAL mode yet (as keel does while it turns a
+// new file to WAL and migrates it). Open must wait for the lock, within
+// its busy timeout, and then open, not fail at once with SQLITE_BUSY:
+// SQLite does not call the busy handler when a connection that already
+// reads asks to write, which turning a file to WAL does.
+func TestOpenWaitsForFileBeingCreated(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "keel.db")
+	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	ctx := context.Background()
+	tx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE other (x INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		released <- time.Now()
+		tx.Commit() //nolint:errcheck // the test fails on the Open below
+	}()
+	d, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("Open while another process held the new file's write lock: %v", err)
+	}
+	defer d.Close()
+	if at := <-released; time.Now().Before(at) {
+		t.Fatal("Open returned before the lock was released")
+	}
+}
