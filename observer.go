@@ -52,6 +52,9 @@ const (
 	// MaxSnoozes leaves it pending and uses no attempt; the one past it
 	// dead-letters the task.
 	OutcomeSnoozed = driver.OutcomeSnoozed
+	// OutcomeCancelled: Cancel ended the task while this attempt ran; the
+	// history records the attempt with the cancel's time as its end.
+	OutcomeCancelled = driver.OutcomeCancelled
 
 	// OutcomeSucceeded: the handler returned nil.
 	OutcomeSucceeded Outcome = "succeeded"
