@@ -52,6 +52,9 @@ const (
 	// MaxSnoozes leaves it pending and uses no attempt; the one past it
 	// dead-letters the task.
 	OutcomeSnoozed = driver.OutcomeSnoozed
+	// OutcomeCancelled: Cancel ended the task while this attempt ran; the
+	// history records the attempt with the cancel's time as its end.
+	OutcomeCancelled = driver.OutcomeCancelled
 
 	// OutcomeSucceeded: the handler returned nil.
 	OutcomeSucceeded Outcome = "succeeded"
@@ -76,6 +79,10 @@ type Event struct {
 	PickupLatency time.Duration
 	// Duration is the attempt's run time (EventAttempt).
 	Duration time.Duration
+	// CommitLatency is the time from the handler's return to its outcome
+	// committed in the database (EventAttempt): until then a crash of
+	// this process runs the task again.
+	CommitLatency time.Duration
 	// Outcome is the attempt's: succeeded, released, snoozed (also when a
 	// snooze past MaxSnoozes dead-letters the task), error, timeout,
 	// panic, permanent (EventAttempt) or lease_expired (EventRescued).
@@ -151,7 +158,7 @@ func (e engineObserver) Finished(f engine.AttemptEnd) {
 		return
 	}
 	e.o.emit(Event{Kind: EventAttempt, TaskID: f.TaskID, Queue: f.Queue, Type: f.Type, Attempt: f.Attempt,
-		Duration: f.Duration, Outcome: Outcome(f.Kind), State: f.State, Error: f.Error})
+		Duration: f.Duration, CommitLatency: f.CommitLatency, Outcome: Outcome(f.Kind), State: f.State, Error: f.Error})
 }
 
 func (e engineObserver) Rescued(r engine.Rescue) {

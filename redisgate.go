@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -118,9 +119,11 @@ func (c *Client) gateInsert(ctx context.Context, p driver.InsertParams, insert f
 	g := c.gate
 	key := g.cfg.Prefix + p.IdemKey
 	token := newGateToken()
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-	ok, err := g.cfg.Client.SetNX(rctx, key, token, g.cfg.TTL).Result()
-	cancel()
+	var ok bool
+	err := g.call(ctx, func(rctx context.Context) (err error) {
+		ok, err = g.cfg.Client.SetNX(rctx, key, token, g.cfg.TTL).Result()
+		return err
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -133,9 +136,9 @@ func (c *Client) gateInsert(ctx context.Context, p driver.InsertParams, insert f
 		out, err := insert([]driver.InsertParams{p})
 		if err != nil {
 			// Let the next submission try rather than wait for the TTL.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Timeout)
-			_ = redisRelease.Run(rctx, g.cfg.Client, []string{key}, token).Err()
-			cancel()
+			_ = g.call(context.WithoutCancel(ctx), func(rctx context.Context) error {
+				return redisRelease.Run(rctx, g.cfg.Client, []string{key}, token).Err()
+			})
 		}
 		return out, err
 	}
@@ -148,6 +151,39 @@ func (c *Client) gateInsert(ctx context.Context, p driver.InsertParams, insert f
 	}
 	g.fallbacks.Add(1)
 	return insert([]driver.InsertParams{p})
+}
+
+// errGateTimeout is a Redis call that did not answer within Timeout.
+var errGateTimeout = errors.New("redis call exceeded the gate's Timeout")
+
+// call runs one Redis call bounded by Timeout: it returns fn's error, or
+// errGateTimeout once Timeout has passed. go-redis only heeds a context's
+// deadline with Options.ContextTimeoutEnabled, and otherwise waits out its
+// read and pool timeouts (3 s and 4 s by default) on a hung server: then
+// fn goes on in the background until go-redis gives up, and the caller
+// does not wait for it (so the caller must not read what fn sets once call
+// returned an error).
+func (g *gate) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- fn(rctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-rctx.Done():
+		select { // an answer that came with the deadline counts
+		case err := <-done:
+			return err
+		default:
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errGateTimeout
+	}
 }
 
 // gateWait polls the database for the task holding p's key, for up to
@@ -198,4 +234,42 @@ func newGateToken() string {
 	var b [16]byte
 	rand.Read(b[:]) //nolint:errcheck // never fails
 	return hex.EncodeToString(b[:])
+}
+
+// RedisLogger returns a logger for go-redis's own log lines (pool and
+// connection troubles), to pass to redis.SetLogger: a hung or restarting
+// Redis makes go-redis print many of them per burst, which this logs
+// through logger at WARN at most once a minute, with how many lines were
+// left out since. keel serve sets it; go-redis's default prints every line
+// to stderr.
+func RedisLogger(logger *slog.Logger) interface {
+	Printf(ctx context.Context, format string, v ...any)
+} {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &redisLogger{log: logger, now: time.Now}
+}
+
+type redisLogger struct {
+	log     *slog.Logger
+	now     func() time.Time
+	mu      sync.Mutex
+	last    time.Time
+	dropped int64
+}
+
+func (l *redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.mu.Lock()
+	now := l.now()
+	if !l.last.IsZero() && now.Sub(l.last) < time.Minute {
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	dropped := l.dropped
+	l.last, l.dropped = now, 0
+	l.mu.Unlock()
+	l.log.WarnContext(ctx, "keel: go-redis: "+fmt.Sprintf(format, v...)+" (go-redis lines are logged at most once a minute)",
+		slog.Int64("left_out", dropped))
 }

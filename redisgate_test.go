@@ -9,8 +9,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
-	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,40 +236,84 @@ func TestRedisGateRedisStopped(t *testing.T) {
 	}
 }
 
-// privateRedis starts a redis-server of the test's own on a free port and
-// returns its address and a stop function (also run when the test ends).
-func privateRedis(t *testing.T) (string, func()) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
+// TestRedisGateRedisFrozen (issue 27 item 19): with the gate's Redis hung
+// (SIGSTOP: connections open, nothing answered), each submission waits for
+// the gate at most its Timeout, then inserts as without it. The client is
+// the one the README shows, and a plain one: the gate's bound must not
+// depend on how the client was built.
+func TestRedisGateRedisFrozen(t *testing.T) {
+	for _, name := range []string{"documented", "plain"} {
+		t.Run(name, func(t *testing.T) {
+			const timeout = 50 * time.Millisecond
+			srv := testdb.PrivateRedis(t)
+			opts := &redis.Options{Addr: srv.Addr}
+			if name == "documented" {
+				opts.ContextTimeoutEnabled = true
+			}
+			rdb := redis.NewClient(opts)
+			t.Cleanup(func() { rdb.Close() })
+			c, err := keel.NewClient(keel.Config{Driver: gateDriver(t, "sqlite"), Types: []string{"t.gate"},
+				Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+				RedisGate: &keel.RedisGate{Client: rdb, Prefix: "keeltest:frozen:", Timeout: timeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Warm up: the pool holds connections when Redis freezes.
+			for i := range 5 {
+				if _, err := c.Enqueue(t.Context(), "t.gate", payload{N: i}, keel.UniqueBy(fmt.Sprint("warm-", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st := c.RedisGateStats(); st.Acquired != 5 {
+				t.Fatalf("before the freeze: %+v, want 5 acquired", st)
+			}
+			if err := srv.Freeze(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Thaw() })
+			// Callers at once and one after another: 4 rounds of 10.
+			var mu sync.Mutex
+			var took []time.Duration
+			for round := range 4 {
+				var wg sync.WaitGroup
+				for i := range 10 {
+					wg.Go(func() {
+						start := time.Now()
+						_, err := c.Enqueue(t.Context(), "t.gate", payload{N: i}, keel.UniqueBy(fmt.Sprint("frozen-", round, "-", i)))
+						d := time.Since(start)
+						if err != nil {
+							t.Errorf("enqueue with Redis frozen: %v", err)
+						}
+						mu.Lock()
+						took = append(took, d)
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			slices.Sort(took)
+			p99 := took[(len(took)*99+99)/100-1]
+			t.Logf("enqueue with Redis frozen: p50 %v, p99 %v, max %v", took[len(took)/2], p99, took[len(took)-1])
+			if p99 >= timeout+100*time.Millisecond {
+				t.Errorf("enqueue p99 %v with Redis frozen, want under Timeout %v + 100ms (all: %v)", p99, timeout, took)
+			}
+			if st := c.RedisGateStats(); st.Skipped != 40 {
+				t.Errorf("stats %+v, want 40 skipped", st)
+			}
+			// Thawed, the gate works again.
+			if err := srv.Thaw(); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
-	t.Cleanup(stop)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for rdb.Ping(t.Context()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s not ready", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return addr, stop
+}
+
+// privateRedis starts a redis-server of the test's own and returns its
+// address and a stop function (also run when the test ends).
+func privateRedis(t *testing.T) (string, func()) {
+	t.Helper()
+	s := testdb.PrivateRedis(t)
+	return s.Addr, s.Kill
 }
 
 // A Redis gate in front of the database's idempotency check: the second
@@ -280,7 +323,7 @@ func ExampleRedisGate() {
 	drv, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{"invoice.send"},

@@ -178,7 +178,10 @@ func timeline(t *keel.TaskInfo) []event {
 	ev := []event{{At: t.CreatedAt, What: "created", Class: "pending"}}
 	for i, e := range t.Errors {
 		class := "retrying"
-		if i == len(t.Errors)-1 && t.State == keel.StateDead {
+		switch {
+		case e.Outcome == keel.OutcomeCancelled:
+			class = "cancelled"
+		case i == len(t.Errors)-1 && t.State == keel.StateDead:
 			class = "dead"
 		}
 		ev = append(ev, event{At: e.Start, End: e.End, What: fmt.Sprintf("attempt %d: %s", e.Attempt, e.Outcome), Class: class,

@@ -47,7 +47,16 @@ const (
 	// OutcomeSnoozed: the handler snoozed once more than the task's
 	// maximum number of snoozes allows, so the task was dead-lettered.
 	OutcomeSnoozed Outcome = "snoozed"
+	// OutcomeCancelled: the task was cancelled while this attempt ran
+	// (Driver.Cancel records it, with the cancel's time as its end and
+	// CancelledWhileRunning as its error); the attempt's own outcome, if
+	// its worker reports one, is rejected by fencing.
+	OutcomeCancelled Outcome = "cancelled"
 )
+
+// CancelledWhileRunning is the error of an attempt recorded with
+// OutcomeCancelled.
+const CancelledWhileRunning = "cancelled while running"
 
 // AttemptError is one entry of a task's error history: one failed attempt.
 type AttemptError struct {

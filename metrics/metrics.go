@@ -76,6 +76,7 @@ var (
 	pickupBuckets   = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 	attemptsBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50, 100, 1000}
 	httpBuckets     = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	commitBuckets   = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 )
 
 // views are the states of the keel_tasks gauge, in order.
@@ -105,6 +106,7 @@ type Collector struct {
 	attempts        *prometheus.CounterVec
 	idempotencyHits *prometheus.CounterVec
 	attemptDuration *prometheus.HistogramVec
+	commitLatency   *prometheus.HistogramVec
 	pickupLatency   *prometheus.HistogramVec
 	attemptsPerTask *prometheus.HistogramVec
 	leasesRescued   *prometheus.CounterVec
@@ -169,6 +171,9 @@ func New(o Options) (*Collector, error) {
 			"Enqueues in this process that found the task already there (UniqueBy, IdempotencyKey).", "queue", "type"),
 		attemptDuration: histogram("keel_attempt_duration_seconds",
 			"Run time of the attempts this process ran.", durationBuckets, "queue", "type"),
+		commitLatency: histogram("keel_outcome_commit_seconds",
+			"Time from a handler's return to its outcome committed in the database (the group commit), for the attempts this process ran; a crash in between runs the task again.",
+			commitBuckets, "queue"),
 		pickupLatency: histogram("keel_pickup_latency_seconds",
 			"Time a task waited ready (from the later of its run time and its creation) before this process started an attempt.",
 			pickupBuckets, "queue"),
@@ -239,7 +244,7 @@ func (m *Collector) Watch(c *keel.Client) error {
 
 // vecs are the process-local metrics.
 func (m *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{m.enqueued, m.finished, m.attempts, m.idempotencyHits, m.attemptDuration,
+	return []prometheus.Collector{m.enqueued, m.finished, m.attempts, m.idempotencyHits, m.attemptDuration, m.commitLatency,
 		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests, m.scheduleTasks}
 }
 
@@ -415,6 +420,7 @@ func (o observer) Observe(ev keel.Event) {
 		}
 		m.attempts.WithLabelValues(ev.Queue, ev.Type, string(ev.Outcome)).Inc()
 		m.attemptDuration.WithLabelValues(ev.Queue, ev.Type).Observe(ev.Duration.Seconds())
+		m.commitLatency.WithLabelValues(ev.Queue).Observe(ev.CommitLatency.Seconds())
 		m.taskFinished(ev)
 	case keel.EventRescued:
 		m.leasesRescued.WithLabelValues(ev.Queue).Inc()

@@ -128,6 +128,10 @@ type benchRun struct {
 
 	mu      sync.Mutex
 	pickups []time.Duration
+	// commits are the measured outcomes' times from the handler's return
+	// to the commit (keel_outcome_commit_seconds), from startMeasuring on.
+	measuring atomic.Bool
+	commits   []time.Duration
 	// profile starts the profiles when the measured phase begins.
 	profile          func() error
 	warnedCheckpoint bool
@@ -137,6 +141,7 @@ type benchRun struct {
 // database (a PostgreSQL checkpoint, when allowed, so that one forced by
 // the set-up's WAL does not land in the figures) and starts the profile.
 func (b *benchRun) startMeasuring(ctx context.Context) error {
+	defer b.measuring.Store(true)
 	if cp, ok := b.drv.(interface{ Checkpoint(context.Context) error }); ok {
 		if err := cp.Checkpoint(ctx); err != nil && !b.warnedCheckpoint {
 			b.warnedCheckpoint = true
@@ -211,14 +216,47 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) (err error) {
 			return err
 		}
 	}
+	b.client.Observe(b)
 	switch {
 	case o.duration == 0:
-		return b.drain(ctx, out, o)
+		err = b.drain(ctx, out, o)
 	case o.rate == 0:
-		return b.continuous(ctx, out, o)
+		err = b.continuous(ctx, out, o)
 	default:
-		return b.latency(ctx, out, o)
+		err = b.latency(ctx, out, o)
 	}
+	if err != nil {
+		return err
+	}
+	return b.reportCommits(out)
+}
+
+// Observe implements keel.Observer: it keeps the commit latency of every
+// outcome stored while measuring.
+func (b *benchRun) Observe(ev keel.Event) {
+	if ev.Kind != keel.EventAttempt || !b.measuring.Load() {
+		return
+	}
+	b.mu.Lock()
+	b.commits = append(b.commits, ev.CommitLatency)
+	b.mu.Unlock()
+}
+
+// reportCommits prints the percentiles of the time from a handler's return
+// to its outcome committed: the window in which a crash runs a finished
+// task again.
+func (b *benchRun) reportCommits(out io.Writer) error {
+	b.mu.Lock()
+	p := slices.Clone(b.commits)
+	b.mu.Unlock()
+	if len(p) == 0 {
+		return nil
+	}
+	slices.Sort(p)
+	q := func(f float64) time.Duration { return p[min(len(p)-1, int(f*float64(len(p))))].Round(time.Microsecond) }
+	fmt.Fprintf(out, "outcome commit (handler return to committed, keel_outcome_commit_seconds) of %d tasks: p50 %v p95 %v p99 %v max %v\n",
+		len(p), q(0.50), q(0.95), q(0.99), p[len(p)-1].Round(time.Microsecond))
+	return nil
 }
 
 func (b *benchRun) insert(ctx context.Context, n, batch int) error {

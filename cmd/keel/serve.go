@@ -127,6 +127,7 @@ func runServe(ctx context.Context, unsignal func(), cfg *config.Config, stderr i
 		if err != nil {
 			return err
 		}
+		redis.SetLogger(keel.RedisLogger(log))
 		defer rdb.Close()
 		kc.RedisGate = gate
 		log.Info("keel: Redis first gate on", "redis", config.RedactDSN(cfg.Redis.URL), "prefix", gate.Prefix,
@@ -382,11 +383,29 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 }
 
 // redisGate makes the Redis client and the gate of [redis]. The client
-// connects lazily: Redis down at start only skips the gate.
+// connects lazily: Redis down at start only skips the gate. Every call is
+// bounded by the gate's timeout: the client heeds its context's deadline,
+// and its read, write and pool timeouts (3 s, 3 s and 4 s by default) are
+// the gate's unless the URL sets them, so a hung Redis neither holds a
+// caller nor a pooled connection for seconds. It does not retry: a retry
+// would come after the gate gave up.
 func redisGate(r config.Redis) (*redis.Client, *keel.RedisGate, error) {
 	opts, err := redis.ParseURL(r.URL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis.url: %w", err)
+	}
+	timeout := r.Timeout.D()
+	if timeout <= 0 {
+		timeout = 50 * time.Millisecond // keel.RedisGate's default
+	}
+	opts.ContextTimeoutEnabled = true
+	for _, d := range []*time.Duration{&opts.ReadTimeout, &opts.WriteTimeout, &opts.PoolTimeout} {
+		if *d == 0 {
+			*d = timeout
+		}
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = -1
 	}
 	rdb := redis.NewClient(opts)
 	return rdb, &keel.RedisGate{Client: rdb, Prefix: r.Prefix, TTL: r.GateTTL.D(), Timeout: r.Timeout.D(), Wait: r.Wait.D()}, nil

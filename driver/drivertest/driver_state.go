@@ -16,8 +16,8 @@ func testCancelAndRetry(t *testing.T, e *env) {
 		t.Fatalf("cancel pending: %v", err)
 	}
 	for _, r := range []*driver.TaskRow{c, e.get(row.ID)} {
-		if r.State != driver.StateCancelled || !r.FinishedAt.Equal(t1) {
-			t.Fatalf("cancelled: state %s finished %v", r.State, r.FinishedAt)
+		if r.State != driver.StateCancelled || !r.FinishedAt.Equal(t1) || len(r.Errors) != 0 {
+			t.Fatalf("cancelled: state %s finished %v history %+v (a pending task ran no attempt)", r.State, r.FinishedAt, r.Errors)
 		}
 	}
 	if rows := e.claim("w", t1.Add(2*time.Hour), 10); len(rows) != 0 {
@@ -51,25 +51,46 @@ func testCancelAndRetry(t *testing.T, e *env) {
 	}
 }
 
+// requireCancelledAttempt fails unless r's history ends with attempt n
+// run by node from start, ended by a cancel at end.
+func requireCancelledAttempt(t *testing.T, r *driver.TaskRow, n int, node string, start, end time.Time) {
+	t.Helper()
+	if len(r.Errors) == 0 {
+		t.Fatalf("task %d (%s): no attempt in its history, want attempt %d cancelled", r.ID, r.State, n)
+	}
+	got := r.Errors[len(r.Errors)-1]
+	if got.Attempt != n || got.Node != node || !got.Start.Equal(start) || !got.End.Equal(end) ||
+		got.Outcome != driver.OutcomeCancelled || got.Error != driver.CancelledWhileRunning {
+		t.Fatalf("task %d: last attempt %+v, want attempt %d on %s from %v to %v, outcome cancelled", r.ID, got, n, node, start, end)
+	}
+}
+
 func testCancelRunningRejectsFinish(t *testing.T, e *env) {
 	row := e.insert()
 	t0 := e.clock.Now()
 	e.claimOne("A", t0)
-	c, err := e.drv.Cancel(e.ctx, row.ID, t0)
+	t1 := e.clock.Advance(1500 * time.Millisecond)
+	c, err := e.drv.Cancel(e.ctx, row.ID, t1)
 	if err != nil {
 		t.Fatalf("cancel running: %v", err)
 	}
 	if c.State != driver.StateCancelled || c.LeaseOwner != "" || !c.LeaseExpiresAt.IsZero() {
 		t.Fatalf("cancelled running: state %s lease %q %v", c.State, c.LeaseOwner, c.LeaseExpiresAt)
 	}
+	// The timeline shows the attempt the cancel ended (issue 27 item 15).
+	requireCancelledAttempt(t, c, 1, "A", t0, t1)
+	if len(c.Errors) != 1 {
+		t.Fatalf("history %+v, want the cancelled attempt alone", c.Errors)
+	}
 	e.requireRejected("A", t0, everyTransition(row.ID, 1, t0))
 	if held, _ := e.drv.Heartbeat(e.ctx, driver.HeartbeatParams{Owner: "A", IDs: []int64{row.ID}, Now: t0, LeaseExpiresAt: t0.Add(time.Hour)}); len(held) != 0 {
 		t.Fatal("heartbeat kept a cancelled task")
 	}
 	got := e.get(row.ID)
-	if got.State != driver.StateCancelled || got.Result != nil || len(got.Errors) != 0 {
-		t.Fatalf("after rejected finishes: state %s result %s errors %d", got.State, got.Result, len(got.Errors))
+	if got.State != driver.StateCancelled || got.Result != nil || len(got.Errors) != 1 {
+		t.Fatalf("after rejected finishes: state %s result %s errors %+v", got.State, got.Result, got.Errors)
 	}
+	requireCancelledAttempt(t, got, 1, "A", t0, t1)
 	rows, err := e.rescue(t0.Add(time.Hour), 10, 0)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("rescue touched a cancelled task: %v %v", ids(rows), err)

@@ -131,9 +131,12 @@ func testEngineHeartbeatLost(t *testing.T, e *env) {
 		t.Fatal("the heartbeat did not cancel the handler of a task it no longer holds")
 	}
 	e.stop(c)
-	if row := e.get(info.ID); row.State != driver.StateCancelled || len(row.Errors) != 0 {
+	row := e.get(info.ID)
+	if row.State != driver.StateCancelled || len(row.Errors) != 1 {
 		t.Fatalf("after lost lease: %s errors %+v", row.State, row.Errors)
 	}
+	// The timeline shows the attempt the cancel ended (issue 27 item 15).
+	requireCancelledAttempt(t, row, 1, c.Node(), row.AttemptedAt, row.FinishedAt)
 }
 
 // testEngineSelfReclaim: a client's attempt hangs (ignoring its context)

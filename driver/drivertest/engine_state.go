@@ -60,9 +60,10 @@ func testEngineCancelRunning(t *testing.T, e *env) {
 	}
 	e.stop(c) // every outcome stored or rejected
 	row := e.get(info.ID)
-	if row.State != driver.StateCancelled || len(row.Errors) != 0 || row.Attempt != 1 {
+	if row.State != driver.StateCancelled || len(row.Errors) != 1 || row.Attempt != 1 {
 		t.Fatalf("cancelled running task after its handler returned: %s errors %+v attempt %d", row.State, row.Errors, row.Attempt)
 	}
+	requireCancelledAttempt(t, row, 1, c.Node(), row.AttemptedAt, row.FinishedAt)
 }
 
 func testEngineCancelElsewhere(t *testing.T, e *env) {
@@ -82,9 +83,10 @@ func testEngineCancelElsewhere(t *testing.T, e *env) {
 	close(release)
 	e.stop(c)
 	row := e.get(info.ID)
-	if row.State != driver.StateCancelled || row.Result != nil || len(row.Errors) != 0 {
-		t.Fatalf("completion of a task cancelled elsewhere applied: %s result %s", row.State, row.Result)
+	if row.State != driver.StateCancelled || row.Result != nil || len(row.Errors) != 1 {
+		t.Fatalf("completion of a task cancelled elsewhere applied: %s result %s errors %+v", row.State, row.Result, row.Errors)
 	}
+	requireCancelledAttempt(t, row, 1, c.Node(), row.AttemptedAt, row.FinishedAt)
 }
 
 func testEngineRetryFromDead(t *testing.T, e *env) {

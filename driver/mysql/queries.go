@@ -3,6 +3,7 @@ package mysql
 import (
 	"strings"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
@@ -217,8 +218,16 @@ LIMIT ?`
 	// sqlGetArchived reads an archived task (migration 006).
 	sqlGetArchived = `SELECT ` + taskColumns + `, archived_at FROM keel_archive WHERE id = ?`
 
+	// Cancelling a running task records its attempt in the history,
+	// ended by the cancel (driver.OutcomeCancelled). errors is assigned
+	// first: MySQL's later assignments see the earlier ones.
 	sqlCancel = prepare(`UPDATE keel_tasks
-SET state = 'cancelled', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
+SET errors = CASE WHEN state <> 'running' THEN errors ELSE JSON_ARRAY_APPEND(
+		CASE WHEN JSON_LENGTH(errors) >= 20 THEN JSON_REMOVE(errors, '$[0]') ELSE errors END,
+		'$', JSON_OBJECT('attempt', attempt, 'node', lease_owner,
+			'start', DATE_FORMAT(attempted_at, '%Y-%m-%dT%H:%i:%s.%fZ'), 'end', DATE_FORMAT({now}, '%Y-%m-%dT%H:%i:%s.%fZ'),
+			'outcome', '` + string(driver.OutcomeCancelled) + `', 'error', '` + driver.CancelledWhileRunning + `')) END,
+	state = 'cancelled', finished_at = {now}, updated_at = {now}, lease_owner = NULL, lease_expires_at = NULL
 WHERE id = ? AND state IN ('pending', 'running')`)
 
 	// sqlSaveStep stores one step's result with a running task, fenced

@@ -3,6 +3,7 @@ package postgres
 import (
 	"strings"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
@@ -244,8 +245,17 @@ FOR UPDATE OF k SKIP LOCKED`),
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED)`),
 
+		// Cancelling a running task records its attempt in the history,
+		// ended by the cancel (driver.OutcomeCancelled). Times in UTC, as
+		// the engine writes them.
 		cancel: q(nowCTE + `UPDATE {schema}.keel_tasks k
-SET state = 'cancelled', finished_at = t.now, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL
+SET state = 'cancelled', finished_at = t.now, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL,
+	errors = CASE WHEN k.state <> 'running' THEN k.errors ELSE
+		(CASE WHEN jsonb_array_length(k.errors) >= 20 THEN k.errors - 0 ELSE k.errors END) || jsonb_build_array(jsonb_build_object(
+			'attempt', k.attempt, 'node', k.lease_owner,
+			'start', to_char(k.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+			'end', to_char(t.now AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+			'outcome', '` + string(driver.OutcomeCancelled) + `', 'error', '` + driver.CancelledWhileRunning + `')) END
 FROM t
 WHERE k.id = $2 AND k.state IN ('pending', 'running')
 RETURNING ` + qualified("k", taskColumns)),

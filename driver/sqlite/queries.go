@@ -138,8 +138,13 @@ const sqlKeyOf = `SELECT idem_key FROM keel_tasks WHERE id = ?`
 
 const sqlList = `SELECT ` + taskColumns + ` FROM keel_tasks`
 
+// sqlCancel cancels a pending or running task; ?3, when not NULL, is the
+// running attempt's entry for the history (sqlutil.CancelledAttempt).
 const sqlCancel = `UPDATE keel_tasks
-SET state = 'cancelled', finished_at = ?1, updated_at = ?1, lease_owner = NULL, lease_expires_at = NULL
+SET state = 'cancelled', finished_at = ?1, updated_at = ?1, lease_owner = NULL, lease_expires_at = NULL,
+	errors = CASE WHEN ?3 IS NULL OR state <> 'running' THEN errors ELSE json_insert(
+		CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END,
+		'$[#]', json(?3)) END
 WHERE id = ?2 AND state IN ('pending', 'running')
 RETURNING ` + taskColumns
 

@@ -511,7 +511,11 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return err
 		}
-		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id).Scan)
+		entry, err := sqlutil.CancelledAttempt(old, now)
+		if err != nil {
+			return fmt.Errorf("cancel task %d: %w", id, err)
+		}
+		row, err = scanTask(tx.QueryRowContext(ctx, sqlCancel, micros(now), id, entry).Scan)
 		if errors.Is(err, sql.ErrNoRows) {
 			_, err := getAny(ctx, tx, id) // an archived task: wrong state
 			opErr = sqlutil.MissingOrWrongState(id, err)

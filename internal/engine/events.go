@@ -17,7 +17,7 @@ import (
 func (e *Engine) attemptEnded(ex *execution, t driver.Transition, dur time.Duration, applied bool, err error, completedTx bool) {
 	row := ex.row
 	end := AttemptEnd{TaskID: row.ID, Queue: row.Queue, Type: row.Type, Attempt: row.Attempt, Node: e.cfg.Node,
-		Duration: dur, State: t.State, Applied: applied && err == nil, Err: err}
+		Duration: dur, CommitLatency: time.Since(ex.returned), State: t.State, Applied: applied && err == nil, Err: err}
 	switch {
 	case completedTx:
 		// The handler's own transaction stored the success.

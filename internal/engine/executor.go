@@ -27,6 +27,9 @@ type execution struct {
 	p   *producer
 	t   driver.Transition
 	dur time.Duration
+	// returned is when the outcome was handed to the completer (the
+	// monotonic clock: keel_outcome_commit_seconds).
+	returned time.Time
 }
 
 // LeaseExpiresAt implements completer.Owner.
@@ -85,7 +88,7 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		p.finishing++
 		e.mu.Unlock()
 		p.signalFreed()
-		ex.p, ex.t, ex.dur = p, t, end.Sub(start)
+		ex.p, ex.t, ex.dur, ex.returned = p, t, end.Sub(start), time.Now()
 		e.completer.Add(completer.Request{Transition: t, Owner: ex})
 	}
 	h := e.cfg.Handlers[row.Type]

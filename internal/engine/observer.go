@@ -46,6 +46,10 @@ type AttemptEnd struct {
 	Attempt     int
 	Node        string
 	Duration    time.Duration
+	// CommitLatency is the time from the handler's return (or the attempt
+	// being given up on) to the completer's answer: the outcome stored,
+	// rejected, or given up on (Err).
+	CommitLatency time.Duration
 	// Kind is succeeded, released, snoozed, or the failed attempt's
 	// outcome (error, timeout, panic, permanent; snoozed when a snooze
 	// past the maximum dead-lettered the task).

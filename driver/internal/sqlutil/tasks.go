@@ -210,3 +210,19 @@ func InsertOrder(params []driver.InsertParams) []int {
 	slices.SortStableFunc(order[plain:], func(a, b int) int { return strings.Compare(params[a].IdemKey, params[b].IdemKey) })
 	return order
 }
+
+// CancelledAttempt is the history entry, as JSON text, of the attempt a
+// cancel ends: old is the task before the cancel, now the cancel's time
+// (to the microsecond, as stored). NULL (nil) unless old is running:
+// nothing ran.
+func CancelledAttempt(old *driver.TaskRow, now time.Time) (any, error) {
+	if old == nil || old.State != driver.StateRunning {
+		return nil, nil
+	}
+	b, err := json.Marshal(driver.AttemptError{Attempt: old.Attempt, Node: old.LeaseOwner, Start: old.AttemptedAt.UTC(),
+		End: now.UTC().Truncate(time.Microsecond), Outcome: driver.OutcomeCancelled, Error: driver.CancelledWhileRunning})
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
