@@ -1,9 +1,14 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +46,9 @@ func testEngineCancelPending(t *testing.T, e *env) {
 func testEngineCancelRunning(t *testing.T, e *env) {
 	started := make(chan struct{})
 	cause := make(chan error, 1)
-	c := e.worker(keel.Config{}, func(ctx context.Context, task *keel.Task[args]) error {
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
+	c := e.worker(keel.Config{Logger: logger}, func(ctx context.Context, task *keel.Task[args]) error {
 		close(started)
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
@@ -64,6 +71,29 @@ func testEngineCancelRunning(t *testing.T, e *env) {
 		t.Fatalf("cancelled running task after its handler returned: %s errors %+v attempt %d", row.State, row.Errors, row.Attempt)
 	}
 	requireCancelledAttempt(t, row, 1, c.Node(), row.AttemptedAt, row.FinishedAt)
+	// The worker's rejected outcome is expected: it says so at INFO, not
+	// as a lost lease at WARN.
+	if out := logs.String(); strings.Contains(out, "outcome rejected") || !strings.Contains(out, "task cancelled while running") {
+		t.Errorf("the cancelling worker's log:\n%s\nwant \"task cancelled while running\" and no rejected outcome", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func testEngineCancelElsewhere(t *testing.T, e *env) {

@@ -370,6 +370,7 @@ func (e *Engine) Cancel(id int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ex := e.running[id]; ex != nil {
+		ex.cancelled.Store(true)
 		ex.cancel(ErrCancelled)
 	}
 }

@@ -40,6 +40,9 @@ func (e *Engine) attemptEnded(ex *execution, t driver.Transition, dur time.Durat
 	switch {
 	case err != nil:
 		level, msg = slog.LevelError, "keel: storing task outcome failed; the lease will expire and the task be rescued"
+	case !end.Applied && ex.cancelled.Load():
+		// The cancel recorded the attempt as cancelled.
+		level, msg = slog.LevelInfo, "keel: task cancelled while running"
 	case !end.Applied:
 		level, msg = slog.LevelWarn, "keel: task outcome rejected: lease lost or task cancelled"
 	case end.State == driver.StateDead:

@@ -21,6 +21,9 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	// completedTx is set when the handler committed its own completion.
 	completedTx bool
+	// cancelled is set when this process cancelled the task (Cancel):
+	// its outcome is then rejected as expected.
+	cancelled atomic.Bool
 	// steps are the task's stored durable steps (keel.Step).
 	steps steps
 	// The attempt's outcome, for the completer (LeaseExpiresAt, Done).
