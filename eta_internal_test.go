@@ -71,13 +71,12 @@ func TestEstimateRateEndsAtTheHistoryRead(t *testing.T) {
 
 // TestEstimateWeighsTheTypesAhead is seed 003's mixed queue: reports of
 // 0.2 s drain at 2 workers (10 starts a second) when notifications of
-// priority 10 that take 1 ms arrive. A notification's wait is the work
-// ahead of it, each task at its own type's run time: the rest of the two
-// running reports (0.1 s each on average, 0.2 s on 2 workers: 0.1 s) plus the
-// notifications ahead of it. The queue's start rate, set by the reports,
-// made it 0.1 s per notification ahead (the 20th was told 2 s and started
-// at once). The workers (2 registered) are checked against the measured
-// rate: 302 starts in 30 s at a mean of 0.198 s is 1.99 at once.
+// priority 10 that take 1 ms arrive. The line ahead of a task counts each
+// task at its own type's run time, in tasks of the queue's mean (0.198 s):
+// 19 notifications ahead are 0.1 of a task, so the 20th waits for the next
+// free worker and little more, 0.11 s at the queue's 10 starts a second.
+// Counted whole, they made it 0.1 s per notification ahead (the 20th was
+// told 2 s and started at once).
 func TestEstimateWeighsTheTypesAhead(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	now := t0.Add(40 * time.Second)

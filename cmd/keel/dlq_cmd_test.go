@@ -50,8 +50,9 @@ func waitState(t *testing.T, c *keel.Client, state keel.State, n int) {
 	}
 }
 
+// TestDLQ does not run in parallel: testPurgeConfirmation sets the
+// package's clock (now), which the other tests read.
 func TestDLQ(t *testing.T) {
-	t.Parallel()
 	s := newAPI(t, serverOpts{handlers: failing()})
 	for i := range 3 {
 		s.keel(t, "enqueue", "email", fmt.Sprintf(`{"i":%d}`, i))
