@@ -105,7 +105,7 @@ func TestETAMixedTypes(t *testing.T) {
 				}
 				real, told := started[s.id].Sub(s.at), s.eta.Sub(s.at)
 				bound := max(real/4, 500*time.Millisecond)
-				worst = max(worst, (told - real).Abs().Seconds()/max(real.Seconds(), 1e-3))
+				worst = max(worst, (told-real).Abs().Seconds()/max(real.Seconds(), 1e-3))
 				if (told - real).Abs() > bound {
 					t.Errorf("%s: task #%d (%s) was told it starts in %v, started after %v (bound ±%v)",
 						scenario, i+1, s.typ, told.Round(time.Millisecond), real.Round(time.Millisecond), bound.Round(time.Millisecond))
