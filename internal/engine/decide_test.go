@@ -94,3 +94,28 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimable: a queue claims up to its free slots, and stops while the
+// outcomes waiting for their commit pass half its limit more than the
+// slots left.
+func TestClaimable(t *testing.T) {
+	for _, c := range []struct{ limit, active, finishing, want int }{
+		{10, 0, 0, 10},
+		{10, 4, 0, 6},
+		{10, 0, 5, 10}, // outcomes within half the limit: every slot
+		{10, 0, 10, 5}, // a whole limit waiting: half the slots
+		{10, 0, 15, 0}, // one and a half: no claim until commits land
+		{10, 2, 13, 0}, //
+		{10, 10, 0, 0}, // every slot busy
+		{1000, 0, 1000, 500},
+		{0, 0, 0, 0}, // paused
+		{1, 0, 1, 1}, // half of one slot rounds up: a lone worker claims beside its commit
+		{1, 0, 2, 0},
+		{3, 0, 5, 0},
+		{3, 0, 4, 1},
+	} {
+		if got := claimable(c.limit, c.active, c.finishing); got != c.want {
+			t.Errorf("claimable(limit %d, active %d, finishing %d) = %d, want %d", c.limit, c.active, c.finishing, got, c.want)
+		}
+	}
+}
