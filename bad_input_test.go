@@ -199,7 +199,7 @@ func TestListBadInput(t *testing.T) {
 		{CreatedAfter: t0, CreatedBefore: t0}, {CreatedAfter: t0.Add(time.Hour), CreatedBefore: t0},
 		{FinishedAfter: t0, FinishedBefore: t0}, {FinishedAfter: t0.Add(time.Hour), FinishedBefore: t0},
 		{Type: "\x00"}, {Queue: "a\x00"}, {Type: "\xff"}, {Queue: "q\xc3"},
-		// Outside run_at's range (issue 27, item 6).
+		// Outside run_at's range.
 		{CreatedAfter: year0}, {CreatedBefore: year10000}, {FinishedAfter: year0}, {FinishedBefore: year10000},
 	} {
 		if _, err := c.List(ctx, p); !errors.Is(err, keel.ErrInvalid) {

@@ -236,7 +236,7 @@ func TestRedisGateRedisStopped(t *testing.T) {
 	}
 }
 
-// TestRedisGateRedisFrozen (issue 27 item 19): with the gate's Redis hung
+// TestRedisGateRedisFrozen: with the gate's Redis hung
 // (SIGSTOP: connections open, nothing answered), each submission waits for
 // the gate at most its Timeout, then inserts as without it. The client is
 // the one the README shows, and a plain one: the gate's bound must not

@@ -33,7 +33,7 @@ func TestStepBadInput(t *testing.T) {
 		}
 		_, got["nil fn"] = keel.Step[int](ctx, "nil", nil)
 		_, got["chan result"] = keel.Step(ctx, "chan", func(ctx context.Context) (chan int, error) { return make(chan int), nil })
-		// Results some database refuses (issue 27, item 7).
+		// Results some database refuses.
 		_, got["NUL result"] = keel.Step(ctx, "nul", func(ctx context.Context) (string, error) { return "a\x00b", nil })
 		_, got["result nested 30 deep"] = keel.Step(ctx, "deep", func(ctx context.Context) (json.RawMessage, error) {
 			return json.RawMessage(strings.Repeat("[", 30) + strings.Repeat("]", 30)), nil

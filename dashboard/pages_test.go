@@ -261,7 +261,7 @@ func TestActionsAdmin(t *testing.T) {
 		}
 		post("/types/report.build/ramp", url.Values{"steps": {"2,1"}}, http.StatusBadRequest)
 		post("/types/report.build/ramp", url.Values{"steps": {"2,x"}}, http.StatusBadRequest)
-		// The value as sent, not a stand-in (issue 27, item 11).
+		// The value as sent, not a stand-in.
 		if r := post("/types/report.build/ramp", url.Values{"steps": {"2,4"}, "every": {"0"}}, http.StatusBadRequest); !strings.Contains(r.body, `got &#34;0&#34;`) || strings.Contains(r.body, "-1ns") {
 			t.Errorf("every 0: %s", r.body)
 		}

@@ -189,7 +189,7 @@ func scriptedRun(t *testing.T, db string) {
 		"queue=default,type=t.ok": nOK, "queue=default,type=t.flaky": 2 * mFlaky, "queue=default,type=t.dead": kDead,
 	})
 	// Each stored outcome's time from the handler's return to its commit
-	// (issue 27 item 5): here a few milliseconds on an idle SQLite file,
+	//: here a few milliseconds on an idle SQLite file,
 	// never seconds.
 	g.histogramCounts(t, "keel_outcome_commit_seconds", map[string]uint64{"queue=default": nOK + 2*mFlaky + kDead})
 	if hist := g.histogram(t, "keel_outcome_commit_seconds", "queue=default"); hist.GetSampleSum() <= 0 ||

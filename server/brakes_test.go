@@ -64,7 +64,7 @@ func TestBrakes(t *testing.T) {
 			`{"window":-2}`:      "brake window must be in 1..10000",
 			`{"threshold":1.5}`:  "brake threshold must be in (0, 1]",
 			`{"cooldown":"25h"}`: "brake cooldown must be in 0..24h",
-			// Stored in ms: 1ns is refused, not kept as 1ms (issue 27, item 9).
+			// Stored in ms: 1ns is refused, not kept as 1ms.
 			`{"cooldown":"1ns"}`:    `brake cooldown must be a whole number of milliseconds (settings are stored in ms), got "1ns"`,
 			`{"cooldown":"1500us"}`: `brake cooldown must be a whole number of milliseconds`,
 			`{"windows":3}`:         `unknown field "windows"`,

@@ -223,7 +223,7 @@ func TestHostWithoutTokens(t *testing.T) {
 // TestTimeFiltersOutOfRange: every time filter gets the range run_at has
 // (the years 1000 to 9999, UTC): a time outside it is a 400 naming the
 // parameter on SQLite, PostgreSQL and MariaDB alike, and changes nothing
-// (issue 27, item 6: MariaDB answered 500 to year 0).
+// (MariaDB answered 500 to year 0).
 func TestTimeFiltersOutOfRange(t *testing.T) {
 	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
@@ -259,7 +259,7 @@ func TestTimeFiltersOutOfRange(t *testing.T) {
 // TestLoneSurrogatesRefused: a lone UTF-16 surrogate in any string of a
 // request body is refused with 400 naming the field, as in a payload,
 // instead of being stored as U+FFFD, where "\ud800" and "\ufffd" would
-// be one key (issue 27, item 8). Nothing is written.
+// be one key. Nothing is written.
 func TestLoneSurrogatesRefused(t *testing.T) {
 	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {
@@ -291,7 +291,7 @@ func TestLoneSurrogatesRefused(t *testing.T) {
 // TestSettingsKeepTheirRules: a runtime setting the configuration file
 // would refuse is refused by the API too, with the same rule, and one the
 // database would store changed (1ns kept as 1ms) is refused rather than
-// changed; nothing is stored, on every database (issue 27, item 9).
+// changed; nothing is stored, on every database.
 func TestSettingsKeepTheirRules(t *testing.T) {
 	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {

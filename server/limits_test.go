@@ -63,7 +63,7 @@ func TestLimitsAndRamps(t *testing.T) {
 			call("negative burst", "PATCH", "/v1/queues/mail", `{"burst":-1}`, "burst must be in 0..1000000"),
 			call("falling steps", "PUT", "/v1/types/report.build/ramp", `{"steps":[2,1]}`, "ramp steps must rise"),
 			call("no steps", "PUT", "/v1/types/report.build/ramp", `{"steps":[]}`, "a ramp needs 1..100 steps"),
-			// The value as sent, not a stand-in (issue 27, item 11).
+			// The value as sent, not a stand-in.
 			call("zero every", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"0s"}`, `ramp every must be in 1s..168h, got "0s"`),
 			call("negative every", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"-1ns"}`, `ramp every must be in 1s..168h, got "-1ns"`),
 			call("every 200h", "PUT", "/v1/types/report.build/ramp", `{"steps":[1],"every":"200h"}`, `ramp every must be in 1s..168h, got "200h"`),

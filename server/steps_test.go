@@ -182,7 +182,7 @@ func TestHTTPTargetSteps(t *testing.T) {
 // payload passes, nesting included (at most 31 levels, which MariaDB
 // stores), and a step name with a lone surrogate is refused rather than
 // stored as U+FFFD: 400 on SQLite, PostgreSQL and MariaDB alike, and no
-// step is stored (issue 27, items 7 and 8).
+// step is stored.
 func TestSaveStepRefusesUnstorable(t *testing.T) {
 	t.Parallel()
 	forAllDBs(t, func(t *testing.T, db string) {

@@ -57,7 +57,7 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestServeRedisGateFrozen (issue 27 item 19): with Redis hung (SIGSTOP),
+// TestServeRedisGateFrozen: with Redis hung (SIGSTOP),
 // keel serve's keyed enqueues wait for the gate at most its timeout, and
 // go-redis's own log lines do not flood stderr: they go through keel's
 // logger, at most one a minute.

@@ -20,8 +20,7 @@ import (
 // dashboard and /metrics on one listener) answers a request to a
 // non-loopback Host with 403 before anything else, an unclean path such as
 // //v1//stats included (it answered 307 first), and /metrics carries
-// X-Content-Type-Options: nosniff like every other answer (issue 27,
-// item 12).
+// X-Content-Type-Options: nosniff like every other answer.
 func TestServeHostCheckBeforeRedirect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

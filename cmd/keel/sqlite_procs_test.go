@@ -20,9 +20,9 @@ import (
 	"github.com/keelq/keel/internal/proctest"
 )
 
-// TestSQLiteProcessesKeepLiveLeases is issue 27's item 3: three keel serve
+// TestSQLiteProcessesKeepLiveLeases: three keel serve
 // processes on one SQLite file, 2s leases renewed every 400ms, 60,000
-// tasks (the issue had 20,000; here they run in about 15s, and more keep
+// tasks (20,000 drain in a few seconds once writers take turns; more keep
 // the file busy longer) enqueued by 12 clients in batches of 100 while 200
 // workers per process run them. Every process stays alive, so no task may
 // be rescued (error "lease expired") or delivered twice, and no live
@@ -198,7 +198,7 @@ url = %q
 	}
 }
 
-// TestSQLiteProcessesStartTogether is issue 27's item 4: five keel serve
+// TestSQLiteProcessesStartTogether: five keel serve
 // processes started at once on a new SQLite file all come up; the ones
 // that find another migrating wait for it instead of failing with
 // SQLITE_BUSY.

@@ -77,7 +77,7 @@ func testCancelRunningRejectsFinish(t *testing.T, e *env) {
 	if c.State != driver.StateCancelled || c.LeaseOwner != "" || !c.LeaseExpiresAt.IsZero() {
 		t.Fatalf("cancelled running: state %s lease %q %v", c.State, c.LeaseOwner, c.LeaseExpiresAt)
 	}
-	// The timeline shows the attempt the cancel ended (issue 27 item 15).
+	// The timeline shows the attempt the cancel ended.
 	requireCancelledAttempt(t, c, 1, "A", t0, t1)
 	if len(c.Errors) != 1 {
 		t.Fatalf("history %+v, want the cancelled attempt alone", c.Errors)

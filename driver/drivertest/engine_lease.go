@@ -135,7 +135,7 @@ func testEngineHeartbeatLost(t *testing.T, e *env) {
 	if row.State != driver.StateCancelled || len(row.Errors) != 1 {
 		t.Fatalf("after lost lease: %s errors %+v", row.State, row.Errors)
 	}
-	// The timeline shows the attempt the cancel ended (issue 27 item 15).
+	// The timeline shows the attempt the cancel ended.
 	requireCancelledAttempt(t, row, 1, c.Node(), row.AttemptedAt, row.FinishedAt)
 }
 

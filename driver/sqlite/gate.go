@@ -8,7 +8,7 @@ import "time"
 // of a second) and tries again, while a busy process releases the lock at
 // its commit and takes it again microseconds later for its next batch. On
 // a busy file a waiting process could so miss the lock for seconds, and
-// its heartbeat with it: issue 27 saw live leases of 2s run out.
+// its heartbeat with it: live leases of 2s ran out.
 //
 // The gate is two locks of the file "<database>-lock", taken in turn (a
 // turnstile): a writer takes the entry lock, then the gate lock, then lets

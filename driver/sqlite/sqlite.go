@@ -194,7 +194,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 // to write it, and SQLite answers a reader that asks to write while
 // another connection writes with SQLITE_BUSY at once, without the busy
 // handler (it would deadlock otherwise). So processes started together
-// on a new file, as issue 27 saw, failed with "database is locked".
+// on a new file failed with "database is locked".
 func enterWAL(ctx context.Context, db *sql.DB, busy time.Duration) error {
 	deadline := time.Now().Add(busy)
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {

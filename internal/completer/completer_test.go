@@ -148,7 +148,7 @@ func TestGroupCommit(t *testing.T) {
 	servicetest.None(t, b.drv.calls)
 }
 
-// TestIdleWritesAtOnce (issue 27 item 5): an idle completer writes a
+// TestIdleWritesAtOnce: an idle completer writes a
 // transition as it comes, alone, without waiting for company: the clock
 // never moves, and nothing waits on it.
 func TestIdleWritesAtOnce(t *testing.T) {
@@ -170,7 +170,7 @@ func TestIdleWritesAtOnce(t *testing.T) {
 	}
 }
 
-// TestWritesBesideSlowWrite (issue 27 item 5): a transition that arrives
+// TestWritesBesideSlowWrite: a transition that arrives
 // while a write is under way is written at once by another writer, not
 // after the slow write: its commit latency is its own write's.
 func TestWritesBesideSlowWrite(t *testing.T) {

@@ -41,7 +41,7 @@ func openDriver(t *testing.T, db string) driver.Driver {
 	return d
 }
 
-// TestCancelAbortsRequest (issue 27 item 15): cancelling a task whose HTTP
+// TestCancelAbortsRequest: cancelling a task whose HTTP
 // target is answering aborts the request (the target sees its request's
 // context end) instead of letting it run its course, and the task's
 // history records the attempt as cancelled. The cancel comes from this

@@ -513,7 +513,7 @@ func TestErrors(t *testing.T) {
 		{"type priority", "[types.r]\nqueue = \"r\"\npriority = 2000000", nil, nil, "types.r.priority: must be in -1000000..1000000, got 2000000"},
 		{"type attempts", "[types.r]\nqueue = \"r\"\nmax_attempts = 0", nil, nil, "types.r.max_attempts: must be in 1..1000, got 0"},
 		{"type timeout", "[types.r]\nqueue = \"r\"\ntimeout = \"0s\"", nil, nil, `types.r.timeout: must be in 1ms..24h, got "0s"`},
-		// The rules PATCH /v1/types/{name} applies (issue 27, item 9).
+		// The rules PATCH /v1/types/{name} applies.
 		{"type timeout not whole ms", "[types.r]\nqueue = \"r\"\ntimeout = \"1500us\"", nil, nil, `types.r.timeout: must be a whole number of milliseconds (settings are stored in ms), got "1.5ms"`},
 		{"type brake cooldown 1ns", target + "[types.hook.brake]\ncooldown = \"1ns\"", nil, nil, `types.hook.brake.cooldown: must be a whole number of milliseconds (settings are stored in ms), got "1ns"`},
 		{"type backoff 1ns", target + "backoff_base = \"1ns\"", nil, nil, `types.hook.backoff_base: must be in 1ms..168h, got "1ns"`},
