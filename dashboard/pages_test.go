@@ -303,12 +303,20 @@ func TestActionsAdmin(t *testing.T) {
 			!strings.Contains(r.body, `id="brake-report.build-close"`) || !strings.Contains(r.body, "12 of the last 20 attempts failed") {
 			t.Errorf("queues page shows no open brake:\n%s", r.body)
 		}
+		// The type's status says braked, not active (it is paused too).
+		if r := b.do(t, "GET", "/queues", readToken, nil); !strings.Contains(r.body, `<td id="t-report.build-status"><span class="badge state-scheduled">paused</span> <span class="badge state-dead">braked</span></td>`) {
+			t.Errorf("queues page: the braked type's status is not braked")
+		}
 		if r := post("/types/report.build/brake/close", url.Values{}, http.StatusSeeOther); r.header.Get("Location") != "/queues?done=brake&n=report.build" {
 			t.Errorf("after closing the brake: Location %q", r.header.Get("Location"))
 		}
 		if r := b.do(t, "GET", "/queues?done=brake&n=report.build", adminToken, nil); strings.Contains(r.body, `id="brake-banner-`) ||
 			!strings.Contains(r.body, "The brake of type report.build is closed") {
 			t.Errorf("queues page after closing the brake:\n%s", r.body)
+		}
+		if r := b.do(t, "GET", "/queues", readToken, nil); strings.Contains(r.body, `state-dead">braked`) {
+			i := strings.Index(r.body, `state-dead">braked`)
+			t.Errorf("queues page: a closed brake still shows braked: %s", r.body[max(0, i-300):i+30])
 		}
 		post("/types/report.build/brake/close", url.Values{}, http.StatusConflict)
 

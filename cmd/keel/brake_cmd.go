@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -154,7 +155,13 @@ func printBrakes(out io.Writer, brakes []server.Brake) error {
 		if b.ProbeTaskID != 0 {
 			probe = fmt.Sprintf("task %d on %s", b.ProbeTaskID, b.ProbeNode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t%d\t%s\t%s\t%s\n", b.Type, b.State, 100*b.Ratio, b.Attempts, until, probe, b.Reason)
+		// The ratio and attempts are what opened the brake: a closed one
+		// shows none (it showed the last trip's 100%).
+		ratio, attempts := "-", "-"
+		if b.State != "closed" {
+			ratio, attempts = fmt.Sprintf("%.0f%%", 100*b.Ratio), strconv.Itoa(b.Attempts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Type, b.State, ratio, attempts, until, probe, b.Reason)
 	}
 	return tw.Flush()
 }

@@ -41,7 +41,7 @@ func TestBrakeCommands(t *testing.T) {
 	if out := s.keel(t, "brake", "close", "email"); out != "brake of type email closed: its tasks are claimed again\n" {
 		t.Fatalf("brake close: %q", out)
 	}
-	if out := s.keel(t, "brakes"); !regexp.MustCompile(`(?m)^email\s+closed\s`).MatchString(out) {
+	if out := s.keel(t, "brakes"); !regexp.MustCompile(`(?m)^email\s+closed\s+-\s+-\s`).MatchString(out) {
 		t.Fatalf("brakes after close:\n%s", out)
 	}
 	if out := s.keel(t, "brake", "set", "email", "--window", "10", "--threshold", "0.8", "--cooldown", "1m"); out != "brake of type email: closed, window 10, threshold 0.8, cooldown 1m\n" {
