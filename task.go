@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/digest"
 )
 
 // State is a task's lifecycle state.
@@ -88,6 +89,13 @@ type TaskInfo struct {
 	// the successful attempt; empty otherwise.
 	Node string
 	Meta json.RawMessage
+	// IdempotencyKey is the caller's own key (the IdempotencyKey option, or
+	// the API's idempotency_key), as given; empty for a task without one.
+	IdempotencyKey string
+	// UniqueDigest is the key UniqueBy made (a digest of the type, the
+	// natural key and the payload: "u:" and 64 hex digits); empty unless
+	// the task was enqueued with UniqueBy.
+	UniqueDigest string
 	// Archived is set for a task moved to the archive after its retention
 	// (Config.RetainSucceeded, Config.RetainDead), at ArchivedAt: Get
 	// still finds it, but it can no longer be cancelled or retried, and
@@ -131,5 +139,6 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
 		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt, Steps: stepsFromRows(r.Steps),
+		IdempotencyKey: digest.ExplicitKeyOf(r.IdemKey), UniqueDigest: digest.UniqueDigestOf(r.IdemKey),
 	}
 }

@@ -175,7 +175,8 @@ func seed(t *testing.T, b *bundle, n int) seeded {
 	t.Helper()
 	ctx := t.Context()
 	var s seeded
-	ti, err := b.client.Enqueue(ctx, typeReport, json.RawMessage(evilPayload), keel.Queue("reports"))
+	ti, err := b.client.Enqueue(ctx, typeReport, json.RawMessage(evilPayload), keel.Queue("reports"),
+		keel.IdempotencyKey("<script>alert(7)</script> order-42"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,11 @@ func TestPages(t *testing.T) {
 				t.Errorf("%s: no %q in the page", p, want)
 			}
 		}
+		// The pending task's idempotency key, escaped.
+		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.pending), readToken, nil); !strings.Contains(r.body,
+			`<dd id="task-key"><code>&lt;script&gt;alert(7)&lt;/script&gt; order-42</code></dd>`) {
+			t.Errorf("pending task page: no idempotency key")
+		}
 		// The dead task's steps, its hostile step name escaped; the pending
 		// task has none.
 		if r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", s.dead[0]), readToken, nil); !strings.Contains(r.body, `id="task-steps"`) ||

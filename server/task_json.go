@@ -86,6 +86,12 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 	if len(t.Meta) > 0 {
 		raw(`,"meta":`, t.Meta)
 	}
+	if t.IdempotencyKey != "" {
+		str(`,"idempotency_key":`, t.IdempotencyKey)
+	}
+	if t.UniqueDigest != "" {
+		str(`,"unique_digest":`, t.UniqueDigest)
+	}
 	optAt(`,"eta":`, t.ETA)
 	optAt(`,"eta_finish":`, t.ETAFinish)
 	if t.ETAStatus != "" {

@@ -68,7 +68,7 @@ func TestMarshalTaskMatchesEncodingJSON(t *testing.T) {
 			State: str(), Attempt: pick(30), MaxAttempts: pick(30), Snoozes: pick(5),
 			Payload: raw(), Result: raw(), Timeout: Duration(durations[pick(len(durations))]),
 			RunAt: when(), CreatedAt: when(), StartedAt: optWhen(), AttemptedAt: optWhen(), FinishedAt: optWhen(),
-			UpdatedAt: when(), Node: str(), Meta: raw(), ETA: optWhen(),
+			UpdatedAt: when(), Node: str(), Meta: raw(), IdempotencyKey: str(), UniqueDigest: str(), ETA: optWhen(),
 			ETAFinish: optWhen(), ETAStatus: str(), Duplicate: pick(2) == 0, Archived: pick(4) == 0,
 			ArchivedAt: optWhen(),
 		}

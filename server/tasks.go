@@ -299,6 +299,7 @@ func taskFromInfo(info *keel.TaskInfo) Task {
 		RunAt: info.RunAt.UTC(), CreatedAt: info.CreatedAt.UTC(), UpdatedAt: info.UpdatedAt.UTC(),
 		StartedAt: optTime(info.StartedAt), AttemptedAt: optTime(info.AttemptedAt), FinishedAt: optTime(info.FinishedAt),
 		Node: info.Node, Meta: info.Meta, Duplicate: info.Duplicate,
+		IdempotencyKey: info.IdempotencyKey, UniqueDigest: info.UniqueDigest,
 		Archived: info.Archived, ArchivedAt: optTime(info.ArchivedAt), Steps: stepsFromInfo(info.Steps),
 	}
 	if len(t.Payload) == 0 {

@@ -92,6 +92,11 @@ type Task struct {
 	// Node ran the current attempt (running) or the successful one.
 	Node string          `json:"node,omitempty"`
 	Meta json.RawMessage `json:"meta,omitempty"`
+	// IdempotencyKey is the caller's own key, as given at enqueue.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// UniqueDigest is the key unique_by made: "u:" and the SHA-256 of the
+	// type, the natural key and the canonical payload.
+	UniqueDigest string `json:"unique_digest,omitempty"`
 	// ETA is the estimated start of a pending task, when there is one.
 	ETA *time.Time `json:"eta,omitempty"`
 	// ETAFinish is the estimated end: ETA plus the type's mean run time.

@@ -178,11 +178,17 @@ func TestStatusInspectByKey(t *testing.T) {
 	if st := s.keel(t, "status", "--key", "order-42"); !strings.HasPrefix(st, ids+"  email  pending  attempt 0/4") {
 		t.Fatalf("status --key: %q", st)
 	}
-	if in := s.keel(t, "inspect", "--key", "order-42"); !strings.Contains(in, "task      "+ids) || !strings.Contains(in, `payload   {"to":"b@example.com"}`) {
+	if in := s.keel(t, "inspect", "--key", "order-42"); !strings.Contains(in, "task      "+ids) || !strings.Contains(in, `payload   {"to":"b@example.com"}`) ||
+		!strings.Contains(in, "key       order-42") {
 		t.Fatalf("inspect --key:\n%s", in)
 	}
-	if task := decode[server.Task](t, s.keel(t, "inspect", "--key", "order-42", "--json")); task.ID != id {
+	if task := decode[server.Task](t, s.keel(t, "inspect", "--key", "order-42", "--json")); task.ID != id || task.IdempotencyKey != "order-42" {
 		t.Fatalf("inspect --key --json: %+v", task)
+	}
+	// A unique_by task shows the digest its natural key made.
+	uid := strconv.FormatInt(enqueuedID(t, s.keel(t, "enqueue", "email", `{"to":"d@example.com"}`, "--unique-by", "d@example.com")), 10)
+	if in := s.keel(t, "inspect", uid); !regexp.MustCompile(`(?m)^key\s+from unique_by: u:[0-9a-f]{64}$`).MatchString(in) {
+		t.Fatalf("inspect of a unique_by task:\n%s", in)
 	}
 	for _, c := range []struct {
 		args []string

@@ -32,6 +32,12 @@ func printTimeline(out io.Writer, t server.Task) {
 	if len(t.Meta) > 0 && string(t.Meta) != "null" {
 		fmt.Fprintf(tw, "meta\t%s\n", oneLine(string(t.Meta), 400))
 	}
+	switch {
+	case t.IdempotencyKey != "":
+		fmt.Fprintf(tw, "key\t%s\n", oneLine(t.IdempotencyKey, 400))
+	case t.UniqueDigest != "":
+		fmt.Fprintf(tw, "key\tfrom unique_by: %s\n", t.UniqueDigest)
+	}
 	tw.Flush() //nolint:errcheck // reported by the writes below
 
 	fmt.Fprintln(out)

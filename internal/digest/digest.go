@@ -5,6 +5,7 @@ package digest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // Sum returns the hex SHA-256 of the canonical payload.
@@ -28,3 +29,20 @@ func UniqueKey(taskType, naturalKey string, canonical []byte) string {
 
 // ExplicitKey namespaces a caller's own idempotency key.
 func ExplicitKey(key string) string { return "k:" + key }
+
+// ExplicitKeyOf returns the caller's own key a stored key holds, or "" for
+// a key UniqueKey made or none.
+func ExplicitKeyOf(stored string) string {
+	if k, ok := strings.CutPrefix(stored, "k:"); ok {
+		return k
+	}
+	return ""
+}
+
+// UniqueDigestOf returns a stored key UniqueKey made, or "".
+func UniqueDigestOf(stored string) string {
+	if strings.HasPrefix(stored, "u:") {
+		return stored
+	}
+	return ""
+}
