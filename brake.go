@@ -26,7 +26,7 @@ const (
 	// judged.
 	DefaultBrakeWindow = 20
 	// DefaultBrakeThreshold is the failed share that opens the brake.
-	DefaultBrakeThreshold = 0.5
+	DefaultBrakeThreshold = 0.8
 	// DefaultBrakeCooldown is how long an open brake waits before a probe.
 	DefaultBrakeCooldown = 30 * time.Second
 )

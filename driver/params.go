@@ -49,7 +49,11 @@ type ClaimParams struct {
 	// An empty, non-nil list claims nothing. Default nil: any type.
 	Types []string
 	// ExcludeTypes are task types not to claim (paused types). Default none.
-	ExcludeTypes   []string
+	ExcludeTypes []string
+	// Retried takes only tasks attempted before (due retries), the most
+	// attempted first, then the oldest: a half-open brake's probes. Only
+	// with Types.
+	Retried        bool
 	Owner          string
 	Now            time.Time
 	LeaseExpiresAt time.Time

@@ -12,7 +12,6 @@ import (
 // engineTests run keel.Client on the driver.
 var engineTests = []test{
 	{"SucceedWithResult", testEngineSucceed},
-	{"Brake", testEngineBrake},
 	{"OnDeadRescued", testEngineOnDeadRescued},
 	{"RetryBackoffThenDead", testEngineRetryBackoffThenDead},
 	{"TypeBackoff", testEngineTypeBackoff},

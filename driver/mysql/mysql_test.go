@@ -57,6 +57,13 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Driver { return open(t, mysql.Options{CallerClock: true}) })
 }
 
+// TestBrakeScenarios: the automatic brake's scenarios, apart from the
+// suite (they time drains).
+func TestBrakeScenarios(t *testing.T) {
+	t.Parallel()
+	drivertest.RunBrakeScenarios(t, func(t *testing.T) driver.Driver { return open(t, mysql.Options{CallerClock: true}) })
+}
+
 // TestConcurrentClaims: 8 workers claim 20,000 tasks until none remain.
 // No task is claimed twice, none is missed, and the lock conflicts the
 // workers cause are retried inside the driver, never returned.

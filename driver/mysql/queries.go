@@ -118,6 +118,10 @@ var (
 	sqlClaimPick          = prepare(claimPickHead + claimPickTail)
 	sqlClaimPickTypes     = prepare(claimPickHead + ` AND type IN ({types})` + claimPickTail)
 	sqlClaimPickExcluding = prepare(claimPickHead + ` AND type NOT IN ({types})` + claimPickTail)
+	// A half-open brake's probes: due retries of the types, the most
+	// attempted first (ClaimParams.Retried).
+	sqlClaimPickRetried = prepare(claimPickHead + ` AND type IN ({types}) AND attempt > 0` +
+		strings.Replace(claimPickTail, "priority DESC, run_at", "priority DESC, attempt DESC, run_at", 1))
 
 	// Every statement that locks a list of tasks by id reads them on the
 	// primary key (FORCE INDEX): a plan through keel_tasks_state or

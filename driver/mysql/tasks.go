@@ -178,6 +178,8 @@ func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, 
 func claimPick(p driver.ClaimParams, include, exclude []string) (stmt, []any) {
 	pick, types := sqlClaimPick, []string(nil)
 	switch {
+	case include != nil && p.Retried:
+		pick, types = sqlClaimPickRetried, include
 	case include != nil:
 		pick, types = sqlClaimPickTypes, include
 	case len(exclude) > 0:

@@ -71,6 +71,13 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Driver { return open(t, postgres.Options{CallerClock: true}) })
 }
 
+// TestBrakeScenarios: the automatic brake's scenarios, apart from the
+// suite (they time drains).
+func TestBrakeScenarios(t *testing.T) {
+	t.Parallel()
+	drivertest.RunBrakeScenarios(t, func(t *testing.T) driver.Driver { return open(t, postgres.Options{CallerClock: true}) })
+}
+
 // TestEnqueueTxPgxAndSQL enqueues inside a pgx.Tx and a *sql.Tx: a rolled
 // back transaction leaves no task, a committed one leaves exactly its tasks.
 func TestEnqueueTxPgxAndSQL(t *testing.T) {

@@ -36,7 +36,7 @@ const taskColumns = `id, queue, type, priority, payload, state, attempt, max_att
 
 type queries struct {
 	reserveIDs,
-	insert, byKey, claim, claimTypes, claimExcluding, succeedMany, transition, saveStep, heartbeat, claimed, expired, lockExpired, get,
+	insert, byKey, claim, claimTypes, claimExcluding, claimRetried, succeedMany, transition, saveStep, heartbeat, claimed, expired, lockExpired, get,
 	cancel, retry, counts, trueCounts, foldShards, foldMinutes, dropZeroCounts, dropMinutes, minutes, hits, repairCounts,
 	lead, resign, list, countAhead, retryMatching, retryMatchingIDs, purgeMatching, purgeMatchingIDs, recentFinished,
 	patchSetting, listSettings, limitRow, runningOfType, runningOfQueue, limitNow, spendTokens,
@@ -160,6 +160,10 @@ WHERE idem_key = $1 AND state IN ('pending', 'running', 'succeeded')`),
 		claim:          q(strings.Replace(claimTmpl, "{filter}", "", 1)),
 		claimTypes:     q(strings.Replace(claimTmpl, "{filter}", " AND k.type = ANY($6::text[])", 1)),
 		claimExcluding: q(strings.Replace(claimTmpl, "{filter}", " AND k.type <> ALL($6::text[])", 1)),
+		// A half-open brake's probes: due retries of the types, the most
+		// attempted first (ClaimParams.Retried).
+		claimRetried: q(strings.NewReplacer("{filter}", " AND k.type = ANY($6::text[]) AND k.attempt > 0",
+			"ORDER BY k.priority DESC, k.run_at", "ORDER BY k.priority DESC, k.attempt DESC, k.run_at").Replace(claimTmpl)),
 
 		// A success keeps lease_owner: the node that ran it. $2 are the
 		// ids and $3 the same tasks as "id:fence". There is no join: a

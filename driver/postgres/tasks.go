@@ -196,6 +196,8 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	query, args := d.sql.claim, []any{d.now(p.Now), p.Queue, p.Limit, p.Owner, offset(p.LeaseExpiresAt, p.Now)}
 	switch {
+	case include != nil && p.Retried:
+		query, args = d.sql.claimRetried, append(args, include)
 	case include != nil:
 		query, args = d.sql.claimTypes, append(args, include)
 	case len(exclude) > 0:

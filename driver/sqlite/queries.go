@@ -64,6 +64,13 @@ const (
 		AND type IN (SELECT value FROM json_each(?6))` + sqlClaimTail
 	sqlClaimExcluding = sqlClaimHead + `
 		AND type NOT IN (SELECT value FROM json_each(?6))` + sqlClaimTail
+	// A half-open brake's probes: due retries of the types, the most
+	// attempted first (ClaimParams.Retried).
+	sqlClaimRetried = sqlClaimHead + `
+		AND type IN (SELECT value FROM json_each(?6)) AND attempt > 0
+	ORDER BY priority DESC, attempt DESC, run_at, id
+	LIMIT ?5 + 0)
+RETURNING ` + claimColumns
 )
 
 const sqlClaimHead = `UPDATE keel_tasks

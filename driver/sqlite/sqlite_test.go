@@ -47,6 +47,13 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Driver { return open(t) })
 }
 
+// TestBrakeScenarios: the automatic brake's scenarios, apart from the
+// suite (they time drains).
+func TestBrakeScenarios(t *testing.T) {
+	t.Parallel()
+	drivertest.RunBrakeScenarios(t, func(t *testing.T) driver.Driver { return open(t) })
+}
+
 func TestOpenRejectsBadOptions(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -175,6 +175,8 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 func (d *Driver) claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
 	switch {
+	case include != nil && p.Retried:
+		query, args = sqlClaimRetried, append(args, stringList(include))
 	case include != nil:
 		query, args = sqlClaimTypes, append(args, stringList(include))
 	case len(exclude) > 0:

@@ -2,38 +2,46 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/shorten"
+	"github.com/keelq/keel/internal/brake"
 )
 
-// The automatic brake (see driver.BrakeRow). Every node keeps a snapshot
-// of the brakes, read with the runtime settings and at once after a change
-// of its own: a claim leaves out the types whose brake is open or half
-// open, and a node with a handler and a free slot takes a half-open
-// brake's probe (claimProbes). The leader decides every other change
-// (evaluateBrakes): it opens a closed brake when the type's failure ratio
-// passes its threshold, half-opens an open one after its cooldown, and
-// closes or reopens a half-open one by its probe task's outcome.
+// The automatic brake (see driver.BrakeRow and package brake, which holds
+// the judgement). Every node judges the attempts it runs: each type's
+// window of evidence (a task's first failure, a task's success) lives in
+// the node's memory, and the node whose window reaches the threshold opens
+// the brake for the whole cluster at once, in the same step as the
+// attempt that tipped it. Every node keeps a snapshot of the brakes not
+// closed, read every SettingsInterval and at once after a change of its
+// own: a claim leaves out the types whose brake is open, and lets a
+// half-open brake's trickle of probes through (claimProbes): due retries
+// first, then the oldest tasks. The node that sees a probe's outcome
+// widens the trickle, reopens or closes the brake. The leader turns an
+// open brake half open once its cooldown is over.
 
-// brakeLookback bounds how far back the leader reads the history to find
-// a type's latest attempts: a type with fewer than its window of attempts
-// in that time is not judged (it fails too seldom to need a brake), and
-// the leader's read every SettingsInterval stays small.
-const brakeLookback = 15 * time.Minute
-
-// brakes is the snapshot of the stored brakes that are not closed.
+// brakes is the node's brake state.
 type brakes struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// rows are the stored brakes that are not closed, as last read or
+	// written here.
 	rows map[string]driver.BrakeRow
+	// configs are the types' thresholds: declared over the defaults,
+	// with the runtime settings over them (read every SettingsInterval).
+	configs map[string]driver.BrakeConfig
+	// judges are the types' judgements on this node.
+	judges map[string]*brake.Type
+	// probes are the running probes: task id to type.
+	probes map[int64]string
+	// writing holds the types whose change is being written, so that
+	// attempts ending together write it once.
+	writing map[string]bool
 }
 
 // braker returns the driver's brake storage, or nil.
@@ -42,8 +50,8 @@ func (e *Engine) braker() driver.Braker {
 	return b
 }
 
-// loadBrakes reads the brakes and reports whether the set of braked
-// types or their probes changed.
+// loadBrakes reads the brakes and the types' thresholds and reports
+// whether the set of braked types or their states changed.
 func (e *Engine) loadBrakes(ctx context.Context) bool {
 	b := e.braker()
 	if b == nil {
@@ -52,27 +60,68 @@ func (e *Engine) loadBrakes(ctx context.Context) bool {
 	lctx, cancel := context.WithTimeout(ctx, max(e.cfg.SettingsInterval, time.Second))
 	defer cancel()
 	rows, err := b.ListBrakes(lctx)
+	var declared []driver.TypeDefaults
+	if err == nil {
+		declared, err = e.drv.ListTypes(lctx, nil)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Logger.Warn("keel: reading brakes failed", "error", err)
 		}
 		return false
 	}
+	configs := map[string]driver.BrakeConfig{}
+	for _, d := range declared {
+		configs[d.Name] = overlay(e.cfg.BrakeDefaults, d.Brake)
+	}
 	next := map[string]driver.BrakeRow{}
 	for _, r := range rows {
+		c, ok := configs[r.Type]
+		if !ok {
+			c = e.cfg.BrakeDefaults
+		}
+		configs[r.Type] = overlay(c, r.Config)
 		if r.State != driver.BrakeClosed {
 			next[r.Type] = r
 		}
 	}
 	e.brakes.mu.Lock()
 	defer e.brakes.mu.Unlock()
+	e.brakes.configs = configs
+	for t, j := range e.brakes.judges {
+		if c := e.brakeConfigLocked(t); c.Window != j.Config().Window || c.Threshold != j.Config().Threshold {
+			j.SetConfig(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold})
+		}
+	}
 	changed := len(next) != len(e.brakes.rows)
-	for t, r := range next {
-		o, ok := e.brakes.rows[t]
-		changed = changed || !ok || o.State != r.State || o.ProbeOwner != r.ProbeOwner
+	for t, o := range e.brakes.rows {
+		r, ok := next[t]
+		changed = changed || !ok || o.State != r.State
+		if !ok {
+			// Closed elsewhere (by hand, or by another node's probes).
+			if j := e.brakes.judges[t]; j != nil {
+				j.ClosedElsewhere()
+			}
+		} else if o.State != driver.BrakeHalfOpen && r.State == driver.BrakeHalfOpen {
+			if j := e.brakes.judges[t]; j != nil {
+				j.HalfOpened()
+			}
+		}
+	}
+	for t := range next {
+		_, ok := e.brakes.rows[t]
+		changed = changed || !ok
 	}
 	e.brakes.rows = next
 	return changed
+}
+
+// brakeConfigLocked is taskType's thresholds (e.brakes.mu held).
+func (e *Engine) brakeConfigLocked(taskType string) driver.BrakeConfig {
+	if c, ok := e.brakes.configs[taskType]; ok {
+		return c
+	}
+	return e.cfg.BrakeDefaults
 }
 
 // BrakesChanged rereads the brakes after a change made in this process
@@ -133,69 +182,202 @@ func limitedNames(limited []limitedType) []string {
 	return names
 }
 
-// claimProbes takes the probe of each half-open brake of types (the types
-// a claim of queue p may take) that has none: it claims one ready task of
-// the type and records it as the probe in one conditional write, so that
-// exactly one node across the cluster runs it; a node that lost the race
-// releases its task at once, with its attempt refunded. It returns how
-// many probes it started, at most n.
+// judge returns taskType's judgement on this node, made on first use
+// (e.brakes.mu held); nil when the type never brakes.
+func (e *Engine) judgeLocked(taskType string) *brake.Type {
+	if strings.HasPrefix(taskType, "keel.") { // keel's own types never brake
+		return nil
+	}
+	c := e.brakeConfigLocked(taskType)
+	if c.Window < 0 {
+		return nil
+	}
+	j := e.brakes.judges[taskType]
+	if j == nil {
+		if e.brakes.judges == nil {
+			e.brakes.judges = map[string]*brake.Type{}
+		}
+		j = brake.NewType(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold})
+		if r, ok := e.brakes.rows[taskType]; ok && r.State == driver.BrakeHalfOpen {
+			j.HalfOpened()
+		}
+		e.brakes.judges[taskType] = j
+	}
+	return j
+}
+
+// claimProbes lets the trickle of each half-open brake of types (the
+// types a claim of queue p may take) through: up to the trickle's room,
+// due retries first (the most tried, then the oldest: the tasks most
+// likely to succeed once the downstream is back), then the tasks next in
+// line. It returns how many probes it started, at most n.
 func (e *Engine) claimProbes(p *producer, types []string, n int) int {
-	b := e.braker()
-	if b == nil || n <= 0 {
+	if e.braker() == nil || n <= 0 {
 		return 0
 	}
+	type room struct {
+		t            string
+		retry, fresh int
+	}
+	var rooms []room
 	e.brakes.mu.Lock()
-	var free []driver.BrakeRow
 	for _, t := range types {
-		if r, ok := e.brakes.rows[t]; ok && r.State == driver.BrakeHalfOpen && r.ProbeOwner == "" {
-			free = append(free, r)
+		if r, ok := e.brakes.rows[t]; ok && r.State == driver.BrakeHalfOpen {
+			if j := e.judgeLocked(t); j != nil && j.Room() > 0 {
+				rooms = append(rooms, room{t, j.Room(), j.FreshRoom()})
+			}
 		}
 	}
 	e.brakes.mu.Unlock()
 	started := 0
-	for _, br := range free {
-		if started == n {
-			break
-		}
-		now := e.cfg.Now()
-		rows, err := e.drv.Claim(e.workCtx, driver.ClaimParams{Queue: p.name, Limit: 1, Types: []string{br.Type},
-			Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL)})
-		if err != nil || len(rows) == 0 {
-			continue
-		}
-		row := &rows[0]
-		to := br
-		to.ProbeOwner, to.ProbeAt, to.ProbeTaskID, to.ProbeAttempt = e.cfg.Node, now, row.ID, row.Attempt
-		to.Reason = fmt.Sprintf("probe: task %d on node %s", row.ID, e.cfg.Node)
-		took, err := b.ChangeBrake(e.workCtx, driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeHalfOpen},
-			OwnerCheck: true, Owner: "", Now: now})
-		e.brakes.mu.Lock()
-		if r, ok := e.brakes.rows[br.Type]; ok {
-			r.ProbeOwner = to.ProbeOwner // taken, by us or by another node
-			e.brakes.rows[br.Type] = r
-		}
-		e.brakes.mu.Unlock()
-		if err != nil || !took {
-			// Another node took the probe: give the task back untouched.
-			_, ferr := e.drv.Finish(e.workCtx, driver.FinishParams{Owner: e.cfg.Node, Now: now, Transitions: []driver.Transition{
-				{ID: row.ID, Fence: row.Fence, State: driver.StatePending, RunAt: now, Refund: true, Task: row}}})
-			if ferr != nil {
-				e.cfg.Logger.Warn("keel: releasing a task claimed for a brake probe failed; it is rescued when its lease expires",
-					"task_id", row.ID, "type", row.Type, "error", ferr)
+	for _, rm := range rooms {
+		for _, retried := range []bool{true, false} {
+			ask := min(rm.retry, n-started)
+			if !retried {
+				ask = min(ask, rm.fresh)
 			}
-			continue
+			if ask <= 0 {
+				break
+			}
+			now := e.cfg.Now()
+			rows, err := e.drv.Claim(e.workCtx, driver.ClaimParams{Queue: p.name, Limit: ask, Types: []string{rm.t},
+				Retried: retried, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL)})
+			if err != nil {
+				if e.workCtx.Err() == nil {
+					e.cfg.Logger.Warn("keel: claiming brake probes failed", "type", rm.t, "error", err)
+				}
+				break
+			}
+			e.brakes.mu.Lock()
+			j := e.judgeLocked(rm.t)
+			for i := range rows {
+				if j != nil {
+					j.ProbeStarted(rows[i].Attempt <= 1)
+				}
+				if e.brakes.probes == nil {
+					e.brakes.probes = map[int64]string{}
+				}
+				e.brakes.probes[rows[i].ID] = rm.t
+			}
+			e.brakes.mu.Unlock()
+			for i := range rows {
+				row := &rows[i]
+				e.cfg.Logger.Debug("keel: brake probe started", "type", rm.t, "task_id", row.ID, "attempt", row.Attempt)
+				e.applyTypeSettings(row)
+				e.observeStart(row)
+				e.startExecution(p, row)
+			}
+			started += len(rows)
+			rm.retry -= len(rows)
 		}
-		e.cfg.Logger.Info("keel: brake probe started", "type", br.Type, "task_id", row.ID, "node", e.cfg.Node)
-		e.applyTypeSettings(row)
-		e.observeStart(row)
-		e.startExecution(p, row)
-		started++
 	}
 	return started
 }
 
-// evaluateBrakes is the leader's round (every SettingsInterval): open,
-// half-open, close and reopen brakes as their types' attempts say.
+// judgeAttempt feeds an attempt's outcome, as decided when its handler
+// returned, to its type's judgement and writes the change it calls for.
+// judged is false for an attempt keel cut short, which says nothing. It
+// reports whether the attempt was a half-open brake's probe.
+func (e *Engine) judgeAttempt(row *driver.TaskRow, t driver.Transition, judged bool) (probe bool) {
+	if e.braker() == nil {
+		return false
+	}
+	o := brake.Outcome{Succeeded: judged && t.State == driver.StateSucceeded, Attempt: row.Attempt}
+	if judged && t.Error != nil {
+		o.Failed = t.Error.Outcome
+	}
+	e.brakes.mu.Lock()
+	taskType, probe := e.brakes.probes[row.ID]
+	delete(e.brakes.probes, row.ID)
+	j := e.judgeLocked(row.Type)
+	if j == nil {
+		e.brakes.mu.Unlock()
+		return probe
+	}
+	r, braked := e.brakes.rows[row.Type]
+	action := brake.Keep
+	switch {
+	case probe && braked && r.State == driver.BrakeHalfOpen && taskType == row.Type:
+		action = j.Probe(o)
+	case !braked:
+		action = j.Closed(brake.Of(o))
+	default:
+		j.Closed(brake.Of(o)) // begun before the brake opened: evidence all the same
+	}
+	if action == brake.Keep || e.brakes.writing[row.Type] {
+		e.brakes.mu.Unlock()
+		return probe
+	}
+	if e.brakes.writing == nil {
+		e.brakes.writing = map[string]bool{}
+	}
+	e.brakes.writing[row.Type] = true
+	cfg := e.brakeConfigLocked(row.Type)
+	failed, n := j.Window().Counts()
+	reason := j.Reason(cfg.Cooldown)
+	e.brakes.mu.Unlock()
+
+	now := e.cfg.Now()
+	ch := driver.BrakeChange{Now: now}
+	level, msg := slog.LevelWarn, ""
+	switch action {
+	case brake.Open:
+		ch.From = []driver.BrakeState{driver.BrakeClosed}
+		ch.To = driver.BrakeRow{Type: row.Type, State: driver.BrakeOpen, OpenedAt: now, Until: now.Add(cfg.Cooldown),
+			Ratio: float64(failed) / float64(max(n, 1)), Attempts: n, Reason: reason, ClosedAt: r.ClosedAt}
+		msg = "keel: brake opened"
+	case brake.Reopen:
+		ch.From = []driver.BrakeState{driver.BrakeHalfOpen}
+		ch.To = r
+		ch.To.State, ch.To.Until = driver.BrakeOpen, now.Add(cfg.Cooldown)
+		ch.To.Reason = fmt.Sprintf("probe task %d failed: %s; paused again for %v", row.ID, probeError(t), cfg.Cooldown)
+		msg = "keel: brake reopened"
+	case brake.Close:
+		ch.From = []driver.BrakeState{driver.BrakeHalfOpen}
+		ch.To = driver.BrakeRow{Type: row.Type, State: driver.BrakeClosed, OpenedAt: r.OpenedAt, Ratio: r.Ratio, Attempts: r.Attempts,
+			ClosedAt: now, Reason: fmt.Sprintf("probes succeeded: %d of the last %d tasks judged failed", failed, n)}
+		level, msg = slog.LevelInfo, "keel: brake closed"
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.workCtx), 10*time.Second)
+	defer cancel()
+	applied, err := e.braker().ChangeBrake(ctx, ch)
+	e.brakes.mu.Lock()
+	delete(e.brakes.writing, row.Type)
+	if err == nil && applied {
+		if ch.To.State == driver.BrakeClosed {
+			delete(e.brakes.rows, row.Type)
+			j.HalfOpened()
+		} else {
+			e.brakes.rows[row.Type] = ch.To
+		}
+	}
+	e.brakes.mu.Unlock()
+	switch {
+	case err != nil:
+		e.cfg.Logger.Warn("keel: writing a brake change failed; the next attempt judged tries again", "type", row.Type, "error", err)
+	case applied:
+		e.cfg.Logger.Log(ctx, level, msg, "type", row.Type, "state", ch.To.State, "reason", ch.To.Reason)
+		if action == brake.Close {
+			e.WakeQueue("")
+		}
+	}
+	return probe
+}
+
+// probeError is a failed probe's error, in a few words.
+func probeError(t driver.Transition) string {
+	if t.Error == nil {
+		return "failed"
+	}
+	s := t.Error.Error
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// evaluateBrakes is the leader's round (every SettingsInterval): it turns
+// the open brakes whose cooldown is over half open.
 func (e *Engine) evaluateBrakes(ctx context.Context) {
 	b := e.braker()
 	if b == nil || !e.Leading() {
@@ -212,167 +394,27 @@ func (e *Engine) brakeRound(ctx context.Context, b driver.Braker) error {
 	if err != nil {
 		return err
 	}
-	byType := map[string]driver.BrakeRow{}
-	for _, r := range rows {
-		byType[r.Type] = r
-	}
 	changed := false
-	change := func(c driver.BrakeChange, level slog.Level, msg string) error {
-		c.Now = now
-		ok, err := b.ChangeBrake(ctx, c)
+	for _, r := range rows {
+		if r.State != driver.BrakeOpen || now.Before(r.Until) {
+			continue
+		}
+		to := r
+		to.State, to.ProbeOwner, to.ProbeTaskID, to.ProbeAt, to.ProbeAttempt = driver.BrakeHalfOpen, "", 0, time.Time{}, 0
+		to.Reason = fmt.Sprintf("cooldown over: a trickle of probe tasks runs, at first %d at a time on each node", brake.InitialWidth)
+		ok, err := b.ChangeBrake(ctx, driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeOpen}, Now: now})
 		if err != nil {
 			return err
 		}
 		if ok {
 			changed = true
-			e.cfg.Logger.Log(ctx, level, msg, "type", c.To.Type, "state", c.To.State, "reason", c.To.Reason)
-		}
-		return nil
-	}
-	if err := e.openBrakes(ctx, now, byType, change); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		switch {
-		case r.State == driver.BrakeOpen && !now.Before(r.Until):
-			to := r
-			to.State, to.ProbeOwner, to.ProbeTaskID, to.ProbeAt, to.ProbeAttempt = driver.BrakeHalfOpen, "", 0, time.Time{}, 0
-			to.Reason = "cooldown over: waiting for one probe task"
-			if err := change(driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeOpen}}, slog.LevelInfo, "keel: brake half open"); err != nil {
-				return err
-			}
-		case r.State == driver.BrakeHalfOpen && r.ProbeOwner != "":
-			if err := e.judgeProbe(ctx, now, r, change); err != nil {
-				return err
-			}
+			e.cfg.Logger.Info("keel: brake half open", "type", to.Type, "reason", to.Reason)
 		}
 	}
 	if changed {
 		e.BrakesChanged(ctx)
 	}
 	return nil
-}
-
-// openBrakes opens the closed brakes whose type's failure ratio over its
-// latest attempts (since the brake last closed) reaches the threshold.
-func (e *Engine) openBrakes(ctx context.Context, now time.Time, byType map[string]driver.BrakeRow,
-	change func(driver.BrakeChange, slog.Level, string) error) error {
-	minutes, err := e.drv.Minutes(ctx, now.Add(-brakeLookback))
-	if err != nil {
-		return err
-	}
-	perType := map[string][]driver.MinuteRow{} // one row per minute, oldest first
-	for _, m := range minutes {
-		if strings.HasPrefix(m.Type, "keel.") || m.Ended == 0 { // keel's own types never brake
-			continue
-		}
-		ms := perType[m.Type]
-		if n := len(ms); n > 0 && ms[n-1].Minute == m.Minute {
-			ms[n-1].Add(m)
-		} else {
-			ms = append(ms, m)
-		}
-		perType[m.Type] = ms
-	}
-	if len(perType) == 0 {
-		return nil
-	}
-	declared, err := e.drv.ListTypes(ctx, slices.Sorted(maps.Keys(perType)))
-	if err != nil {
-		return err
-	}
-	cfgOf := map[string]driver.BrakeConfig{}
-	for _, d := range declared {
-		cfgOf[d.Name] = d.Brake
-	}
-	for t, ms := range perType {
-		r, ok := byType[t]
-		if ok && r.State != driver.BrakeClosed {
-			continue
-		}
-		cfg := overlay(e.brakeConfig(cfgOf[t]), r.Config)
-		if cfg.Window < 0 {
-			continue
-		}
-		var from int64 // the first minute that counts: the one after the brake last closed
-		if ok && !r.ClosedAt.IsZero() {
-			from = driver.DueMinute(r.ClosedAt) + 1
-		}
-		var ended, failed int64
-		for i := len(ms) - 1; i >= 0 && ended < int64(cfg.Window); i-- {
-			if ms[i].Minute < from {
-				break
-			}
-			ended, failed = ended+ms[i].Ended, failed+ms[i].Failed
-		}
-		if ended < int64(cfg.Window) {
-			continue
-		}
-		ratio := float64(failed) / float64(ended)
-		if ratio < cfg.Threshold {
-			continue
-		}
-		to := driver.BrakeRow{Type: t, State: driver.BrakeOpen, OpenedAt: now, Until: now.Add(cfg.Cooldown),
-			Ratio: ratio, Attempts: int(ended), ClosedAt: r.ClosedAt,
-			Reason: fmt.Sprintf("%d of the last %d attempts failed (threshold %.0f%%): paused for %v", failed, ended, 100*cfg.Threshold, cfg.Cooldown)}
-		if err := change(driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeClosed}}, slog.LevelWarn, "keel: brake opened"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// judgeProbe closes a half-open brake whose probe task succeeded, reopens
-// it when the probe failed, and frees the probe when its task went back
-// without an outcome (a release on shutdown, a snooze, a cancel).
-func (e *Engine) judgeProbe(ctx context.Context, now time.Time, r driver.BrakeRow,
-	change func(driver.BrakeChange, slog.Level, string) error) error {
-	probe := driver.BrakeChange{From: []driver.BrakeState{driver.BrakeHalfOpen}, OwnerCheck: true, Owner: r.ProbeOwner}
-	if r.ProbeTaskID == 0 {
-		return nil
-	}
-	task, err := e.drv.Get(ctx, r.ProbeTaskID)
-	if err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return err
-	}
-	var lastErr *driver.AttemptError
-	if task != nil && len(task.Errors) > 0 {
-		lastErr = &task.Errors[len(task.Errors)-1]
-	}
-	cfg := overlay(e.brakeConfig(driver.BrakeConfig{}), r.Config)
-	if decl, err := e.drv.ListTypes(ctx, []string{r.Type}); err == nil && len(decl) == 1 {
-		cfg = overlay(e.brakeConfig(decl[0].Brake), r.Config)
-	}
-	switch {
-	case task != nil && task.State == driver.StateSucceeded:
-		probe.To = driver.BrakeRow{Type: r.Type, State: driver.BrakeClosed, OpenedAt: r.OpenedAt, Ratio: r.Ratio, Attempts: r.Attempts,
-			ClosedAt: now, Reason: fmt.Sprintf("probe task %d succeeded", r.ProbeTaskID)}
-		return change(probe, slog.LevelInfo, "keel: brake closed")
-	case task != nil && task.State == driver.StateRunning && task.Attempt == r.ProbeAttempt:
-		return nil // still running
-	case task != nil && (task.State == driver.StateDead || task.Attempt > r.ProbeAttempt ||
-		lastErr != nil && lastErr.Attempt >= r.ProbeAttempt && task.State != driver.StateCancelled):
-		why := "failed"
-		if lastErr != nil {
-			why = "failed: " + lastErr.Error
-		}
-		probe.To = r
-		probe.To.State, probe.To.Until = driver.BrakeOpen, now.Add(cfg.Cooldown)
-		probe.To.ProbeOwner, probe.To.ProbeTaskID, probe.To.ProbeAt, probe.To.ProbeAttempt = "", 0, time.Time{}, 0
-		probe.To.Reason = fmt.Sprintf("probe task %d %s: paused again for %v", r.ProbeTaskID, shorten.String(why, 300), cfg.Cooldown)
-		return change(probe, slog.LevelWarn, "keel: brake reopened")
-	}
-	// Gone, cancelled, or back to pending without an outcome: another
-	// probe may be taken.
-	probe.To = r
-	probe.To.ProbeOwner, probe.To.ProbeTaskID, probe.To.ProbeAt, probe.To.ProbeAttempt = "", 0, time.Time{}, 0
-	probe.To.Reason = fmt.Sprintf("probe task %d ended without an outcome: waiting for another probe", r.ProbeTaskID)
-	return change(probe, slog.LevelInfo, "keel: brake probe released")
-}
-
-// brakeConfig is a type's declared brake thresholds over the defaults.
-func (e *Engine) brakeConfig(c driver.BrakeConfig) driver.BrakeConfig {
-	return overlay(e.cfg.BrakeDefaults, c)
 }
 
 // overlay is c's set fields (non-zero) over d.

@@ -86,11 +86,25 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		end := e.cfg.Now()
 		t := e.decide(ctx, row, res, start, end)
 		endAttemptSpan(span, t, res.err)
+		// The brake judges the outcome now, before the slot frees, so that
+		// a brake it opens holds the next claim back.
+		e.mu.Lock()
+		judged := t
+		if ex.completedTx { // the handler's own transaction stored the success
+			judged.State = driver.StateSucceeded
+		}
+		e.mu.Unlock()
+		// An attempt keel cut short (a cancel, a stop, a lost lease) says
+		// nothing of the downstream.
+		probe := e.judgeAttempt(row, judged, !ex.cancelled.Load() && ctx.Err() == nil)
 		e.mu.Lock()
 		p.active--
 		p.finishing++
 		e.mu.Unlock()
 		p.signalFreed()
+		if probe {
+			p.wake() // the trickle has room: a drained queue would wait for the poll
+		}
 		ex.p, ex.t, ex.dur, ex.returned = p, t, end.Sub(start), time.Now()
 		e.completer.Add(completer.Request{Transition: t, Owner: ex})
 	}

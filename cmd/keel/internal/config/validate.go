@@ -271,7 +271,7 @@ func (c *Config) validateType(v *checker, name string, t Type, worked map[string
 		v.bad(key+".brake.window", "must be in 1..10000 (0: the default 20), got %d", b.Window)
 	}
 	if b := t.Brake; b.Threshold < 0 || b.Threshold > 1 || math.IsNaN(b.Threshold) {
-		v.bad(key+".brake.threshold", "must be in (0, 1] (0: the default 0.5), got %v", b.Threshold)
+		v.bad(key+".brake.threshold", "must be in (0, 1] (0: the default 0.8), got %v", b.Threshold)
 	}
 	if t.Brake.Cooldown < 0 {
 		v.bad(key+".brake.cooldown", "must not be negative (0: the default 30s), got %q", t.Brake.Cooldown)
