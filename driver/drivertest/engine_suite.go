@@ -81,6 +81,7 @@ var engineTests = []test{
 	{"Archival", testEngineArchival},
 	{"Alerts", testEngineAlerts},
 	{"Drill", testEngineDrill},
+	{"KeelWorkApart", testEngineKeelWorkApart},
 	{"ScheduleRunOnce", testEngineScheduleRunOnce},
 	{"ScheduleSkip", testEngineScheduleSkip},
 	{"SchedulePauseTrigger", testEngineSchedulePauseTrigger},
