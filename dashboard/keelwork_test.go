@@ -135,6 +135,10 @@ func TestKeelWorkApart(t *testing.T) {
 			t.Errorf("overview: no reports queue, no keel.notify.hook row or too few failed attempts:\n%s", body)
 		}
 		checkPage(t, "/", b.do(t, "GET", "/", "", nil))
+		if q := b.do(t, "GET", "/queues", "", nil); q.status != http.StatusOK || strings.Contains(q.body, `id="q-keel"`) ||
+			!strings.Contains(q.body, `id="q-reports"`) {
+			t.Errorf("/queues: keel's queue listed among the user's, or no reports queue (status %d)", q.status)
+		}
 		nodes := b.do(t, "GET", "/nodes", "", nil)
 		checkPage(t, "/nodes", nodes)
 		if nodes.status != http.StatusOK || !strings.Contains(nodes.body, `id="node-table"`) || !strings.Contains(nodes.body, `id="keel-work"`) ||
