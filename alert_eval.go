@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -52,6 +53,7 @@ func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []cond
 	if rules.FailureRatio > 0 {
 		out = append(out, failureConditions(rules, snap)...)
 	}
+	out = append(out, notifierConditions(snap)...)
 	if rules.NodeLost {
 		for _, n := range snap.nodes {
 			silent := snap.at.Sub(n.HeartbeatAt)
@@ -69,14 +71,15 @@ func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []cond
 }
 
 // deadConditions: dead letters of the last hour above threshold, per type
-// and for all types together; keel's own types count on their own only.
-// The drill's type counts the dead letters present now, so that the
-// drill's cleanup resolves its alert at once.
+// and for all types together; keel's own types count on their own only,
+// and alert deliveries not at all (notifier_failing watches them). The
+// drill's type counts the dead letters present now, so that the drill's
+// cleanup resolves its alert at once.
 func deadConditions(threshold int, snap *snapshot) []condition {
 	perType := map[string]int64{}
 	since := driver.DueMinute(snap.at.Add(-time.Hour))
 	for _, m := range snap.minutes {
-		if m.Minute >= since && m.Type != drillType {
+		if m.Minute >= since && m.Type != drillType && !strings.HasPrefix(m.Type, notifyTypePrefix) {
 			perType[m.Type] += m.Dead
 		}
 	}
@@ -153,6 +156,67 @@ func failureConditions(rules AlertRules, snap *snapshot) []condition {
 	return out
 }
 
+// notifierFailingAfter is how many failed delivery attempts of a notifier
+// in the last hour, with a delivery still waiting to retry, make
+// notifier_failing fire (a dead-lettered delivery makes it fire at once).
+const notifierFailingAfter = failingAfter
+
+// notifierConditions: notifiers whose alert deliveries (tasks of type
+// keel.notify.<name>) dead-lettered in the last hour, or keep failing: at
+// least notifierFailingAfter failed attempts in the last hour while one
+// waits to retry.
+func notifierConditions(snap *snapshot) []condition {
+	type tally struct{ dead, failed, retrying int64 }
+	byName := map[string]*tally{}
+	get := func(taskType string) *tally {
+		name, ok := strings.CutPrefix(taskType, notifyTypePrefix)
+		if !ok {
+			return nil
+		}
+		t := byName[name]
+		if t == nil {
+			t = &tally{}
+			byName[name] = t
+		}
+		return t
+	}
+	since := driver.DueMinute(snap.at.Add(-time.Hour))
+	for _, m := range snap.minutes {
+		if m.Minute < since {
+			continue
+		}
+		if t := get(m.Type); t != nil {
+			t.dead += m.Dead
+			t.failed += m.Failed
+		}
+	}
+	for _, r := range snap.counts {
+		if r.Kind != driver.KindRetrying {
+			continue
+		}
+		if t := get(r.Type); t != nil {
+			t.retrying += r.N
+		}
+	}
+	var out []condition
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		t := byName[name]
+		if t.dead == 0 && (t.retrying == 0 || t.failed < notifierFailingAfter) {
+			continue
+		}
+		msg := fmt.Sprintf("alert deliveries to notifier %s keep failing: %d failed attempts in the last hour, %d deliveries waiting to retry.",
+			name, t.failed, t.retrying)
+		if t.dead > 0 {
+			msg = fmt.Sprintf("%d alert deliveries to notifier %s were given up in the last hour (dead-lettered after every attempt failed); %d wait to retry.",
+				t.dead, name, t.retrying)
+		}
+		out = append(out, condition{rule: RuleNotifierFailing, subject: "notifier:" + name, message: msg,
+			hint:   fmt.Sprintf("keel alerts (each delivery's last error); keel dlq list --queue keel --type %s", notifyType(name)),
+			values: map[string]any{"dead": t.dead, "failed": t.failed, "retrying": t.retrying}})
+	}
+	return out
+}
+
 // resolution says why an open alert no longer holds.
 func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
 	off := map[string]bool{
@@ -182,6 +246,8 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
 		return fmt.Sprintf("queue %s has a live worker again, or no ready task.", name)
 	case RuleBrakeOpen:
 		return fmt.Sprintf("the brake of type %s closed: its tasks are claimed again.", name)
+	case RuleNotifierFailing:
+		return fmt.Sprintf("no delivery to notifier %s was given up in the last hour, and none waits to retry after failing.", name)
 	case RuleNodeLost:
 		if kind == "node" && slices.ContainsFunc(snap.nodes, func(n driver.NodeRow) bool { return n.Name == name }) {
 			return fmt.Sprintf("node %s sends heartbeats again.", name)
@@ -243,7 +309,12 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 			return fmt.Errorf("open alert %s %s: %w", cond.rule, cond.subject, err)
 		}
 		if fired {
-			c.cfg.Logger.Info("keel: alert fired", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.Message)
+			level := slog.LevelInfo
+			if row.Rule == RuleNotifierFailing {
+				// Its notifier may be the one that would tell a person.
+				level = slog.LevelWarn
+			}
+			c.cfg.Logger.Log(ctx, level, "keel: alert fired", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.Message)
 			c.enqueueDeliveries(ctx, row, time.Time{})
 		}
 	}

@@ -91,7 +91,9 @@ func (c *Client) enqueueDeliveries(ctx context.Context, a *driver.AlertRow, sinc
 	}
 	for _, ev := range events {
 		for _, name := range c.Notifiers() {
-			if recorded(a, ev, name) {
+			if recorded(a, ev, name) || (a.Rule == RuleNotifierFailing && a.Subject == "notifier:"+name) {
+				// A failing notifier is not told that it fails: that
+				// delivery would fail too, and keep the alert firing.
 				continue
 			}
 			key := fmt.Sprintf("keel.alert:%d:%s:%s", a.ID, ev, name)
@@ -203,7 +205,7 @@ func truncate(s string, n int) string {
 }
 
 // logNotifier is keel's own notifier: the log, at ERROR when an alert
-// fires and WARN when it resolves.
+// fires (WARN for notifier_failing) and WARN when it resolves.
 type logNotifier struct{ log *slog.Logger }
 
 func (logNotifier) Name() string { return logNotifierName }
@@ -214,7 +216,11 @@ func (l logNotifier) Notify(ctx context.Context, a *Alert) error {
 			"fired_at", a.FiredAt, "resolved_at", a.ResolvedAt)
 		return nil
 	}
-	l.log.Error("keel: ALERT: "+a.Message, "alert", a.ID, "rule", a.Rule, "subject", a.Subject, "next", a.Hint, "values", a.Values)
+	level := slog.LevelError
+	if a.Rule == RuleNotifierFailing {
+		level = slog.LevelWarn
+	}
+	l.log.Log(ctx, level, "keel: ALERT: "+a.Message, "alert", a.ID, "rule", a.Rule, "subject", a.Subject, "next", a.Hint, "values", a.Values)
 	return nil
 }
 

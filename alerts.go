@@ -23,9 +23,11 @@ import (
 // (queue "keel", type "keel.notify.<name>"), so delivery is retried with
 // backoff and survives restarts like any task.
 
-// ReservedQueue is the queue of keel's own tasks: alert deliveries and the
-// drill. Users cannot enqueue to it, nor register types starting with
-// "keel.".
+// ReservedQueue is the queue of keel's own tasks: alert deliveries, on_dead
+// hooks and the drill. Users cannot enqueue to it, nor register types
+// starting with "keel.". Its tasks count in no user figure (Stats,
+// History, Counts, Latency, the metrics' user series): Stats.Keel shows
+// them apart.
 const ReservedQueue = "keel"
 
 const (
@@ -40,6 +42,11 @@ func reservedType(t string) bool    { return strings.HasPrefix(t, reservedTypePr
 func reservedQueue(q string) bool   { return q == ReservedQueue }
 func notifyType(name string) string { return notifyTypePrefix + name }
 
+// IsKeelTask reports whether a task of this queue and type is keel's own
+// work (queue ReservedQueue, or a type starting with "keel."), which is
+// kept out of the figures of users' work.
+func IsKeelTask(queue, taskType string) bool { return reservedQueue(queue) || reservedType(taskType) }
+
 // The alert rules.
 const (
 	RuleDeadPerHour    = "dead_per_hour"
@@ -47,15 +54,20 @@ const (
 	RuleFailureRatio   = "failure_ratio"
 	RuleNoLiveWorker   = "no_live_worker"
 	RuleNodeLost       = "node_lost"
+	// RuleNotifierFailing fires for a notifier whose alert deliveries
+	// fail: one dead-lettered in the last hour, or one waiting to retry
+	// after at least three failed attempts in the last hour.
+	RuleNotifierFailing = "notifier_failing"
 )
 
 // alertRuleNames is every rule that can fire, in the order keel lists
 // them. A test checks that every condition the evaluator builds names one
 // of these.
-var alertRuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen}
+var alertRuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen,
+	RuleNotifierFailing}
 
 // AlertRuleNames returns the name of every alert rule that can fire: the
-// rules of AlertRules and brake_open.
+// rules of AlertRules, brake_open and notifier_failing.
 func AlertRuleNames() []string { return slices.Clone(alertRuleNames) }
 
 // AlertRules are the conditions the leader watches. DefaultAlertRules
@@ -112,10 +124,11 @@ type AlertConfig struct {
 	// Rules are the conditions watched; nil: DefaultAlertRules.
 	Rules *AlertRules
 	// Notifiers receive every alert event, besides keel's log (an ERROR
-	// record when an alert fires, a WARN record when it resolves), which
-	// always does. Every process that configures a notifier delivers to
-	// it; processes configuring the same name must mean the same
-	// receiver. Default none.
+	// record when an alert fires, WARN when it resolves and when
+	// notifier_failing fires), which always does; a notifier is not sent
+	// the notifier_failing alert about itself. Every process that
+	// configures a notifier delivers to it; processes configuring the same
+	// name must mean the same receiver. Default none.
 	Notifiers []Notifier
 	// Interval is how often the leader evaluates the rules, and how often
 	// each process looks for alert events its notifiers have not been
@@ -146,7 +159,7 @@ var notifierName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 type Alert struct {
 	ID      int64
 	Rule    string
-	Subject string // "all", "type:<name>", "queue:<name>" or "node:<name>"
+	Subject string // "all", "type:<name>", "queue:<name>", "node:<name>" or "notifier:<name>"
 	// Event is what a notifier is told about: "fired" or "resolved".
 	// Alerts read with Client.Alerts carry "fired" while open.
 	Event   string

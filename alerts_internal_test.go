@@ -1,6 +1,7 @@
 package keel
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -107,5 +108,51 @@ func TestAlertRulesValidate(t *testing.T) {
 	}
 	if err := DefaultAlertRules().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNotifierFailing: notifier_failing fires for a notifier whose
+// delivery was given up in the last hour, or that failed three times with
+// a delivery waiting to retry; not for one that recovered, nor for an old
+// failure. Dead deliveries trip no dead_per_hour.
+func TestNotifierFailing(t *testing.T) {
+	now := time.Unix(29_000_000*60+30, 0)
+	minute := driver.DueMinute(now)
+	snap := &snapshot{at: now, workers: map[string]int{},
+		counts: []driver.CountRow{
+			{Queue: ReservedQueue, Type: notifyType("hook"), Kind: "dead", N: 5},
+			{Queue: ReservedQueue, Type: notifyType("pager"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
+			{Queue: ReservedQueue, Type: notifyType("slow"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
+			{Queue: ReservedQueue, Type: notifyType("old"), Kind: "dead", N: 2},
+		},
+		minutes: []driver.MinuteRow{
+			{Minute: minute - 5, Queue: ReservedQueue, Type: notifyType("hook"), Ended: 250, Failed: 250, Dead: 5},
+			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("pager"), Ended: 3, Failed: 3},
+			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("slow"), Ended: 2, Failed: 2},
+			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("chat"), Ended: 6, Failed: 5, Succeeded: 1},
+			{Minute: minute - 70, Queue: ReservedQueue, Type: notifyType("old"), Ended: 100, Failed: 100, Dead: 2},
+		},
+	}
+	got := map[string]condition{}
+	for _, c := range evaluate(DefaultAlertRules(), snap, 30*time.Second) {
+		got[c.key()] = c
+	}
+	want := []string{"notifier_failing\nnotifier:hook", "notifier_failing\nnotifier:pager"}
+	keys := slices.Sorted(maps.Keys(got))
+	if !slices.Equal(keys, want) {
+		t.Fatalf("conditions\n got %q\nwant %q", keys, want)
+	}
+	if c := got["notifier_failing\nnotifier:hook"]; c.values["dead"] != int64(5) || !strings.Contains(c.message, "given up") ||
+		!strings.Contains(c.hint, "keel.notify.hook") {
+		t.Errorf("hook: %+v", c)
+	}
+	if c := got["notifier_failing\nnotifier:pager"]; c.values["failed"] != int64(3) || c.values["retrying"] != int64(1) {
+		t.Errorf("pager: %+v", c)
+	}
+	if !slices.Contains(AlertRuleNames(), RuleNotifierFailing) {
+		t.Errorf("AlertRuleNames() %v lacks %s", AlertRuleNames(), RuleNotifierFailing)
+	}
+	if msg := resolution(&driver.AlertRow{Rule: RuleNotifierFailing, Subject: "notifier:hook"}, DefaultAlertRules(), snap); !strings.Contains(msg, "notifier hook") {
+		t.Errorf("resolution %q", msg)
 	}
 }

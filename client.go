@@ -507,7 +507,8 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	return out, nil
 }
 
-// Counts returns how many tasks each queue holds in each state.
+// Counts returns how many tasks each queue holds in each state: users'
+// queues only (keel's own is in Stats.Keel).
 func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error) {
 	rows, err := c.drv.Counts(ctx)
 	if err != nil {
@@ -515,6 +516,9 @@ func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error)
 	}
 	out := map[string]map[State]int64{}
 	for _, r := range rows {
+		if IsKeelTask(r.Queue, r.Type) {
+			continue
+		}
 		if out[r.Queue] == nil {
 			out[r.Queue] = map[State]int64{}
 		}

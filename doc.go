@@ -167,7 +167,10 @@
 // dead letters of the last hour (Alert above AlertDeadPerHour). It reads
 // live counters kept in the transaction of every task write, never the task
 // table, and the leader reconciles them with the table every
-// Config.ReconcileInterval. Estimate (and ETA) tells when a pending task is
+// Config.ReconcileInterval. keel's own tasks (ReservedQueue: alert
+// deliveries, on_dead hooks, the drill) count in no figure of Stats,
+// History, Counts or Latency, nor in the metrics' task series: Stats.Keel
+// shows them apart. Estimate (and ETA) tells when a pending task is
 // expected to start and finish, or that its queue is paused, served by no
 // live worker, or has no history to estimate from yet.
 //
@@ -202,7 +205,8 @@
 // (Client.Alerts lists them). Every event goes to the log and to each
 // Config.Alerts.Notifiers (WebhookNotifier, or any Notifier) as a keel
 // task of its own in ReservedQueue, retried with backoff and durable
-// across restarts. SetAlertRules changes the rules in every process at
+// across restarts; a notifier whose deliveries keep failing or are given
+// up fires notifier_failing (logged at WARN). SetAlertRules changes the rules in every process at
 // runtime. Client.Drill dead-letters a few tasks of a reserved type on
 // purpose and reports whether, and how fast, the alert reached every
 // notifier.

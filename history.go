@@ -33,7 +33,8 @@ const maxHistoryPoints = 2000
 // steps of step (a whole number of minutes), aligned to multiples of step
 // since the Unix epoch. Every step is returned, zero when nothing
 // happened, oldest first; at most 2000 of them. Like Stats it never reads
-// the task table.
+// the task table, and like Stats it counts users' tasks only: keel's own
+// (ReservedQueue) are left out.
 func (c *Client) History(ctx context.Context, since time.Time, step time.Duration) ([]HistoryPoint, error) {
 	if step < time.Minute || step%time.Minute != 0 {
 		return nil, invalid("history step must be a whole number of minutes, got %v", step)
@@ -53,6 +54,9 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	}
 	sums := make([]driver.MinuteRow, n)
 	for _, m := range rows {
+		if IsKeelTask(m.Queue, m.Type) {
+			continue
+		}
 		if i := int(time.Unix(m.Minute*60, 0).Sub(first) / step); i >= 0 && i < n {
 			sums[i].Add(m)
 		}

@@ -74,7 +74,8 @@ type QueueLatency struct {
 // and the distribution of attempts used by succeeded and dead tasks, over
 // the newest p.Limit (default 1000) finished tasks: a bounded read on an
 // index, cheap enough for a dashboard that refreshes every few seconds, at
-// the cost of describing only the recent past (see Latency.Oldest).
+// the cost of describing only the recent past (see Latency.Oldest). keel's
+// own tasks (ReservedQueue) read are left out of the figures and Sample.
 func (c *Client) Latency(ctx context.Context, p LatencyParams) (*Latency, error) {
 	if p.Limit < 0 || p.Limit > driver.MaxRecentLimit {
 		return nil, invalid("latency limit must be in 0..%d, got %d", driver.MaxRecentLimit, p.Limit)
@@ -83,7 +84,13 @@ func (c *Client) Latency(ctx context.Context, p LatencyParams) (*Latency, error)
 	if err != nil {
 		return nil, fmt.Errorf("keel: read recent finished tasks: %w", unavailable(ctx, err))
 	}
-	return latencyOf(rows), nil
+	users := rows[:0]
+	for _, r := range rows {
+		if !IsKeelTask(r.Queue, r.Type) {
+			users = append(users, r)
+		}
+	}
+	return latencyOf(users), nil
 }
 
 // latencyOf computes Latency from finished tasks in any order.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,13 +81,32 @@ type QueueStats struct {
 	Types  []TypeStats // ordered by name
 }
 
+// KeelStats is keel's own work (ReservedQueue: alert deliveries, on_dead
+// hooks, the drill), which Stats keeps apart from users' figures.
+type KeelStats struct {
+	// QueueStats are the reserved queue's figures, by type
+	// ("keel.notify.<notifier>", "keel.on_dead", "keel.drill").
+	QueueStats
+	// HitsLastHour counts keel's own enqueues in the last hour that found
+	// their task already there (an alert delivery enqueued again by
+	// another process or round); FailedLastHour its failed attempts.
+	HitsLastHour, FailedLastHour int64
+	// DeliveriesFailing counts alert deliveries waiting to retry after a
+	// failed attempt; DeliveriesDead those dead-lettered (kept like any
+	// dead letter).
+	DeliveriesFailing, DeliveriesDead int64
+}
+
 // Stats is a snapshot of the whole system for dashboards and alerts.
+// Every figure but Keel counts users' tasks only.
 type Stats struct {
 	At     time.Time
-	Counts map[State]int64 // every queue
-	Queues []QueueStats    // ordered by name
+	Counts map[State]int64 // every queue but keel's own
+	Queues []QueueStats    // ordered by name; keel's own queue is in Keel
 	// DeadLastHour counts tasks dead-lettered in the last hour.
 	DeadLastHour int64
+	// Keel is keel's own work, counted in none of the figures above.
+	Keel KeelStats
 	// Alert is set while any alert fires; Firing counts the firing
 	// alerts by rule (see Client.Alerts).
 	Alert  bool
@@ -105,7 +125,11 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	}
 	now := snap.at
 	s := &Stats{At: now, Counts: map[State]int64{}, Nodes: len(snap.nodes)}
+	s.Keel = snap.keelStats(c.liveWindow())
 	for _, name := range snap.queueNames() {
+		if reservedQueue(name) {
+			continue
+		}
 		q := snap.queueStats(name, c.liveWindow())
 		for st, n := range q.Counts {
 			s.Counts[st] += n
@@ -361,6 +385,30 @@ func (s *snapshot) queueStats(name string, window time.Duration) QueueStats {
 	}
 	slices.SortFunc(q.Types, func(a, b TypeStats) int { return compareStrings(a.Name, b.Name) })
 	return q
+}
+
+// keelStats are the figures of keel's own work.
+func (s *snapshot) keelStats(window time.Duration) KeelStats {
+	k := KeelStats{QueueStats: s.queueStats(ReservedQueue, window)}
+	since := driver.DueMinute(s.at.Add(-time.Hour))
+	for _, m := range s.minutes {
+		if m.Minute >= since && IsKeelTask(m.Queue, m.Type) {
+			k.HitsLastHour += m.Hits
+			k.FailedLastHour += m.Failed
+		}
+	}
+	for _, r := range s.counts {
+		if !reservedQueue(r.Queue) || !strings.HasPrefix(r.Type, notifyTypePrefix) {
+			continue
+		}
+		switch r.Kind {
+		case driver.KindRetrying:
+			k.DeliveriesFailing += r.N
+		case string(StateDead):
+			k.DeliveriesDead += r.N
+		}
+	}
+	return k
 }
 
 func finishedIn(m driver.MinuteRow) int64 { return m.Succeeded + m.Dead }

@@ -39,11 +39,22 @@ func (d *dash) alerts(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	return d.render(w, r, http.StatusOK, "alerts", v, data)
 }
 
+// nodesData is the nodes page: the node registry, and keel's own work
+// that the nodes run besides users' tasks.
+type nodesData struct {
+	Nodes []keel.NodeInfo
+	Keel  keel.KeelStats
+}
+
 // nodes is GET /nodes: the worker processes in the node registry.
 func (d *dash) nodes(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	ns, err := d.c.Nodes(r.Context())
 	if err != nil {
 		return err
 	}
-	return d.render(w, r, http.StatusOK, "nodes", v, ns)
+	st, err := d.c.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	return d.render(w, r, http.StatusOK, "nodes", v, nodesData{Nodes: ns, Keel: st.Keel})
 }

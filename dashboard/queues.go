@@ -59,7 +59,7 @@ func (d *dash) queues(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		seen[q.Name] = true
 	}
 	for _, q := range qs { // configured or with settings, but no tasks yet
-		if !seen[q.Name] {
+		if !seen[q.Name] && q.Name != keel.ReservedQueue { // keel's own: on the overview and nodes page
 			data.Queues = append(data.Queues, queueRow{QueueStats: keel.QueueStats{Name: q.Name, Paused: q.Paused},
 				Concurrency: q.Concurrency, Rate: q.Rate, Burst: q.Burst})
 		}

@@ -83,7 +83,7 @@ type page struct {
 
 // pages are the page templates, each parsed with the layout.
 var pages = sync.OnceValue(func() map[string]*template.Template {
-	base := template.Must(template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	base := template.Must(template.New("layout").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/keelwork.html"))
 	out := map[string]*template.Template{}
 	entries, err := templateFS.ReadDir("templates")
 	if err != nil {
@@ -91,7 +91,7 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 	}
 	for _, e := range entries {
 		name := strings.TrimSuffix(e.Name(), ".html")
-		if name == "layout" {
+		if name == "layout" || name == "keelwork" { // keelwork: a section of the overview and the nodes page
 			continue
 		}
 		out[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+e.Name()))

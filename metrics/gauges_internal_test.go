@@ -39,7 +39,8 @@ func TestGauges(t *testing.T) {
 		return &keel.Stats{Queues: []keel.QueueStats{
 			{Name: "mail", Views: map[keel.View]int64{keel.ViewReady: 7, keel.ViewDead: 2}, OldestReadyAge: 90 * time.Second},
 			{Name: "uncounted"},
-		}, Firing: map[string]int{keel.RuleDeadPerHour: 2, keel.RuleBrakeOpen: 1}}, nil
+		}, Firing: map[string]int{keel.RuleDeadPerHour: 2, keel.RuleBrakeOpen: 1},
+			Keel: keel.KeelStats{QueueStats: keel.QueueStats{Name: keel.ReservedQueue, Views: map[keel.View]int64{keel.ViewRetrying: 1, keel.ViewDead: 4}}}}, nil
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
@@ -51,7 +52,15 @@ keel_alerts_firing{rule="dead_per_hour"} 2
 keel_alerts_firing{rule="failure_ratio"} 0
 keel_alerts_firing{rule="no_live_worker"} 0
 keel_alerts_firing{rule="node_lost"} 0
+keel_alerts_firing{rule="notifier_failing"} 0
 keel_alerts_firing{rule="oldest_ready_age"} 0
+# HELP keel_internal_tasks keel's own tasks (queue keel) by state, cluster-wide, read from the database at scrape time; keel_tasks leaves them out.
+# TYPE keel_internal_tasks gauge
+keel_internal_tasks{state="dead"} 4
+keel_internal_tasks{state="ready"} 0
+keel_internal_tasks{state="retrying"} 1
+keel_internal_tasks{state="running"} 0
+keel_internal_tasks{state="scheduled"} 0
 # HELP keel_oldest_ready_age_seconds How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).
 # TYPE keel_oldest_ready_age_seconds gauge
 keel_oldest_ready_age_seconds{queue="mail"} 90
@@ -64,7 +73,7 @@ keel_tasks{queue="mail",state="running"} 0
 keel_tasks{queue="mail",state="scheduled"} 0
 `
 	for range 2 {
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds", "keel_alerts_firing"); err != nil {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds", "keel_alerts_firing", "keel_internal_tasks"); err != nil {
 			t.Fatal(err)
 		}
 	}

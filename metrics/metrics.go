@@ -32,6 +32,13 @@
 //	keel_archive_deleted_total         counter
 //	keel_schedule_tasks_total          counter    schedule
 //	keel_redis_gate_total              counter    result (acquired, hit, skipped, fallback)
+//	keel_internal_tasks                gauge      state (as keel_tasks)
+//	keel_internal_attempts_total       counter    type, outcome (as keel_attempts_total)
+//
+// keel's own tasks (queue "keel": alert deliveries, on_dead hooks, the
+// drill) count in none of the task families above: they are in the
+// keel_internal_ families alone, so that a sum over keel_tasks or
+// keel_attempts_total counts users' work only.
 //
 // The keel_db_ metrics are this process's connection pool to the
 // database, read at scrape time from a driver that reports it
@@ -114,16 +121,19 @@ type Collector struct {
 	httpDuration    *prometheus.HistogramVec
 	apiRequests     *prometheus.CounterVec
 	scheduleTasks   *prometheus.CounterVec
-	tasksDesc       *prometheus.Desc
-	oldestDesc      *prometheus.Desc
-	connsDesc       *prometheus.Desc
-	connsMaxDesc    *prometheus.Desc
-	waitsDesc       *prometheus.Desc
-	waitSecondsDesc *prometheus.Desc
-	archivedDesc    *prometheus.Desc
-	deletedDesc     *prometheus.Desc
-	firingDesc      *prometheus.Desc
-	gateDesc        *prometheus.Desc
+	// internalAttempts counts the attempts of keel's own tasks.
+	internalAttempts *prometheus.CounterVec
+	internalTasks    *prometheus.Desc
+	tasksDesc        *prometheus.Desc
+	oldestDesc       *prometheus.Desc
+	connsDesc        *prometheus.Desc
+	connsMaxDesc     *prometheus.Desc
+	waitsDesc        *prometheus.Desc
+	waitSecondsDesc  *prometheus.Desc
+	archivedDesc     *prometheus.Desc
+	deletedDesc      *prometheus.Desc
+	firingDesc       *prometheus.Desc
+	gateDesc         *prometheus.Desc
 
 	handlerOnce sync.Once
 	handler     http.Handler
@@ -190,6 +200,12 @@ func New(o Options) (*Collector, error) {
 			"HTTP API requests this process answered, by route pattern and status code.", "route", "code"),
 		scheduleTasks: counter("keel_schedule_tasks_total",
 			"Tasks this process enqueued for schedules: their ticks, as the elected leader, and triggers.", "schedule"),
+		internalAttempts: counter("keel_internal_attempts_total",
+			"Attempts of keel's own tasks (queue keel: alert deliveries, on_dead hooks, the drill) this process ran, by outcome; error: a notifier failed.",
+			"type", "outcome"),
+		internalTasks: prometheus.NewDesc("keel_internal_tasks",
+			"keel's own tasks (queue keel) by state, cluster-wide, read from the database at scrape time; keel_tasks leaves them out.",
+			[]string{"state"}, nil),
 		tasksDesc: prometheus.NewDesc("keel_tasks",
 			"Tasks by queue and state, cluster-wide (every process on the database), read from the database at scrape time.",
 			[]string{"queue", "state"}, nil),
@@ -245,7 +261,8 @@ func (m *Collector) Watch(c *keel.Client) error {
 // vecs are the process-local metrics.
 func (m *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.enqueued, m.finished, m.attempts, m.idempotencyHits, m.attemptDuration, m.commitLatency,
-		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests, m.scheduleTasks}
+		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests, m.scheduleTasks,
+		m.internalAttempts}
 }
 
 // Describe implements prometheus.Collector.
@@ -254,6 +271,7 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 		v.Describe(ch)
 	}
 	ch <- m.tasksDesc
+	ch <- m.internalTasks
 	ch <- m.oldestDesc
 	ch <- m.connsDesc
 	ch <- m.connsMaxDesc
@@ -316,6 +334,9 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.tasksDesc, prometheus.GaugeValue, float64(q.Views[v]), q.Name, string(v))
 		}
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, q.OldestReadyAge.Seconds(), q.Name)
+	}
+	for _, v := range views {
+		ch <- prometheus.MustNewConstMetric(m.internalTasks, prometheus.GaugeValue, float64(s.Keel.Views[v]), string(v))
 	}
 	for _, rule := range keel.AlertRuleNames() {
 		ch <- prometheus.MustNewConstMetric(m.firingDesc, prometheus.GaugeValue, float64(s.Firing[rule]), rule)
@@ -402,6 +423,10 @@ type observer struct{ m *Collector }
 // Observe implements keel.Observer.
 func (o observer) Observe(ev keel.Event) {
 	m := o.m
+	if keel.IsKeelTask(ev.Queue, ev.Type) {
+		m.internal(ev)
+		return
+	}
 	switch ev.Kind {
 	case keel.EventEnqueued:
 		if ev.Duplicate {
@@ -428,6 +453,18 @@ func (o observer) Observe(ev keel.Event) {
 		m.taskFinished(ev)
 	case keel.EventCancelled:
 		m.finished.WithLabelValues(ev.Queue, ev.Type, string(keel.StateCancelled)).Inc()
+	}
+}
+
+// internal counts an event of keel's own tasks: their attempts only.
+func (m *Collector) internal(ev keel.Event) {
+	switch ev.Kind {
+	case keel.EventAttempt:
+		if ev.Outcome != keel.OutcomeReleased {
+			m.internalAttempts.WithLabelValues(ev.Type, string(ev.Outcome)).Inc()
+		}
+	case keel.EventRescued:
+		m.internalAttempts.WithLabelValues(ev.Type, string(keel.OutcomeLeaseExpired)).Inc()
 	}
 }
 

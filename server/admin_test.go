@@ -346,6 +346,10 @@ func TestStatsAndNodes(t *testing.T) {
 			st.Alert || st.Nodes != 0 || time.Since(st.At) > time.Minute {
 			t.Fatalf("stats %+v", st)
 		}
+		// keel's own work is a field of its own, never a queue of queues.
+		if k := st.Keel; k.Queue.Name != keel.ReservedQueue || k.Queue.Counts == nil || k.Queue.Types == nil || k.DeliveriesDead != 0 {
+			t.Fatalf("stats keel %+v", k)
+		}
 		var nodes NodeList
 		res := b.call(t, "GET", "/v1/nodes", "")
 		res.ok(t, http.StatusOK, &nodes)

@@ -212,7 +212,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Queue": reflect.TypeFor[Queue](), "QueueList": reflect.TypeFor[QueueList](), "QueuePatch": reflect.TypeFor[QueuePatch](),
 		"TaskType": reflect.TypeFor[TaskType](), "TypeList": reflect.TypeFor[TypeList](),
 		"Brake": reflect.TypeFor[Brake](), "BrakeList": reflect.TypeFor[BrakeList](), "BrakeSettings": reflect.TypeFor[BrakeSettings](), "TypePatch": reflect.TypeFor[TypePatch](),
-		"QueueStats": reflect.TypeFor[QueueStats](), "Stats": reflect.TypeFor[Stats](),
+		"QueueStats": reflect.TypeFor[QueueStats](), "Stats": reflect.TypeFor[Stats](), "KeelStats": reflect.TypeFor[KeelStats](),
 		"Node": reflect.TypeFor[Node](), "NodeList": reflect.TypeFor[NodeList](),
 		"Pool": reflect.TypeFor[Pool](), "System": reflect.TypeFor[System](),
 		"Health": reflect.TypeFor[Health](), "Problem": reflect.TypeFor[Problem](),

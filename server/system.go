@@ -64,17 +64,10 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 		DeadLastHour: st.DeadLastHour, Alert: st.Alert, Firing: st.Firing, Nodes: st.Nodes,
 	}
 	for i, q := range st.Queues {
-		qs := QueueStats{Name: q.Name, Counts: counts(q.Counts), Views: views(q.Views), Rates: Rates(q.Rates),
-			PerSecond: q.PerSecond, OldestReadyAge: Duration(q.OldestReadyAge), TimeToDrain: Duration(q.TimeToDrain),
-			DeadLastHour: q.DeadLastHour, Paused: q.Paused, Served: q.Served, Types: []TypeStats{}}
-		for _, t := range q.Types {
-			qs.Types = append(qs.Types, TypeStats{Name: t.Name, Views: views(t.Views), Counts: counts(t.Counts),
-				Rates: Rates(t.Rates), OldestReadyAge: Duration(t.OldestReadyAge), MeanDuration: Duration(t.MeanDuration),
-				TimeToDrain: Duration(t.TimeToDrain), DeadLastHour: t.DeadLastHour, FailedLastHour: t.FailedLastHour,
-				AttemptsLastHour: t.AttemptsLastHour, Paused: t.Paused, Braked: t.Braked})
-		}
-		out.Queues[i] = qs
+		out.Queues[i] = queueStats(q)
 	}
+	out.Keel = KeelStats{Queue: queueStats(st.Keel.QueueStats), HitsLastHour: st.Keel.HitsLastHour,
+		FailedLastHour: st.Keel.FailedLastHour, DeliveriesFailing: st.Keel.DeliveriesFailing, DeliveriesDead: st.Keel.DeliveriesDead}
 	sources, err := s.c.Sources(r.Context())
 	if err != nil {
 		return err
@@ -82,6 +75,20 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) error {
 	out.Sources = sourceRecords(sources)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// queueStats is one queue of Stats.
+func queueStats(q keel.QueueStats) QueueStats {
+	qs := QueueStats{Name: q.Name, Counts: counts(q.Counts), Views: views(q.Views), Rates: Rates(q.Rates),
+		PerSecond: q.PerSecond, OldestReadyAge: Duration(q.OldestReadyAge), TimeToDrain: Duration(q.TimeToDrain),
+		DeadLastHour: q.DeadLastHour, Paused: q.Paused, Served: q.Served, Types: []TypeStats{}}
+	for _, t := range q.Types {
+		qs.Types = append(qs.Types, TypeStats{Name: t.Name, Views: views(t.Views), Counts: counts(t.Counts),
+			Rates: Rates(t.Rates), OldestReadyAge: Duration(t.OldestReadyAge), MeanDuration: Duration(t.MeanDuration),
+			TimeToDrain: Duration(t.TimeToDrain), DeadLastHour: t.DeadLastHour, FailedLastHour: t.FailedLastHour,
+			AttemptsLastHour: t.AttemptsLastHour, Paused: t.Paused, Braked: t.Braked})
+	}
+	return qs
 }
 
 // nodes handles GET /v1/nodes.

@@ -274,6 +274,22 @@ type Stats struct {
 	Nodes        int              `json:"nodes"`
 	// Sources are the broker sources' latest reports, by name then node.
 	Sources []SourceRecord `json:"sources"`
+	// Keel is keel's own work, counted in none of the figures above.
+	Keel KeelStats `json:"keel"`
+}
+
+// KeelStats is keel's own work in Stats: its queue "keel" (alert
+// deliveries, on_dead hooks, the drill).
+type KeelStats struct {
+	Queue QueueStats `json:"queue"`
+	// HitsLastHour and FailedLastHour count its idempotency hits and
+	// failed attempts of the last hour.
+	HitsLastHour   int64 `json:"hits_last_hour"`
+	FailedLastHour int64 `json:"failed_last_hour"`
+	// DeliveriesFailing counts alert deliveries waiting to retry after a
+	// failed attempt, DeliveriesDead those given up.
+	DeliveriesFailing int64 `json:"deliveries_failing"`
+	DeliveriesDead    int64 `json:"deliveries_dead"`
 }
 
 // Problem is an error body (RFC 9457, application/problem+json).

@@ -446,6 +446,10 @@ func printStats(out io.Writer, st server.Stats) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	k := st.Keel
+	fmt.Fprintf(out, "\nkeel's own work (queue keel, in no figure above): %d ready, %d running, %d waiting, %d dead (%d in 1h); alert deliveries failing %d, given up %d; last hour %d failed attempts, %d idempotency hits\n",
+		k.Queue.Views["ready"], k.Queue.Views["running"], k.Queue.Views["scheduled"]+k.Queue.Views["retrying"], k.Queue.Views["dead"],
+		k.Queue.DeadLastHour, k.DeliveriesFailing, k.DeliveriesDead, k.FailedLastHour, k.HitsLastHour)
 	if err := printSourceStats(out, st.Sources); err != nil {
 		return err
 	}

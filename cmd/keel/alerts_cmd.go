@@ -54,7 +54,7 @@ every notifier.`,
 	}
 	addAPIFlags(cmd, &f)
 	cmd.Flags().BoolVar(&firing, "firing", false, "only alerts that still fire")
-	cmd.Flags().StringVar(&rule, "rule", "", "only alerts of this rule (dead_per_hour, oldest_ready_age, failure_ratio, no_live_worker, node_lost)")
+	cmd.Flags().StringVar(&rule, "rule", "", "only alerts of this rule (dead_per_hour, oldest_ready_age, failure_ratio, no_live_worker, node_lost, brake_open, notifier_failing)")
 	cmd.Flags().IntVar(&limit, "limit", 20, "at most this many alerts (1..1000)")
 	cmd.AddCommand(newAlertRulesCmd())
 	return cmd

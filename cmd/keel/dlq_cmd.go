@@ -373,10 +373,14 @@ func countDead(ctx context.Context, api *apiClient, req server.BulkRequest, st s
 }
 
 // deadAtMost is how many dead letters /v1/stats counts, in queue when it
-// is set: an upper bound for a bulk call filtered by type or time.
+// is set (keel's own queue included): an upper bound for a bulk call
+// filtered by type or time.
 func deadAtMost(st server.Stats, queue string) int64 {
-	if queue == "" {
-		return st.Counts["dead"]
+	switch queue {
+	case "":
+		return st.Counts["dead"] + st.Keel.Queue.Counts["dead"]
+	case st.Keel.Queue.Name:
+		return st.Keel.Queue.Counts["dead"]
 	}
 	for _, q := range st.Queues {
 		if q.Name == queue {

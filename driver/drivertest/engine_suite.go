@@ -80,6 +80,7 @@ var engineTests = []test{
 	{"Archival", testEngineArchival},
 	{"Alerts", testEngineAlerts},
 	{"Drill", testEngineDrill},
+	{"KeelWorkApart", testEngineKeelWorkApart},
 	{"ScheduleRunOnce", testEngineScheduleRunOnce},
 	{"ScheduleSkip", testEngineScheduleSkip},
 	{"SchedulePauseTrigger", testEngineSchedulePauseTrigger},
