@@ -102,8 +102,9 @@ type Task struct {
 	// ETAFinish is the estimated end: ETA plus the type's mean run time.
 	ETAFinish *time.Time `json:"eta_finish,omitempty"`
 	// ETAStatus says what the estimate is: estimated, paused (the queue or
-	// type is paused), no_worker (no live worker works the queue) or
-	// unknown (no history yet); absent when the task is not pending.
+	// type is paused), braked (the type's automatic brake is open or half
+	// open), no_worker (no live worker works the queue) or unknown (no
+	// history yet); absent when the task is not pending.
 	ETAStatus string `json:"eta_status,omitempty"`
 	// Duplicate is set on an enqueue answered with an existing task.
 	Duplicate bool `json:"duplicate,omitempty"`
