@@ -44,7 +44,21 @@ type Estimate struct {
 	// queue's concurrency setting) divided by the queue's mean run time.
 	// The line ahead is counted in tasks of the queue's mean run time.
 	PerSecond float64
+	// Brake is the state of the type's brake when Status is ETABraked:
+	// BrakeOpen (no task of the type runs before NextProbe) or
+	// BrakeHalfOpen (probe tasks run now). Empty otherwise.
+	Brake BrakeState
+	// NextProbe is when the braked type's next probe tasks are due: an
+	// open brake's Until, the end of its cooldown (in the past when the
+	// leader has yet to let the probes through), and for a half-open brake,
+	// whose probes run now, the time of the estimate. Zero unless Status is
+	// ETABraked.
+	NextProbe time.Time
 }
+
+// BrakeState is the state of a type's automatic brake: BrakeClosed,
+// BrakeOpen or BrakeHalfOpen.
+type BrakeState = driver.BrakeState
 
 // etaMaxAge is how old the history, settings and node registry an
 // estimate uses may be: a burst of submits reads them once a second.
@@ -158,11 +172,15 @@ func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate,
 // or type is paused, its type is braked or no worker serves its queue;
 // nil for any other.
 func (c *Client) held(s *snapshot, t *TaskInfo) *Estimate {
-	switch _, braked := s.braked[t.Type]; {
+	switch b, braked := s.braked[t.Type]; {
 	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
 		return &Estimate{Status: ETAPaused}
 	case braked:
-		return &Estimate{Status: ETABraked}
+		e := &Estimate{Status: ETABraked, Brake: b.State, NextProbe: b.Until}
+		if b.State == driver.BrakeHalfOpen {
+			e.NextProbe = c.cfg.Now()
+		}
+		return e
 	case !s.served(t.Queue, c.liveWindow()):
 		return &Estimate{Status: ETANoWorker}
 	}

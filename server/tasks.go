@@ -309,9 +309,16 @@ func withEstimate(t *Task, est *keel.Estimate) {
 		return
 	}
 	t.ETAStatus = string(est.Status)
-	if est.Status == keel.ETAEstimated {
+	switch est.Status {
+	case keel.ETAEstimated:
 		start, finish := est.Start.UTC(), est.Finish.UTC()
 		t.ETA, t.ETAFinish = &start, &finish
+	case keel.ETABraked:
+		t.BrakeState = string(est.Brake)
+		if !est.NextProbe.IsZero() {
+			at := est.NextProbe.UTC()
+			t.NextProbeAt = &at
+		}
 	}
 }
 
