@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,8 +98,15 @@ func warmQueue(t testing.TB, b *bundle) {
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	w.Stop(stopCtx) //nolint:errcheck // always nil
+	liveNode(t, b.drv)
+}
+
+// liveNode registers (or renews) a node that runs 2 tasks of queue
+// "default" at once, as a worker on another machine would.
+func liveNode(t testing.TB, drv driver.Driver) {
+	t.Helper()
 	now := time.Now()
-	if err := b.drv.RegisterNode(ctx, driver.NodeParams{Name: "eta-node", Host: "test", PID: 1,
+	if err := drv.RegisterNode(context.Background(), driver.NodeParams{Name: "eta-node", Host: "test", PID: 1,
 		Queues: []string{keel.DefaultQueue}, Workers: map[string]int{keel.DefaultQueue: 2}, StartedAt: now, Now: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,4 +229,104 @@ func TestETABatch(t *testing.T) {
 			n, took.Round(time.Millisecond), manyTook.Round(time.Microsecond), eachTook.Round(time.Microsecond),
 			n, time.Duration(n)*eachTook.Round(time.Millisecond))
 	})
+}
+
+// BenchmarkBatchETA times a batch of 1,000 tasks of one priority on each
+// database, in a queue with a history and a live worker (so that every
+// task is estimated): POST /v1/tasks/batch, which answers each task with
+// its ETA; Client.EnqueueMany alone, the same insert without HTTP or
+// estimates; EstimateMany of a batch, the estimates the POST adds; and
+// Estimate of each of its tasks one by one, as the batch would cost
+// estimated task by task. Every op adds 1,000 tasks to the line the next
+// ones are placed behind. Run one database at a time, a few ops each:
+//
+//	go test ./server -run '^$' -bench 'BatchETA/sqlite' -benchtime 10x
+func BenchmarkBatchETA(b *testing.B) {
+	const n = 1000
+	items := make([]string, n)
+	specs := make([]keel.TaskSpec, n)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"type":%q}`, typeEmail)
+		specs[i] = keel.TaskSpec{Type: typeEmail}
+	}
+	body := `{"tasks":[` + strings.Join(items, ",") + `]}`
+	for _, db := range []string{"sqlite", "postgres", "mysql"} {
+		b.Run(db, func(b *testing.B) {
+			ctx := context.Background()
+			drv, _, _ := openBenchDriver(b, db)
+			log := slog.New(slog.DiscardHandler)
+			c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{typeEmail, typeReport}, Logger: log})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := New(c, Options{Logger: log})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			warmQueue(b, &bundle{client: c, drv: drv, log: log})
+			var last []*keel.TaskInfo
+			post := func() {
+				resp, err := http.Post(srv.URL+"/v1/tasks/batch", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var br BatchResponse
+				err = json.NewDecoder(resp.Body).Decode(&br)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusCreated || len(br.Tasks) != n || br.Tasks[n-1].ETA == nil {
+					b.Fatalf("POST /v1/tasks/batch: %d, %v", resp.StatusCode, err)
+				}
+			}
+			enqueue := func() {
+				if last, err = c.EnqueueMany(ctx, specs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			post() // warm the connections and the snapshot
+			b.Run("post", func(b *testing.B) {
+				liveNode(b, drv)
+				for b.Loop() {
+					post()
+				}
+			})
+			b.Run("enqueue-many", func(b *testing.B) {
+				liveNode(b, drv)
+				for b.Loop() {
+					enqueue()
+				}
+			})
+			b.Run("estimate-many", func(b *testing.B) {
+				liveNode(b, drv)
+				for b.Loop() {
+					b.StopTimer()
+					enqueue()
+					b.StartTimer()
+					es, err := c.EstimateMany(ctx, last)
+					if err != nil || es[n-1].Status != keel.ETAEstimated {
+						b.Fatalf("EstimateMany: %v", err)
+					}
+				}
+			})
+			b.Run("estimate-each", func(b *testing.B) {
+				liveNode(b, drv)
+				for b.Loop() {
+					b.StopTimer()
+					enqueue()
+					b.StartTimer()
+					for i, info := range last {
+						if i%100 == 99 { // this takes longer than a node's heartbeat stays live
+							b.StopTimer()
+							liveNode(b, drv)
+							b.StartTimer()
+						}
+						if e, err := c.Estimate(ctx, info); err != nil || e.Status != keel.ETAEstimated {
+							b.Fatalf("Estimate: %+v %v", e, err)
+						}
+					}
+				}
+			})
+		})
+	}
 }
