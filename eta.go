@@ -1,9 +1,11 @@
 package keel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -42,7 +44,21 @@ type Estimate struct {
 	// queue's concurrency setting) divided by the queue's mean run time.
 	// The line ahead is counted in tasks of the queue's mean run time.
 	PerSecond float64
+	// Brake is the state of the type's brake when Status is ETABraked:
+	// BrakeOpen (no task of the type runs before NextProbe) or
+	// BrakeHalfOpen (probe tasks run now). Empty otherwise.
+	Brake BrakeState
+	// NextProbe is when the braked type's next probe tasks are due: an
+	// open brake's Until, the end of its cooldown (in the past when the
+	// leader has yet to let the probes through), and for a half-open brake,
+	// whose probes run now, the time of the estimate. Zero unless Status is
+	// ETABraked.
+	NextProbe time.Time
 }
+
+// BrakeState is the state of a type's automatic brake: BrakeClosed,
+// BrakeOpen or BrakeHalfOpen.
+type BrakeState = driver.BrakeState
 
 // etaMaxAge is how old the history, settings and node registry an
 // estimate uses may be: a burst of submits reads them once a second.
@@ -51,6 +67,12 @@ const etaMaxAge = time.Second
 // etaSameMinuteLimit bounds the index read that places a task among the
 // tasks of its priority that became ready in the same minute.
 const etaSameMinuteLimit = 100000
+
+// etaManyGroups bounds the groups (queue, priority and minute of run_at)
+// of one EstimateMany call that are placed by index reads, two each; the
+// tasks of further groups are placed behind the other tasks the counters
+// hold for their minute.
+const etaManyGroups = 32
 
 // ETA is Estimate's start: ok is false when there is no estimate (the task
 // is not pending, paused, not served, or there is no history yet).
@@ -71,25 +93,46 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	if t == nil || t.State != StatePending {
 		return nil, nil
 	}
+	es, err := c.EstimateMany(ctx, []*TaskInfo{t})
+	if err != nil {
+		return nil, err
+	}
+	return es[0], nil
+}
+
+// EstimateMany is Estimate for each of ts (nil for a task that is not
+// pending), in ts's order, with a number of reads that does not grow with
+// the tasks: the live counters once, and two index reads for each queue,
+// priority and minute of run_at among the ready tasks, which place the
+// first and the last of them in line; the tasks between are placed by
+// their order among them (a batch of one priority submitted at once: two
+// reads). Tasks of more than 32 such groups are placed, past the 32nd,
+// behind the other tasks of their minute the counters hold.
+func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate, error) {
+	out := make([]*Estimate, len(ts))
+	var todo []int // the tasks whose line is read
+	for i, t := range ts {
+		if t != nil && t.State == StatePending {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
 	cached, err := c.snapshot(ctx, etaMaxAge)
 	if err != nil {
 		return nil, err
 	}
-	s := *cached
-	e := &Estimate{Status: ETAEstimated}
 	// Paused, braked and unserved are answered from the snapshot alone:
 	// they do not depend on the line ahead.
-	switch {
-	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
-		e.Status = ETAPaused
-		return e, nil
-	case s.braked[t.Type]:
-		e.Status = ETABraked
-		return e, nil
-	case !s.served(t.Queue, c.liveWindow()):
-		e.Status = ETANoWorker
-		return e, nil
+	todo = slices.DeleteFunc(todo, func(i int) bool {
+		out[i] = c.held(cached, ts[i])
+		return out[i] != nil
+	})
+	if len(todo) == 0 {
+		return out, nil
 	}
+	s := *cached
 	// The line ahead changes with every submit of a burst: the counters
 	// (a small table) are read fresh, the history, settings and nodes may
 	// be a second old.
@@ -102,26 +145,60 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 	// busy time without its claims: just past 5 s of work the rate came
 	// out up to a fifth too low, and the ETA as much too late.)
 	histAt := s.at
-	hist, mean := s.runTimes(t)
-	if mean == 0 {
-		// Nothing had run in the queue as of the cached read: the first
-		// run time may have come in since, and it makes the estimate. Only
-		// the history is read again, and only for a queue that is served.
-		if s.minutes, err = c.drv.Minutes(ctx, now.Add(-time.Hour)); err != nil {
-			return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
+	for _, i := range todo {
+		if _, mean := s.runTimes(ts[i]); mean == 0 {
+			// Nothing had run in the queue as of the cached read: the
+			// first run time may have come in since, and it makes the
+			// estimate. Only the history is read again, and only for a
+			// queue that is served.
+			if s.minutes, err = c.drv.Minutes(ctx, now.Add(-time.Hour)); err != nil {
+				return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
+			}
+			histAt = now
+			break
 		}
-		histAt = now
-		hist, mean = s.runTimes(t)
 	}
-	if t.RunAt.After(now) {
-		// Scheduled: the backlog at that time cannot be known yet.
-		e.Start, e.Finish = t.RunAt, t.RunAt.Add(mean)
-		return e, nil
-	}
-	line, err := c.ahead(ctx, &s, t, now)
+	same, err := c.sameMinute(ctx, &s, ts, todo, now)
 	if err != nil {
 		return nil, err
 	}
+	for _, i := range todo {
+		out[i] = c.estimate(&s, ts[i], now, histAt, same[ts[i].ID])
+	}
+	return out, nil
+}
+
+// held answers for a task that waits whatever the line ahead: its queue
+// or type is paused, its type is braked or no worker serves its queue;
+// nil for any other.
+func (c *Client) held(s *snapshot, t *TaskInfo) *Estimate {
+	switch b, braked := s.braked[t.Type]; {
+	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
+		return &Estimate{Status: ETAPaused}
+	case braked:
+		e := &Estimate{Status: ETABraked, Brake: b.State, NextProbe: b.Until}
+		if b.State == driver.BrakeHalfOpen {
+			e.NextProbe = c.cfg.Now()
+		}
+		return e
+	case !s.served(t.Queue, c.liveWindow()):
+		return &Estimate{Status: ETANoWorker}
+	}
+	return nil
+}
+
+// estimate is the estimate of t, not held, from s (with fresh counters),
+// and same, the ready tasks of t's priority and minute of run_at that a
+// claim takes before it.
+func (c *Client) estimate(s *snapshot, t *TaskInfo, now, histAt time.Time, same int64) *Estimate {
+	e := &Estimate{Status: ETAEstimated}
+	hist, mean := s.runTimes(t)
+	if t.RunAt.After(now) {
+		// Scheduled: the backlog at that time cannot be known yet.
+		e.Start, e.Finish = t.RunAt, t.RunAt.Add(mean)
+		return e
+	}
+	line := s.ahead(t, now, same)
 	e.Ahead = line.n
 	queueMean := meanDuration(hist)
 	measured := busyRate(hist, histAt, 5*time.Minute, claimedIn)
@@ -152,13 +229,112 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 			break
 		}
 		e.Status = ETAUnknown
-		return e, nil
+		return e
 	default:
 		wait := (ahead + 1 - math.Max(free, 0)) / e.PerSecond
 		e.Start = now.Add(time.Duration(math.Max(wait, 0) * float64(time.Second)))
 	}
 	e.Finish = e.Start.Add(mean)
-	return e, nil
+	return e
+}
+
+// aheadGroup is the ready tasks of one EstimateMany call that share a
+// queue, a priority and a minute of run_at.
+type aheadGroup struct {
+	groupKey
+	tasks []*TaskInfo // in the order a claim takes them, each once
+}
+
+type groupKey struct {
+	queue    string
+	priority int
+	minute   int64
+}
+
+// sameMinute places the ready tasks of ts[todo] in line among the tasks
+// of their queue, priority and minute of run_at: it returns, by task id,
+// how many of those a claim takes before each. In each group the first
+// and the last task are placed by an index read; a task between is behind
+// the first and the group's tasks before it, and behind its share of the
+// other tasks the two reads found between the first and the last. Past
+// etaManyGroups groups, the counters place a group's tasks behind the
+// other tasks of their minute.
+func (c *Client) sameMinute(ctx context.Context, s *snapshot, ts []*TaskInfo, todo []int, now time.Time) (map[int64]int64, error) {
+	byKey := map[groupKey]*aheadGroup{}
+	var groups []*aheadGroup
+	seen := map[int64]bool{}
+	for _, i := range todo {
+		t := ts[i]
+		if t.RunAt.After(now) || seen[t.ID] {
+			continue
+		}
+		seen[t.ID] = true
+		k := groupKey{queue: t.Queue, priority: t.Priority, minute: driver.DueMinute(t.RunAt)}
+		g := byKey[k]
+		if g == nil {
+			g = &aheadGroup{groupKey: k}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.tasks = append(g.tasks, t)
+	}
+	// The largest groups are read; ties in the order of ts.
+	slices.SortStableFunc(groups, func(a, b *aheadGroup) int { return len(b.tasks) - len(a.tasks) })
+	same := make(map[int64]int64, len(seen))
+	count := func(t *TaskInfo) (int64, error) {
+		n, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt,
+			ID: t.ID, Now: now, From: time.Unix(driver.DueMinute(t.RunAt)*60, 0), Limit: etaSameMinuteLimit})
+		if err != nil {
+			return 0, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
+		}
+		return n, nil
+	}
+	for gi, g := range groups {
+		slices.SortFunc(g.tasks, func(a, b *TaskInfo) int {
+			if c := a.RunAt.Compare(b.RunAt); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		k := int64(len(g.tasks))
+		var first, others int64
+		if gi < etaManyGroups {
+			var err error
+			if first, err = count(g.tasks[0]); err != nil {
+				return nil, err
+			}
+			if k > 1 {
+				last, err := count(g.tasks[k-1])
+				if err != nil {
+					return nil, err
+				}
+				others = max(last-first-(k-1), 0)
+			}
+		} else {
+			first = max(s.readyIn(g.queue, g.priority, g.minute, now)-k, 0)
+		}
+		for j, t := range g.tasks {
+			n := first + int64(j)
+			if k > 1 {
+				n += others * int64(j) / (k - 1)
+			}
+			same[t.ID] = n
+		}
+	}
+	return same, nil
+}
+
+// readyIn counts the ready tasks the counters hold for queue, priority
+// and minute of run_at.
+func (s *snapshot) readyIn(queue string, priority int, minute int64, now time.Time) int64 {
+	var n int64
+	for _, r := range s.counts {
+		if r.Queue == queue && r.Priority == priority && r.Due == minute && r.Due <= driver.DueMinute(now) &&
+			(r.Kind == string(StatePending) || r.Kind == driver.KindRetrying) {
+			n += r.N
+		}
+	}
+	return n
 }
 
 // line is what stands between a pending task and its start: the ready
@@ -169,13 +345,13 @@ type line struct {
 	work       float64 // seconds
 }
 
-// ahead reads the line before t: the ready tasks a claim takes before it
-// (counters for higher priorities and earlier minutes of its own, a
-// bounded index read for its own minute) and the queue's running tasks.
-// Each counts at its type's mean run time in the queue's history, else the
-// queue's; the tasks of t's own minute, whose types the index read does not
-// give, at the mean of that minute's types in the counters.
-func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.Time) (line, error) {
+// ahead is the line before t: the ready tasks a claim takes before it
+// (from the counters for higher priorities and earlier minutes of its own,
+// and same, those of its own priority and minute) and the queue's running
+// tasks. Each counts at its type's mean run time in the queue's history,
+// else the queue's; the tasks of t's own minute, whose types the index
+// read does not give, at the mean of that minute's types in the counters.
+func (s *snapshot) ahead(t *TaskInfo, now time.Time, same int64) line {
 	var l line
 	means := s.typeMeans(t.Queue)
 	runTime := func(typ string) float64 {
@@ -204,11 +380,6 @@ func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.T
 			ownWork += float64(r.N) * runTime(r.Type)
 		}
 	}
-	same, err := c.drv.CountAhead(ctx, driver.AheadParams{Queue: t.Queue, Priority: t.Priority, RunAt: t.RunAt,
-		ID: t.ID, Now: now, From: time.Unix(own*60, 0), Limit: etaSameMinuteLimit})
-	if err != nil {
-		return l, fmt.Errorf("keel: estimate start: %w", unavailable(ctx, err))
-	}
 	if same > 0 {
 		each := runTime(t.Type)
 		if ownN > 0 {
@@ -217,7 +388,7 @@ func (c *Client) ahead(ctx context.Context, s *snapshot, t *TaskInfo, now time.T
 		l.n += same
 		l.work += float64(same) * each
 	}
-	return l, nil
+	return l
 }
 
 // typeMeans returns the mean run time of each type in queue's history that

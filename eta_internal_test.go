@@ -17,6 +17,8 @@ type etaDriver struct {
 	nodes   []driver.NodeRow
 	counts  []driver.CountRow // nil: both slots busy with type t
 	same    int64             // CountAhead's answer; 0: 20
+	byID    map[int64]int64   // CountAhead's answer by task id, over same
+	reads   int               // CountAhead calls
 }
 
 func (d *etaDriver) Counts(context.Context) ([]driver.CountRow, error) {
@@ -30,7 +32,11 @@ func (d *etaDriver) Minutes(context.Context, time.Time) ([]driver.MinuteRow, err
 }
 func (d *etaDriver) ListSettings(context.Context) ([]driver.Setting, error) { return nil, nil }
 func (d *etaDriver) ListNodes(context.Context) ([]driver.NodeRow, error)    { return d.nodes, nil }
-func (d *etaDriver) CountAhead(context.Context, driver.AheadParams) (int64, error) {
+func (d *etaDriver) CountAhead(_ context.Context, p driver.AheadParams) (int64, error) {
+	d.reads++
+	if n, ok := d.byID[p.ID]; ok {
+		return n, nil
+	}
 	if d.same != 0 {
 		return max(d.same, 0), nil
 	}
@@ -120,6 +126,76 @@ func TestEstimateWeighsTheTypesAhead(t *testing.T) {
 		}
 		if e.Status != ETAEstimated || (e.Start.Sub(now)-c2.start).Abs() > max(time.Millisecond, c2.start/100) {
 			t.Errorf("task %d (%s): %s, starts in %v; want in %v", c2.task.ID, c2.task.Type, e.Status, e.Start.Sub(now), c2.start)
+		}
+	}
+}
+
+// TestEstimateManyPlacesTheTasksBetween: of a batch's tasks of one queue,
+// priority and minute, the first and the last are placed by index reads
+// and the ones between by their order, each behind its share of the other
+// tasks the reads found between the two; past 32 such groups, the
+// counters place a group's tasks behind the other tasks of their minute.
+func TestEstimateManyPlacesTheTasksBetween(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(40 * time.Second)
+	minute := t0.Unix() / 60
+	d := &etaDriver{
+		minutes: []driver.MinuteRow{{Minute: minute, Queue: DefaultQueue, Type: "t", Attempts: 10, Ended: 10, Succeeded: 10,
+			DurationMS: 10 * 100, FirstMS: t0.UnixMilli(), LastMS: now.UnixMilli()}},
+		nodes: []driver.NodeRow{{Name: "n", Queues: []string{DefaultQueue}, Workers: map[string]int{DefaultQueue: 1},
+			StartedAt: t0, HeartbeatAt: now}},
+		counts: []driver.CountRow{{Queue: DefaultQueue, Type: "t", Kind: string(StatePending), Priority: 0, Due: minute, N: 23},
+			{Queue: DefaultQueue, Type: "t", Kind: string(StatePending), Priority: 1, Due: minute, N: 1}},
+		// 10 tasks ahead of the first, 8 others between it and the last.
+		byID: map[int64]int64{101: 10, 105: 22},
+	}
+	c, err := NewClient(Config{Driver: d, Types: []string{"t"}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []*TaskInfo
+	for id := int64(105); id >= 101; id-- { // out of line order
+		ts = append(ts, &TaskInfo{ID: id, Queue: DefaultQueue, Type: "t", State: StatePending, RunAt: t0})
+	}
+	// A second group of one (another priority): one read.
+	ts = append(ts, &TaskInfo{ID: 200, Queue: DefaultQueue, Type: "t", Priority: 1, State: StatePending, RunAt: t0})
+	d.byID[200] = 0
+	es, err := c.EstimateMany(context.Background(), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Priority 1 comes first: the tasks of priority 0 have it ahead too.
+	for i, want := range []int64{23, 20, 17, 14, 11, 0} {
+		if es[i].Ahead != want {
+			t.Errorf("task %d: %d ahead, want %d", ts[i].ID, es[i].Ahead, want)
+		}
+	}
+	if d.reads != 3 {
+		t.Errorf("%d index reads, want 3", d.reads)
+	}
+
+	// 40 groups of one task each (40 priorities, 5 counted tasks each):
+	// 32 are read, the other 8 are placed behind their priority's 4
+	// others the counters hold.
+	d.reads, d.byID, d.same, d.counts = 0, nil, -1, nil
+	ts = ts[:0]
+	for p := range 40 {
+		d.counts = append(d.counts, driver.CountRow{Queue: DefaultQueue, Type: "t", Kind: string(StatePending), Priority: -p, Due: minute, N: 5})
+		ts = append(ts, &TaskInfo{ID: int64(300 + p), Queue: DefaultQueue, Type: "t", Priority: -p, State: StatePending, RunAt: t0})
+	}
+	if es, err = c.EstimateMany(context.Background(), ts); err != nil {
+		t.Fatal(err)
+	}
+	if d.reads != etaManyGroups {
+		t.Errorf("%d index reads for 40 groups of one, want %d", d.reads, etaManyGroups)
+	}
+	for p, e := range es {
+		want := int64(5 * p) // the higher priorities
+		if p >= etaManyGroups {
+			want += 4
+		}
+		if e.Ahead != want {
+			t.Errorf("task of priority %d: %d ahead, want %d", -p, e.Ahead, want)
 		}
 	}
 }

@@ -164,8 +164,8 @@ type snapshot struct {
 	settings []driver.Setting
 	nodes    []driver.NodeRow
 	workers  map[string]int // this client's workers per queue
-	// braked are the types whose automatic brake is open or half open.
-	braked map[string]bool
+	// braked are the brakes that are open or half open, by type.
+	braked map[string]driver.BrakeRow
 }
 
 // snapshotCache keeps the last snapshot for ETA, so that a burst of
@@ -208,9 +208,9 @@ func (c *Client) snapshot(ctx context.Context, maxAge time.Duration) (*snapshot,
 		for _, r := range brakes {
 			if r.State == driver.BrakeOpen || r.State == driver.BrakeHalfOpen {
 				if s.braked == nil {
-					s.braked = map[string]bool{}
+					s.braked = map[string]driver.BrakeRow{}
 				}
-				s.braked[r.Type] = true
+				s.braked[r.Type] = r
 			}
 		}
 	}
@@ -378,7 +378,7 @@ func (s *snapshot) queueStats(name string, window time.Duration) QueueStats {
 		if ts.AttemptsLastHour > 0 {
 			ts.MeanDuration = time.Duration(durMS/ts.AttemptsLastHour) * time.Millisecond
 		}
-		if ts.Braked = s.braked[t]; !ts.Braked {
+		if _, ts.Braked = s.braked[t]; !ts.Braked {
 			ts.TimeToDrain = drain(ts.Views[ViewReady], busyRate(th, s.at, 5*time.Minute, claimedIn))
 		}
 		q.Types = append(q.Types, ts)

@@ -97,6 +97,10 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 	if t.ETAStatus != "" {
 		str(`,"eta_status":`, t.ETAStatus)
 	}
+	if t.BrakeState != "" {
+		str(`,"brake_state":`, t.BrakeState)
+	}
+	optAt(`,"next_probe_at":`, t.NextProbeAt)
 	if t.Duplicate {
 		b = append(b, `,"duplicate":true`...)
 	}

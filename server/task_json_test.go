@@ -69,7 +69,7 @@ func TestMarshalTaskMatchesEncodingJSON(t *testing.T) {
 			Payload: raw(), Result: raw(), Timeout: Duration(durations[pick(len(durations))]),
 			RunAt: when(), CreatedAt: when(), StartedAt: optWhen(), AttemptedAt: optWhen(), FinishedAt: optWhen(),
 			UpdatedAt: when(), Node: str(), Meta: raw(), IdempotencyKey: str(), UniqueDigest: str(), ETA: optWhen(),
-			ETAFinish: optWhen(), ETAStatus: str(), Duplicate: pick(2) == 0, Archived: pick(4) == 0,
+			ETAFinish: optWhen(), ETAStatus: str(), BrakeState: str(), NextProbeAt: optWhen(), Duplicate: pick(2) == 0, Archived: pick(4) == 0,
 			ArchivedAt: optWhen(),
 		}
 		switch pick(3) {

@@ -72,9 +72,15 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return enqueueError(err)
 	}
+	// The tasks are stored: from here on nothing may turn the answer into
+	// an error, or the caller would submit them again.
 	resp := BatchResponse{Tasks: make([]Task, len(infos))}
+	ests := s.estimates(r.Context(), infos)
 	for i, info := range infos {
 		resp.Tasks[i] = taskFromInfo(info)
+		if ests != nil {
+			withEstimate(&resp.Tasks[i], ests[i])
+		}
 	}
 	writeJSON(w, http.StatusCreated, resp)
 	return nil
@@ -273,22 +279,47 @@ func (s *server) taskWithETA(ctx context.Context, info *keel.TaskInfo) Task {
 	if info.State != keel.StatePending {
 		return t
 	}
-	est, err := s.c.Estimate(ctx, info)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("keel server: estimating a task's start failed", "task_id", info.ID, "error", err)
-		}
-		return t
-	}
-	if est == nil {
-		return t
-	}
-	t.ETAStatus = string(est.Status)
-	if est.Status == keel.ETAEstimated {
-		start, finish := est.Start.UTC(), est.Finish.UTC()
-		t.ETA, t.ETAFinish = &start, &finish
+	if ests := s.estimates(ctx, []*keel.TaskInfo{info}); ests != nil {
+		withEstimate(&t, ests[0])
 	}
 	return t
+}
+
+// estimates estimates the pending tasks of infos at once (nil for the
+// others); nil when that fails, which is logged: it never fails the
+// request.
+func (s *server) estimates(ctx context.Context, infos []*keel.TaskInfo) []*keel.Estimate {
+	ests, err := s.c.EstimateMany(ctx, infos)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case len(infos) == 1:
+			s.log.Warn("keel server: estimating a task's start failed", "task_id", infos[0].ID, "error", err)
+		default:
+			s.log.Warn("keel server: estimating the start of a batch's tasks failed", "tasks", len(infos), "error", err)
+		}
+		return nil
+	}
+	return ests
+}
+
+// withEstimate adds est, when there is one, to t.
+func withEstimate(t *Task, est *keel.Estimate) {
+	if est == nil {
+		return
+	}
+	t.ETAStatus = string(est.Status)
+	switch est.Status {
+	case keel.ETAEstimated:
+		start, finish := est.Start.UTC(), est.Finish.UTC()
+		t.ETA, t.ETAFinish = &start, &finish
+	case keel.ETABraked:
+		t.BrakeState = string(est.Brake)
+		if !est.NextProbe.IsZero() {
+			at := est.NextProbe.UTC()
+			t.NextProbeAt = &at
+		}
+	}
 }
 
 func taskFromInfo(info *keel.TaskInfo) Task {

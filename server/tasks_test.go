@@ -129,6 +129,13 @@ func TestBatch(t *testing.T) {
 			resp.Tasks[1].Queue != "reports" || resp.Tasks[1].Priority != -3 || resp.Tasks[2].Duplicate {
 			t.Fatalf("batch answer in the wrong order or shape: %+v", resp.Tasks)
 		}
+		// Each pending task carries its estimate: here no worker serves
+		// their queues.
+		for i, task := range resp.Tasks {
+			if task.State != "pending" || task.ETAStatus != string(keel.ETANoWorker) || task.ETA != nil {
+				t.Fatalf("task #%d: %s, eta_status %q, eta %v", i, task.State, task.ETAStatus, task.ETA)
+			}
+		}
 		// An item's key replays like a single enqueue.
 		var again BatchResponse
 		b.call(t, "POST", "/v1/tasks/batch", `{"tasks":[{"type":"email.send","payload":{"to":"b"},"idempotency_key":"k-1"}]}`).ok(t, http.StatusCreated, &again)

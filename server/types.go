@@ -102,9 +102,18 @@ type Task struct {
 	// ETAFinish is the estimated end: ETA plus the type's mean run time.
 	ETAFinish *time.Time `json:"eta_finish,omitempty"`
 	// ETAStatus says what the estimate is: estimated, paused (the queue or
-	// type is paused), no_worker (no live worker works the queue) or
-	// unknown (no history yet); absent when the task is not pending.
+	// type is paused), braked (the type's automatic brake is open or half
+	// open), no_worker (no live worker works the queue) or unknown (no
+	// history yet); absent when the task is not pending.
 	ETAStatus string `json:"eta_status,omitempty"`
+	// BrakeState is, while ETAStatus is braked, the state of the type's
+	// automatic brake: open (no task of the type starts before
+	// NextProbeAt) or half_open (probe tasks run now).
+	BrakeState string `json:"brake_state,omitempty"`
+	// NextProbeAt is, while ETAStatus is braked, when the brake's next
+	// probe tasks are due: an open brake's cooldown end, or for a half-open
+	// brake, whose probes run now, the time of the answer.
+	NextProbeAt *time.Time `json:"next_probe_at,omitempty"`
 	// Duplicate is set on an enqueue answered with an existing task.
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Archived is set for a task moved to the archive after its

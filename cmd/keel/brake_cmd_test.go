@@ -11,8 +11,9 @@ import (
 )
 
 // TestBrakeCommands: keel brakes lists the brakes, keel type list shows a
-// type's brake, and keel brake close closes an open one (and refuses a
-// closed one).
+// type's brake, keel enqueue and keel inspect say when an open brake's
+// next probe is due, and keel brake close closes an open one (and refuses
+// a closed one).
 func TestBrakeCommands(t *testing.T) {
 	s := newAPI(t, serverOpts{})
 	if out := s.keel(t, "brakes"); !strings.Contains(out, "no brake ever opened") {
@@ -34,7 +35,15 @@ func TestBrakeCommands(t *testing.T) {
 	if bl := decode[server.BrakeList](t, s.keel(t, "brakes", "--json")); len(bl.Brakes) != 1 || bl.Brakes[0].State != "open" {
 		t.Fatalf("brakes --json: %+v", bl)
 	}
-	s.keel(t, "enqueue", "email", "{}")
+	// A waiting task of the type says when the brake's next probe is due.
+	out = s.keel(t, "enqueue", "email", "{}")
+	if !regexp.MustCompile(`^enqueued task (\d+): .*waits: its type's automatic brake is open, next probe in (5\d(\.\d)?s|1m0s) \(keel brakes\)\n$`).MatchString(out) {
+		t.Fatalf("enqueue: %q", out)
+	}
+	id := regexp.MustCompile(`\d+`).FindString(out)
+	if out := s.keel(t, "inspect", id); !strings.Contains(out, stampMilli(now.Add(time.Minute).Truncate(time.Millisecond))+"  next probe due: the type's automatic brake is open until then (keel brakes)\n") {
+		t.Fatalf("inspect:\n%s", out)
+	}
 	if out := s.keel(t, "type", "list"); !regexp.MustCompile(`(?m)^email\s.*\sopen\s+-$`).MatchString(out) {
 		t.Fatalf("type list:\n%s", out)
 	}

@@ -82,6 +82,10 @@ func printTimeline(out io.Writer, t server.Task) {
 			line(*t.ETA, "estimated start (tasks ahead in the queue)")
 		case t.ETAStatus == "paused":
 			line(now(), "waiting: the queue or type is paused")
+		case t.ETAStatus == "braked" && t.BrakeState == "half_open":
+			line(now(), "waiting: the type's automatic brake is half open, its probe tasks run now (keel brakes)")
+		case t.ETAStatus == "braked" && t.NextProbeAt != nil:
+			line(*t.NextProbeAt, "next probe due: the type's automatic brake is open until then (keel brakes)")
 		case t.ETAStatus == "braked":
 			line(now(), "waiting: the type's automatic brake is open (keel brakes)")
 		case t.ETAStatus == "no_worker":

@@ -139,6 +139,10 @@ func when(t server.Task) string {
 			return "runs " + ago(t.RunAt) + " (at " + stamp(t.RunAt) + ")"
 		case t.ETAStatus == "paused":
 			return "waits: its queue or type is paused"
+		case t.ETAStatus == "braked" && t.BrakeState == "half_open":
+			return "waits: its type's automatic brake is half open, probe tasks run now (keel brakes)"
+		case t.ETAStatus == "braked" && t.NextProbeAt != nil:
+			return "waits: its type's automatic brake is open, next probe " + ago(*t.NextProbeAt) + " (keel brakes)"
 		case t.ETAStatus == "braked":
 			return "waits: its type's automatic brake is open (keel brakes)"
 		case t.ETAStatus == "no_worker":
