@@ -80,6 +80,7 @@ var engineTests = []test{
 	{"TracesEnqueueMany", testEngineTracesMany},
 	{"Archival", testEngineArchival},
 	{"Alerts", testEngineAlerts},
+	{"AlertCurrent", testEngineAlertCurrent},
 	{"Drill", testEngineDrill},
 	{"ScheduleRunOnce", testEngineScheduleRunOnce},
 	{"ScheduleSkip", testEngineScheduleSkip},
