@@ -1,6 +1,7 @@
 package keel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -257,6 +258,24 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
 	return "its condition no longer holds."
 }
 
+// updateAlert records cond's numbers as the current ones of the open
+// alert a when they differ from those a shows now; the numbers it fired
+// with stay.
+func (c *Client) updateAlert(ctx context.Context, a *driver.AlertRow, cond condition, now time.Time) error {
+	values, _ := json.Marshal(cond.values)
+	msg, vals := a.CurrentMessage, a.CurrentValues
+	if msg == "" {
+		msg, vals = a.Message, a.Values
+	}
+	if msg == cond.message && bytes.Equal(vals, values) {
+		return nil
+	}
+	if _, err := c.drv.UpdateAlert(ctx, driver.UpdateAlertParams{ID: a.ID, Message: cond.message, Values: values, Now: now}); err != nil {
+		return fmt.Errorf("update alert %d: %w", a.ID, err)
+	}
+	return nil
+}
+
 // evaluateAlerts runs on the leader: it opens an alert for each condition
 // without one, and resolves each open alert whose condition cleared.
 func (c *Client) evaluateAlerts(ctx context.Context) error {
@@ -278,15 +297,18 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list open alerts: %w", err)
 	}
-	holds := map[string]bool{}
+	holds := map[string]condition{}
 	for _, cond := range conds {
-		holds[cond.key()] = true
+		holds[cond.key()] = cond
 	}
 	isOpen := map[string]bool{}
 	for i := range open {
 		a := &open[i]
 		isOpen[a.Rule+"\n"+a.Subject] = true
-		if holds[a.Rule+"\n"+a.Subject] {
+		if cond, ok := holds[a.Rule+"\n"+a.Subject]; ok {
+			if err := c.updateAlert(ctx, a, cond, snap.at); err != nil {
+				return err
+			}
 			continue
 		}
 		row, resolved, err := c.drv.ResolveAlert(ctx, driver.ResolveAlertParams{ID: a.ID, Message: resolution(a, rules, snap), Now: snap.at})

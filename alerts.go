@@ -162,11 +162,20 @@ type Alert struct {
 	Subject string // "all", "type:<name>", "queue:<name>", "node:<name>" or "notifier:<name>"
 	// Event is what a notifier is told about: "fired" or "resolved".
 	// Alerts read with Client.Alerts carry "fired" while open.
-	Event   string
+	Event string
+	// Message and Values are the numbers the alert fired with; they stay
+	// as they were.
 	Message string
 	Hint    string
 	Values  map[string]any
 	FiredAt time.Time
+	// CurrentMessage and CurrentValues are the numbers of the leader's
+	// latest evaluation while the alert fired (the last ones before it
+	// resolved), recorded at CurrentAt: the same as Message, Values and
+	// FiredAt until they changed.
+	CurrentMessage string
+	CurrentValues  map[string]any
+	CurrentAt      time.Time
 	// ResolvedAt is zero while the alert fires.
 	ResolvedAt      time.Time
 	ResolvedMessage string
@@ -254,6 +263,13 @@ func alertFromRow(r *driver.AlertRow, event string) *Alert {
 	}
 	if len(r.Values) > 0 {
 		json.Unmarshal(r.Values, &a.Values) //nolint:errcheck // written by us as an object
+	}
+	a.CurrentMessage, a.CurrentValues, a.CurrentAt = a.Message, a.Values, a.FiredAt
+	if r.CurrentMessage != "" {
+		a.CurrentMessage, a.CurrentValues, a.CurrentAt = r.CurrentMessage, nil, r.CurrentAt
+		if len(r.CurrentValues) > 0 {
+			json.Unmarshal(r.CurrentValues, &a.CurrentValues) //nolint:errcheck // written by us as an object
+		}
 	}
 	for _, d := range r.Deliveries {
 		a.Deliveries = append(a.Deliveries, AlertDelivery{Event: d.Event, Notifier: d.Notifier, Attempts: d.Attempts,

@@ -3,12 +3,16 @@ package keel
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/known"
 	"github.com/keelq/keel/internal/logevent"
 )
 
@@ -111,11 +115,49 @@ func (c *Client) Observe(o Observer) {
 	if o == nil {
 		return
 	}
+	if r, ok := o.(known.Receiver); ok {
+		r.KnownWork(c.knownWork())
+	}
 	c.obs.mu.Lock()
 	defer c.obs.mu.Unlock()
 	list := append([]Observer(nil), c.obs.load()...)
 	list = append(list, o)
 	c.obs.list.Store(&list)
+}
+
+// knownWork is what c is configured for: the queues it works, the types
+// it handles or declares (with their queues), its schedules; keel's own
+// left out.
+func (c *Client) knownWork() known.Work {
+	var w known.Work
+	queues := map[string]bool{}
+	for q := range c.cfg.Queues {
+		queues[q] = true
+	}
+	for name, o := range c.types {
+		if reservedType(name) {
+			continue
+		}
+		t := known.Type{Name: name}
+		switch {
+		case o.queue != nil:
+			t.Queue = *o.queue
+		case c.cfg.Handlers.m[name] != nil && c.cfg.Handlers.m[name].run != nil:
+			t.Queue = DefaultQueue // a handled type runs there unless told otherwise
+		}
+		if t.Queue != "" {
+			queues[t.Queue] = true
+		}
+		w.Types = append(w.Types, t)
+	}
+	delete(queues, ReservedQueue)
+	w.Queues = slices.Sorted(maps.Keys(queues))
+	slices.SortFunc(w.Types, func(a, b known.Type) int { return strings.Compare(a.Name, b.Name) })
+	for _, s := range c.schedules {
+		w.Schedules = append(w.Schedules, s.Name)
+	}
+	slices.Sort(w.Schedules)
+	return w
 }
 
 // observers holds a client's observers; reading them takes one atomic

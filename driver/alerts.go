@@ -37,10 +37,16 @@ type AlertRow struct {
 	ID      int64
 	Rule    string // dead_per_hour, oldest_ready_age, ...
 	Subject string // what it is about: "type:email.send", "queue:default", "node:n1", "all"
-	Message string // what fired, with the numbers
+	Message string // what fired, with the numbers when it fired
 	Hint    string // what to run next
 	Values  json.RawMessage
 	FiredAt time.Time
+	// CurrentMessage and CurrentValues are the numbers of the latest
+	// evaluation while the alert fired (UpdateAlert), recorded at
+	// CurrentAt; empty, nil and zero while they are those it fired with.
+	CurrentMessage string
+	CurrentValues  json.RawMessage
+	CurrentAt      time.Time
 	// ResolvedAt is zero while the alert fires.
 	ResolvedAt      time.Time
 	ResolvedMessage string
@@ -70,6 +76,15 @@ type FireAlertParams struct {
 	Rule, Subject, Message, Hint string
 	Values                       json.RawMessage // a JSON object, or nil
 	Now                          time.Time
+}
+
+// UpdateAlertParams records the latest message and values of the open
+// alert ID, as of Now.
+type UpdateAlertParams struct {
+	ID      int64
+	Message string
+	Values  json.RawMessage
+	Now     time.Time
 }
 
 // ResolveAlertParams resolves the open alert ID.
@@ -116,6 +131,14 @@ func (p FireAlertParams) Validate() error {
 
 // Validate rejects what no driver stores.
 func (p ResolveAlertParams) Validate() error {
+	if p.ID <= 0 {
+		return fmt.Errorf("alert id must be positive, got %d", p.ID)
+	}
+	return errors.Join(checkText("message", p.Message, MaxAlertText, true), checkValues(p.Values))
+}
+
+// Validate rejects what no driver stores.
+func (p UpdateAlertParams) Validate() error {
 	if p.ID <= 0 {
 		return fmt.Errorf("alert id must be positive, got %d", p.ID)
 	}

@@ -184,6 +184,10 @@ type Driver interface {
 	// unchanged with false. The database decides (a unique key on the open
 	// alert), so two leaders never open the same alert twice.
 	FireAlert(ctx context.Context, params FireAlertParams) (*AlertRow, bool, error)
+	// UpdateAlert records the latest message and values of the open alert
+	// params.ID (the leader's evaluation while it fires) and reports
+	// whether it did; a resolved or unknown alert is left alone (false).
+	UpdateAlert(ctx context.Context, params UpdateAlertParams) (bool, error)
 	// ResolveAlert resolves the open alert params.ID and returns it with
 	// true; an alert resolved already is returned unchanged with false;
 	// an unknown id is ErrNotFound.

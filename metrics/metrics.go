@@ -40,6 +40,14 @@
 // keel_internal_ families alone, so that a sum over keel_tasks or
 // keel_attempts_total counts users' work only.
 //
+// Every family is there from the start: Watch makes a series at 0 for
+// each queue the client works or its types use, each type it handles or
+// declares (on its queue, with every outcome and state) and each
+// schedule; the cluster-wide gauges report those queues at 0 until the
+// database counts them. package server adds each API route with code
+// 500, package server/httptarget each target's type with code "error".
+// So a Prometheus rule on increase() sees the first event.
+//
 // The keel_db_ metrics are this process's connection pool to the
 // database, read at scrape time from a driver that reports it
 // (driver.PoolStater; all of keel's do). keel_redis_gate_total is
@@ -62,6 +70,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/known"
 )
 
 // Options configures a Collector. The zero value is valid.
@@ -107,6 +116,9 @@ type Collector struct {
 	// pool reads the watched client's connection pool; nil when its
 	// driver does not report one.
 	pool func() driver.PoolStats
+	// queues are the watched client's queues (known.Work), which the
+	// cluster-wide gauges report at 0 until the database counts them.
+	queues []string
 
 	enqueued        *prometheus.CounterVec
 	finished        *prometheus.CounterVec
@@ -244,8 +256,8 @@ func (m *Collector) Watch(c *keel.Client) error {
 		return errors.New("metrics: Watch: nil keel.Client")
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.stats != nil {
+		m.mu.Unlock()
 		return errors.New("metrics: Watch: this Collector already watches a client")
 	}
 	m.stats = c.Stats
@@ -254,7 +266,8 @@ func (m *Collector) Watch(c *keel.Client) error {
 	}
 	m.archived = c.Archived
 	m.gate = c.RedisGateStats
-	c.Observe(observer{m})
+	m.mu.Unlock()
+	c.Observe(observer{m}) // calls KnownWork, which takes m.mu
 	return nil
 }
 
@@ -292,7 +305,7 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 		v.Collect(ch)
 	}
 	m.mu.Lock()
-	pool, archived, gate := m.pool, m.archived, m.gate
+	pool, archived, gate, queues := m.pool, m.archived, m.gate, m.queues
 	m.mu.Unlock()
 	if gate != nil {
 		if g := gate(); g.Enabled {
@@ -326,10 +339,12 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s == nil {
 		return
 	}
+	counted := map[string]bool{}
 	for _, q := range s.Queues {
 		if q.Views == nil {
 			continue // not counted by this database yet
 		}
+		counted[q.Name] = true
 		for _, v := range views {
 			ch <- prometheus.MustNewConstMetric(m.tasksDesc, prometheus.GaugeValue, float64(q.Views[v]), q.Name, string(v))
 		}
@@ -337,6 +352,15 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, v := range views {
 		ch <- prometheus.MustNewConstMetric(m.internalTasks, prometheus.GaugeValue, float64(s.Keel.Views[v]), string(v))
+	}
+	for _, q := range queues { // the client's queues without a task yet: 0
+		if counted[q] || keel.IsKeelTask(q, "") {
+			continue
+		}
+		for _, v := range views {
+			ch <- prometheus.MustNewConstMetric(m.tasksDesc, prometheus.GaugeValue, 0, q, string(v))
+		}
+		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, 0, q)
 	}
 	for _, rule := range keel.AlertRuleNames() {
 		ch <- prometheus.MustNewConstMetric(m.firingDesc, prometheus.GaugeValue, float64(s.Firing[rule]), rule)
@@ -405,6 +429,22 @@ func (m *Collector) APIRequest(route string, code int) {
 	m.apiRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 }
 
+// APIRoute makes the keel_api_requests_total series of route with code
+// 500 at 0, so that it exists before the first server error. package
+// server calls it for each of its routes.
+func (m *Collector) APIRoute(route string) {
+	m.apiRequests.WithLabelValues(route, strconv.Itoa(http.StatusInternalServerError))
+}
+
+// HTTPTarget makes the keel_http_target_ series of taskType with code
+// "error" (no answer) at 0, so that they exist before the first failed
+// request. package server/httptarget calls it for each target it
+// registers.
+func (m *Collector) HTTPTarget(taskType string) {
+	m.httpRequests.WithLabelValues(taskType, "error")
+	m.httpDuration.WithLabelValues(taskType, "error")
+}
+
 // HTTPTargetRequest counts one request to an HTTP target of taskType and
 // its duration: code is the answer's status code, or 0 when no answer
 // came (counted as code "error"). package server/httptarget calls it.
@@ -419,6 +459,54 @@ func (m *Collector) HTTPTargetRequest(taskType string, code int, d time.Duration
 
 // observer turns a client's events into metrics.
 type observer struct{ m *Collector }
+
+// outcomes are the attempt outcomes keel_attempts_total counts.
+var outcomes = []keel.Outcome{keel.OutcomeSucceeded, keel.OutcomeError, keel.OutcomeTimeout, keel.OutcomePanic,
+	keel.OutcomePermanent, keel.OutcomeLeaseExpired, keel.OutcomeSnoozed}
+
+// finishedStates are the states keel_tasks_finished_total counts.
+var finishedStates = []keel.State{keel.StateSucceeded, keel.StateDead, keel.StateCancelled}
+
+// KnownWork makes a child at 0 of every process-local family for each
+// queue, type and schedule the watched client is configured for, so
+// that each series exists before its first event (an increase over a
+// series that appears at 1 is no increase to Prometheus). Client.Observe
+// calls it when Watch registers the observer.
+func (o observer) KnownWork(w known.Work) {
+	m := o.m
+	for _, q := range w.Queues {
+		if keel.IsKeelTask(q, "") {
+			continue // keel's own work has the keel_internal_ families
+		}
+		m.leasesRescued.WithLabelValues(q)
+		m.commitLatency.WithLabelValues(q)
+		m.pickupLatency.WithLabelValues(q)
+	}
+	for _, t := range w.Types {
+		if keel.IsKeelTask(t.Queue, t.Name) {
+			continue
+		}
+		m.attemptsPerTask.WithLabelValues(t.Name)
+		if t.Queue == "" {
+			continue // its queue is another process's to decide
+		}
+		m.enqueued.WithLabelValues(t.Queue, t.Name)
+		m.idempotencyHits.WithLabelValues(t.Queue, t.Name)
+		m.attemptDuration.WithLabelValues(t.Queue, t.Name)
+		for _, st := range finishedStates {
+			m.finished.WithLabelValues(t.Queue, t.Name, string(st))
+		}
+		for _, oc := range outcomes {
+			m.attempts.WithLabelValues(t.Queue, t.Name, string(oc))
+		}
+	}
+	for _, s := range w.Schedules {
+		m.scheduleTasks.WithLabelValues(s)
+	}
+	m.mu.Lock()
+	m.queues = w.Queues
+	m.mu.Unlock()
+}
 
 // Observe implements keel.Observer.
 func (o observer) Observe(ev keel.Event) {

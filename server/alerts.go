@@ -14,11 +14,14 @@ type AlertRecord struct {
 	ID              int64              `json:"id"`
 	Rule            string             `json:"rule"`
 	Subject         string             `json:"subject"`
-	State           string             `json:"state"` // firing or resolved
-	Message         string             `json:"message"`
+	State           string             `json:"state"`   // firing or resolved
+	Message         string             `json:"message"` // as it fired
 	Hint            string             `json:"hint,omitempty"`
-	Values          map[string]any     `json:"values,omitempty"`
+	Values          map[string]any     `json:"values,omitempty"` // as it fired
 	FiredAt         time.Time          `json:"fired_at"`
+	CurrentMessage  string             `json:"current_message"` // the latest evaluation's while it fired
+	CurrentValues   map[string]any     `json:"current_values,omitempty"`
+	CurrentAt       time.Time          `json:"current_at"`
 	ResolvedAt      *time.Time         `json:"resolved_at,omitempty"`
 	ResolvedMessage string             `json:"resolved_message,omitempty"`
 	Deliveries      []AlertDeliveryRec `json:"deliveries"`
@@ -161,7 +164,8 @@ func (s *server) getAlert(w http.ResponseWriter, r *http.Request) error {
 
 func alertRecord(a *keel.Alert) AlertRecord {
 	rec := AlertRecord{ID: a.ID, Rule: a.Rule, Subject: a.Subject, State: "firing", Message: a.Message, Hint: a.Hint,
-		Values: a.Values, FiredAt: a.FiredAt.UTC(), ResolvedMessage: a.ResolvedMessage, Deliveries: []AlertDeliveryRec{}}
+		Values: a.Values, FiredAt: a.FiredAt.UTC(), CurrentMessage: a.CurrentMessage, CurrentValues: a.CurrentValues,
+		CurrentAt: a.CurrentAt.UTC(), ResolvedMessage: a.ResolvedMessage, Deliveries: []AlertDeliveryRec{}}
 	if !a.Firing() {
 		rec.State, rec.ResolvedAt = "resolved", optTime(a.ResolvedAt)
 	}

@@ -216,6 +216,9 @@ func New(c *keel.Client, o Options) (http.Handler, error) {
 	if o.Metrics == nil {
 		return cop.Handler(s), nil
 	}
+	for _, rt := range s.routes() {
+		o.Metrics.APIRoute(rt.pattern)
+	}
 	return s.counted(cop.Handler(s)), nil
 }
 

@@ -74,7 +74,16 @@ func printAlerts(out io.Writer, as []server.AlertRecord) error {
 			state = fmt.Sprintf("resolved %s (fired %s)", stamp(*a.ResolvedAt), stamp(a.FiredAt))
 		}
 		fmt.Fprintf(out, "#%d %s %s: %s\n", a.ID, a.Rule, a.Subject, state)
-		fmt.Fprintf(out, "  %s\n", a.Message)
+		switch {
+		case a.CurrentMessage == "" || a.CurrentMessage == a.Message:
+			fmt.Fprintf(out, "  %s\n", a.Message)
+		case a.ResolvedAt == nil: // the numbers changed while it fires
+			fmt.Fprintf(out, "  at firing: %s\n", a.Message)
+			fmt.Fprintf(out, "  now (%s): %s\n", stamp(a.CurrentAt), a.CurrentMessage)
+		default:
+			fmt.Fprintf(out, "  at firing: %s\n", a.Message)
+			fmt.Fprintf(out, "  last while firing (%s): %s\n", stamp(a.CurrentAt), a.CurrentMessage)
+		}
 		if a.Hint != "" {
 			fmt.Fprintf(out, "  next: %s\n", a.Hint)
 		}

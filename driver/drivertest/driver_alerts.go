@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -154,6 +155,59 @@ func testAlertLifecycle(t *testing.T, e *env) {
 	}
 	if _, _, err := e.drv.ResolveAlert(e.ctx, driver.ResolveAlertParams{ID: d.ID + 100, Message: "x", Now: t1}); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("resolve unknown alert: %v, want ErrNotFound", err)
+	}
+}
+
+// testAlertUpdate: an open alert keeps the numbers it fired with and
+// records the latest ones beside them; a resolved or unknown alert is not
+// updated.
+func testAlertUpdate(t *testing.T, e *env) {
+	t0 := e.clock.Now().Add(1234567 * time.Nanosecond)
+	fire := driver.FireAlertParams{Rule: "dead_per_hour", Subject: "all", Message: "6 tasks were dead-lettered",
+		Values: json.RawMessage(`{"dead": 6}`), Now: t0}
+	a, _ := e.fireAlert(fire)
+	if a.CurrentMessage != "" || a.CurrentValues != nil || !a.CurrentAt.IsZero() {
+		t.Fatalf("a new alert has current numbers: %+v", a)
+	}
+	for i, n := range []int{12, 49} {
+		up := driver.UpdateAlertParams{ID: a.ID, Message: fmt.Sprintf("%d tasks were dead-lettered", n),
+			Values: json.RawMessage(fmt.Sprintf(`{"dead": %d}`, n)), Now: t0.Add(time.Duration(i+1)*time.Minute + 999*time.Nanosecond)}
+		ok, err := e.drv.UpdateAlert(e.ctx, up)
+		if err != nil || !ok {
+			t.Fatalf("update open alert: %v %v", ok, err)
+		}
+		for _, got := range []*driver.AlertRow{e.getAlert(a.ID), &e.listAlerts(driver.AlertFilter{Open: true, Limit: 10})[0]} {
+			checkFired(t, got, fire)
+			if got.CurrentMessage != up.Message || !sameJSON(got.CurrentValues, up.Values) || !got.CurrentAt.Equal(up.Now.Truncate(time.Microsecond)) {
+				t.Fatalf("after update %d: current %q %s %v, want %q %s %v", i, got.CurrentMessage, got.CurrentValues, got.CurrentAt,
+					up.Message, up.Values, up.Now.Truncate(time.Microsecond))
+			}
+		}
+	}
+	// Firing again while open returns it with its current numbers.
+	if b, opened := e.fireAlert(fire); opened || b.CurrentMessage != "49 tasks were dead-lettered" {
+		t.Fatalf("fire while open: opened %v, %+v", opened, b)
+	}
+	e.resolveAlert(driver.ResolveAlertParams{ID: a.ID, Message: "back to 3 or fewer", Now: t0.Add(time.Hour)})
+	ok, err := e.drv.UpdateAlert(e.ctx, driver.UpdateAlertParams{ID: a.ID, Message: "late", Now: t0.Add(2 * time.Hour)})
+	if err != nil || ok {
+		t.Fatalf("update of a resolved alert: %v %v, want false", ok, err)
+	}
+	if got := e.getAlert(a.ID); got.CurrentMessage != "49 tasks were dead-lettered" {
+		t.Fatalf("a resolved alert was updated: %+v", got)
+	}
+	if ok, err := e.drv.UpdateAlert(e.ctx, driver.UpdateAlertParams{ID: a.ID + 100, Message: "x", Now: t0}); err != nil || ok {
+		t.Fatalf("update of an unknown alert: %v %v, want false", ok, err)
+	}
+	for name, p := range map[string]driver.UpdateAlertParams{
+		"id 0":            {ID: 0, Message: "m", Now: t0},
+		"empty message":   {ID: a.ID, Now: t0},
+		"long message":    {ID: a.ID, Message: strings.Repeat("x", driver.MaxAlertText+1), Now: t0},
+		"values an array": {ID: a.ID, Message: "m", Values: json.RawMessage(`[1]`), Now: t0},
+	} {
+		if _, err := e.drv.UpdateAlert(e.ctx, p); err == nil {
+			t.Errorf("update with %s: no error", name)
+		}
 	}
 }
 

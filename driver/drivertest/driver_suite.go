@@ -69,6 +69,7 @@ var driverTests = []test{
 	{"PurgeArchive", testPurgeArchive},
 	{"ArchiveBadParams", testArchiveBadParams},
 	{"Alerts", testAlertLifecycle},
+	{"AlertUpdate", testAlertUpdate},
 	{"AlertFireConcurrent", testAlertFireConcurrent},
 	{"AlertList", testAlertList},
 	{"AlertDeliveries", testAlertDeliveries},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,6 +175,67 @@ func testEngineAlerts(t *testing.T, e *env) {
 	}
 	if r, runtime, err := c.AlertRules(e.ctx); err != nil || !runtime || r.DeadPerHour != 10 {
 		t.Fatalf("rules after a refused change: %+v %v %v", r, runtime, err)
+	}
+}
+
+// testEngineAlertCurrent: an alert fires with 4 dead letters; 6 more die
+// while it fires; the next evaluation shows 10 as its current numbers and
+// keeps the 4 it fired with, and fires nothing again.
+func testEngineAlertCurrent(t *testing.T, e *env) {
+	h := keel.NewHandlers()
+	keel.Handle(h, "t.grow", func(ctx context.Context, task *keel.Task[args]) error {
+		return keel.Permanent(errors.New("provider down"))
+	})
+	rules := keel.AlertRules{DeadPerHour: 3}
+	c := e.newClient(keel.Config{Handlers: h, Now: time.Now, Alerts: keel.AlertConfig{Rules: &rules, Interval: 50 * time.Millisecond}})
+	e.startClient(c)
+	enqueue := func(n int) {
+		for i := range n {
+			if _, err := c.Enqueue(e.ctx, "t.grow", args{N: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	alert := func() *keel.Alert {
+		as, err := c.Alerts(e.ctx, keel.AlertFilter{Firing: true, Subject: "type:t.grow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(as) != 1 {
+			return nil
+		}
+		return as[0]
+	}
+	enqueue(4)
+	waitFor(t, "the alert of type t.grow", func() bool { return alert() != nil })
+	fired := alert()
+	if fired.Values["dead"] != float64(4) || fired.CurrentValues["dead"] != float64(4) || fired.CurrentMessage != fired.Message ||
+		!fired.CurrentAt.Equal(fired.FiredAt) {
+		t.Fatalf("just fired: %+v", fired)
+	}
+	enqueue(6)
+	waitFor(t, "the alert's current numbers at 10 dead", func() bool {
+		a := alert()
+		return a != nil && a.CurrentValues["dead"] == float64(10)
+	})
+	a := alert()
+	if a.ID != fired.ID || a.Message != fired.Message || a.Values["dead"] != float64(4) || !a.FiredAt.Equal(fired.FiredAt) {
+		t.Errorf("the numbers it fired with changed: %+v, fired %+v", a, fired)
+	}
+	if !strings.Contains(a.CurrentMessage, "10 tasks of type t.grow") || !a.CurrentAt.After(a.FiredAt) {
+		t.Errorf("current: %q at %v (fired %v)", a.CurrentMessage, a.CurrentAt, a.FiredAt)
+	}
+	got, err := c.GetAlert(e.ctx, a.ID)
+	if err != nil || got.CurrentMessage != a.CurrentMessage || got.Message != a.Message {
+		t.Errorf("GetAlert: %v %+v", err, got)
+	}
+	for _, d := range a.Deliveries {
+		if d.Event != "fired" {
+			t.Errorf("a delivery of %s while it fires: %+v", d.Event, d)
+		}
+	}
+	if all, err := c.Alerts(e.ctx, keel.AlertFilter{Subject: "type:t.grow"}); err != nil || len(all) != 1 {
+		t.Fatalf("alerts of type t.grow: %v, %d, want 1", err, len(all))
 	}
 }
 

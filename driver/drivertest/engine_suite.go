@@ -79,6 +79,7 @@ var engineTests = []test{
 	{"TracesEnqueueMany", testEngineTracesMany},
 	{"Archival", testEngineArchival},
 	{"Alerts", testEngineAlerts},
+	{"AlertCurrent", testEngineAlertCurrent},
 	{"Drill", testEngineDrill},
 	{"KeelWorkApart", testEngineKeelWorkApart},
 	{"ScheduleRunOnce", testEngineScheduleRunOnce},

@@ -69,6 +69,26 @@ func (d *Driver) FireAlert(ctx context.Context, p driver.FireAlertParams) (*driv
 	return a, opened, nil
 }
 
+// UpdateAlert implements driver.Driver.
+func (d *Driver) UpdateAlert(ctx context.Context, p driver.UpdateAlertParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("update alert: %w", err)
+	}
+	var n int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlUpdateAlert, p.Message, sqlutil.NullBytes(p.Values), sqlutil.AlertTime(p.Now), p.ID)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected() // rows matched (clientFoundRows)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("update alert %d: %w", p.ID, err)
+	}
+	return n == 1, nil
+}
+
 // ResolveAlert implements driver.Driver.
 func (d *Driver) ResolveAlert(ctx context.Context, p driver.ResolveAlertParams) (*driver.AlertRow, bool, error) {
 	if err := p.Validate(); err != nil {

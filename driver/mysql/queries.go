@@ -480,6 +480,11 @@ const sqlGetAlert = `SELECT ` + alertColumns + ` FROM keel_alerts WHERE id = ?`
 
 const sqlListAlerts = `SELECT ` + alertColumns + ` FROM keel_alerts`
 
+// sqlUpdateAlert records the latest message and values of alert ? (the
+// last) if it is open.
+const sqlUpdateAlert = `UPDATE keel_alerts SET current_message = ?, current_vals = ?, current_at = ?
+WHERE id = ? AND open_key IS NOT NULL`
+
 // sqlResolveAlert resolves alert ? (the last) if it is open.
 const sqlResolveAlert = `UPDATE keel_alerts SET open_key = NULL, resolved_at = ?, resolved_message = ?, resolved_vals = ?
 WHERE id = ? AND open_key IS NOT NULL`

@@ -49,6 +49,19 @@ func (d *Driver) FireAlert(ctx context.Context, p driver.FireAlertParams) (*driv
 	return nil, false, fmt.Errorf("fire alert %s %s: its open alert was resolved %d times while firing", p.Rule, p.Subject, maxFireAttempts)
 }
 
+// UpdateAlert implements driver.Driver.
+func (d *Driver) UpdateAlert(ctx context.Context, p driver.UpdateAlertParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("update alert: %w", err)
+	}
+	q := pgxQuerier{db: d.pool}
+	n, err := q.exec(ctx, d.q(sqlUpdateAlert), []any{p.Message, sqlutil.NullBytes(p.Values), sqlutil.AlertTime(p.Now), p.ID})
+	if err != nil {
+		return false, fmt.Errorf("update alert %d: %w", p.ID, err)
+	}
+	return n == 1, nil
+}
+
 // ResolveAlert implements driver.Driver.
 func (d *Driver) ResolveAlert(ctx context.Context, p driver.ResolveAlertParams) (*driver.AlertRow, bool, error) {
 	if err := p.Validate(); err != nil {

@@ -489,6 +489,11 @@ const sqlGetAlert = `SELECT ` + sqlutil.AlertColumns + ` FROM {schema}.keel_aler
 
 const sqlListAlerts = `SELECT ` + sqlutil.AlertColumns + ` FROM {schema}.keel_alerts`
 
+// sqlUpdateAlert records the latest message and values of alert $4 if it
+// is open.
+const sqlUpdateAlert = `UPDATE {schema}.keel_alerts SET current_message = $1, current_vals = $2, current_at = $3
+WHERE id = $4 AND open_key IS NOT NULL`
+
 // sqlResolveAlert resolves alert $4 if it is open.
 const sqlResolveAlert = `UPDATE {schema}.keel_alerts SET open_key = NULL, resolved_at = $1, resolved_message = $2, resolved_vals = $3
 WHERE id = $4 AND open_key IS NOT NULL`

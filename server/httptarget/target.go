@@ -209,5 +209,8 @@ func Register(h *keel.Handlers, taskType string, t Target, opts ...keel.Option) 
 	keel.Handle(h, taskType, func(ctx context.Context, task *keel.Task[json.RawMessage]) error {
 		return c.call(ctx, task)
 	}, opts...)
+	if t.Metrics != nil {
+		t.Metrics.HTTPTarget(taskType)
+	}
 	return nil
 }

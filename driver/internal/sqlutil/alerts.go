@@ -14,7 +14,8 @@ import (
 // drivers share of reading their rows and building ListAlerts' query.
 
 // AlertColumns are the columns ScanAlert reads, in its order.
-const AlertColumns = `id, rule, subject, message, hint, vals, fired_at, resolved_at, resolved_message, resolved_vals`
+const AlertColumns = `id, rule, subject, message, hint, vals, fired_at, resolved_at, resolved_message, resolved_vals, ` +
+	`current_message, current_vals, current_at`
 
 // DeliveryColumns are the columns ScanDelivery reads, in its order.
 const DeliveryColumns = `alert_id, event, notifier, attempts, delivered_at, last_error, updated_at`
@@ -39,18 +40,19 @@ func AlertTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond
 // NULL values come back nil.
 func ScanAlert[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) (*driver.AlertRow, error) {
 	var (
-		a                 driver.AlertRow
-		hint, resolvedMsg sql.NullString
-		vals, resolvedVal sql.NullString
-		fired             T
-		resolved          N
+		a                         driver.AlertRow
+		hint, resolvedMsg, curMsg sql.NullString
+		vals, resolvedVal, curVal sql.NullString
+		fired                     T
+		resolved, cur             N
 	)
-	if err := scan(&a.ID, &a.Rule, &a.Subject, &a.Message, &hint, &vals, &fired, &resolved, &resolvedMsg, &resolvedVal); err != nil {
+	if err := scan(&a.ID, &a.Rule, &a.Subject, &a.Message, &hint, &vals, &fired, &resolved, &resolvedMsg, &resolvedVal,
+		&curMsg, &curVal, &cur); err != nil {
 		return nil, err
 	}
-	a.Hint, a.ResolvedMessage = hint.String, resolvedMsg.String
-	a.Values, a.ResolvedValues = rawJSON(vals), rawJSON(resolvedVal)
-	a.FiredAt, a.ResolvedAt = at(fired), opt(resolved)
+	a.Hint, a.ResolvedMessage, a.CurrentMessage = hint.String, resolvedMsg.String, curMsg.String
+	a.Values, a.ResolvedValues, a.CurrentValues = rawJSON(vals), rawJSON(resolvedVal), rawJSON(curVal)
+	a.FiredAt, a.ResolvedAt, a.CurrentAt = at(fired), opt(resolved), opt(cur)
 	return &a, nil
 }
 
