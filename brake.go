@@ -4,37 +4,47 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keelq/keel/driver"
 )
 
 // The automatic brake (seed 000 §3.1: after a timeout, retry, degrade,
-// record). The leader watches every type's finished attempts: when, of a
-// type's last Window attempts since its brake last closed, the failed share
-// reaches Threshold, it opens the type's brake. Its tasks are then not
-// claimed (they wait, pending) for Cooldown, and an alert (rule
-// brake_open) fires. Then one node with a handler for the type runs one
-// probe task: its success closes the brake (and resolves the alert), its
-// failure reopens it for another Cooldown. An operator can close it by
-// hand (Client.CloseBrake, the API, keel brake close). keel's own types
-// never brake.
+// record). It judges the downstream through the tasks: each task gives at
+// most two pieces of evidence, the failure of its first attempt (an error
+// or a timeout: not a permanent error, a panic, an expired lease or a
+// release) and its success. Every node judges the attempts it runs on an
+// exact window of the last Window pieces; when the failed share reaches
+// Threshold, the node opens the type's brake for the cluster. Its tasks
+// are then not claimed (they wait, pending) for Cooldown, and an alert
+// (rule brake_open) fires. Then the brake is half open: each node with a
+// handler lets a trickle of probes through, due retries first, widening
+// with each success; a probe failing while the window still judges the
+// type failing reopens it, and once fresh tasks succeed again and the
+// failures are outweighed it closes (and the alert resolves). An operator
+// can close it by hand (Client.CloseBrake, the API, keel brake close).
+// keel's own types never brake. The judgement lives in internal/brake.
 
 // The brake's defaults.
 const (
-	// DefaultBrakeWindow is how many of a type's latest attempts are
-	// judged.
+	// DefaultBrakeWindow is how many pieces of a type's latest evidence
+	// are judged.
 	DefaultBrakeWindow = 20
-	// DefaultBrakeThreshold is the failed share that opens the brake.
+	// DefaultBrakeThreshold is the failed share that opens the brake: a
+	// type whose tasks all succeed in the end gives at most one failure per
+	// success, so only a burst of fresh tasks ahead of their retries'
+	// successes passes 50 %; 0.8 leaves that room.
 	DefaultBrakeThreshold = 0.8
 	// DefaultBrakeCooldown is how long an open brake waits before a probe.
 	DefaultBrakeCooldown = 30 * time.Second
 )
 
 // Brake sets the type's automatic brake: it opens when, of the type's last
-// window finished attempts, the failed share reaches threshold, and stays
-// open for cooldown before one probe task runs. Zero arguments take the
-// defaults (DefaultBrakeWindow 20, DefaultBrakeThreshold 0.5,
+// window pieces of evidence (tasks' first failures and successes), the
+// failed share reaches threshold, and stays open for cooldown before a
+// trickle of probes runs. Zero arguments take the
+// defaults (DefaultBrakeWindow 20, DefaultBrakeThreshold 0.8,
 // DefaultBrakeCooldown 30s). Only meaningful on Handle and Declare; stored
 // with the type's declared defaults, so the leader applies it whichever
 // process it is. Default: the defaults.
@@ -65,17 +75,19 @@ const (
 type BrakeInfo struct {
 	Type string
 	// State is closed, open (the type's tasks are not claimed until
-	// Until) or half_open (one probe task may run).
+	// Until) or half_open (a trickle of probe tasks runs).
 	State driver.BrakeState
 	// OpenedAt is when the brake last opened; Until when an open brake
 	// lets a probe through.
 	OpenedAt, Until time.Time
-	// ProbeTaskID is the half-open brake's probe task (0: none yet),
-	// run by ProbeNode since ProbeAt.
+	// ProbeTaskID, ProbeNode and ProbeAt are no longer set: a half-open
+	// brake's probes are a trickle on every node, not one task. Kept for
+	// rows and clients of earlier versions.
 	ProbeTaskID int64
 	ProbeNode   string
 	ProbeAt     time.Time
-	// Ratio is the failed share of the Attempts that opened the brake.
+	// Ratio is the failed share of the window that opened the brake, and
+	// Attempts the pieces of evidence in it.
 	Ratio    float64
 	Attempts int
 	// Reason says why the brake last changed.
@@ -159,8 +171,8 @@ func (c *Client) Brakes(ctx context.Context) ([]BrakeInfo, error) {
 // CloseBrake closes a type's open or half-open brake by hand: its tasks
 // are claimed again at once on this node and within SettingsInterval on
 // the others, and the brake_open alert resolves at the next alert
-// evaluation. Its failure ratio is then judged on attempts from the next
-// minute on. A brake that is not open is ErrWrongState; an invalid type
+// evaluation. Each node's window then starts afresh unless it already
+// judges the type healthy. A brake that is not open is ErrWrongState; an invalid type
 // name ErrInvalid.
 func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, error) {
 	if !validName(taskType) {
@@ -209,9 +221,10 @@ func (c *Client) brakeConditions(ctx context.Context) ([]condition, error) {
 			continue
 		}
 		out = append(out, condition{rule: RuleBrakeOpen, subject: "type:" + b.Type,
-			message: fmt.Sprintf("the brake of type %s opened: %s. Its tasks wait, pending, until a probe task succeeds.", b.Type, b.Reason),
-			hint:    fmt.Sprintf("keel brakes; keel list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
-			values:  map[string]any{"ratio": b.Ratio, "attempts": b.Attempts, "state": string(b.State)}})
+			message: fmt.Sprintf("the brake of type %s is %s: %s. Its tasks wait, pending, but for a trickle of probes (due retries first) while half open.",
+				b.Type, strings.ReplaceAll(string(b.State), "_", " "), b.Reason),
+			hint:   fmt.Sprintf("keel brakes; keel list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
+			values: map[string]any{"ratio": b.Ratio, "attempts": b.Attempts, "state": string(b.State)}})
 	}
 	return out, nil
 }

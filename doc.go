@@ -237,11 +237,14 @@
 //
 // # The automatic brake
 //
-// When a type's failed share of its last attempts reaches a threshold
-// (default half of 20), the leader opens its brake: its tasks are not
+// The brake judges tasks, not attempts: each task gives at most its first
+// attempt's failure (an error or a timeout) and its success as evidence.
+// When a type's failed share of a node's last 20 pieces reaches the
+// threshold (default 80%), the node opens its brake: its tasks are not
 // claimed for a cooldown (default 30s) and a brake_open alert fires; then
-// one probe task runs on one node, whose success closes the brake and
-// whose failure reopens it. Brake and NoBrake set a type's thresholds;
+// a trickle of probe tasks runs, due retries first, widening with each
+// success, until fresh tasks succeed again and the brake closes; a probe
+// failing while the type is judged failing reopens it. Brake and NoBrake set a type's thresholds;
 // Client.SetBrake changes them at runtime, Client.Brakes lists brakes and
 // Client.CloseBrake closes one by hand.
 //

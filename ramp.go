@@ -17,7 +17,9 @@ import (
 // Ramp raises a task type's cluster-wide concurrency step by step while
 // its failure ratio stays low (seed 000 §4.3: find out what downstream can
 // take before raising concurrency). It starts at Steps[0]; every Every the
-// leader looks at the type's attempts that ended since the last step: with
+// leader looks at the type's attempts that ended since the last step (in
+// the whole minutes after the step's minute, so that none ran at the
+// step before): with
 // at least MinAttempts of them and a failure ratio at most
 // MaxFailureRatio it sets the next step's concurrency, otherwise it stops
 // the ramp, keeps the current concurrency and says why (an ERROR log and
@@ -241,15 +243,18 @@ func (c *Client) judgeRamp(ctx context.Context, st *RampState) error {
 	if !st.Active() || now.Before(st.NextAt) {
 		return nil
 	}
-	// The attempts that ended since the step, counted by minute: the
-	// step's own minute is counted whole.
-	rows, err := c.drv.Minutes(ctx, st.StepAt)
+	// The attempts that ended in the whole minutes after the step's
+	// minute: the history counts by minute, and the step's own minute
+	// holds attempts of the step before, which would water the judgement
+	// down. So every attempt judged ended at the step's concurrency.
+	first := driver.DueMinute(st.StepAt) + 1
+	rows, err := c.drv.Minutes(ctx, time.Unix(first*60, 0))
 	if err != nil {
 		return fmt.Errorf("keel: ramp of %s: read history: %w", st.Type, err)
 	}
 	var ended, failed int64
 	for _, r := range rows {
-		if r.Type == st.Type {
+		if r.Type == st.Type && r.Minute >= first {
 			ended += r.Ended
 			failed += r.Failed
 		}

@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// The automatic brake (keel_brakes): when a task type's failure ratio over
-// its last attempts passes a threshold, the leader opens the type's brake
-// and its tasks are not claimed for a cooldown; then one probe task runs
-// (half_open), whose success closes the brake and whose failure reopens
-// it. The engine decides every change; a driver reads and writes rows,
-// each write conditional on the state it changes from.
+// The automatic brake (keel_brakes): when a task type's failed share over
+// its last pieces of evidence (tasks' first failures and successes)
+// reaches a threshold, a node opens the type's brake and its tasks are not
+// claimed for a cooldown; then a trickle of probe tasks runs (half_open),
+// until fresh tasks succeed again (closed) or a probe finds the type still
+// failing (open again). The engine decides every change; a driver reads
+// and writes rows, each write conditional on the state it changes from.
 
 // BrakeState is the state of a type's brake.
 type BrakeState string

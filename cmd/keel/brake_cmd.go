@@ -21,8 +21,9 @@ func newBrakesCmd() *cobra.Command {
 		Use:   "brakes",
 		Short: "List the task types' automatic brakes: state, failure ratio, cooldown and probe",
 		Long: `brakes lists every task type whose automatic brake ever opened. An open
-brake's tasks are not claimed until its cooldown ends; then one probe task
-runs (half_open): its success closes the brake, its failure reopens it.
+brake's tasks are not claimed until its cooldown ends; then a trickle of
+probe tasks runs (half_open), due retries first, until fresh tasks succeed
+again (closed) or a probe finds the type still failing (open again).
 Close a brake by hand with: keel brake close <type>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -152,8 +153,8 @@ func printBrakes(out io.Writer, brakes []server.Brake) error {
 		if b.State == "open" && b.Until != nil {
 			until = b.Until.Local().Format(time.TimeOnly)
 		}
-		if b.ProbeTaskID != 0 {
-			probe = fmt.Sprintf("task %d on %s", b.ProbeTaskID, b.ProbeNode)
+		if b.State == "half_open" {
+			probe = "trickle" // due retries first, on every node with a handler
 		}
 		// The ratio and attempts are what opened the brake: a closed one
 		// shows none (it showed the last trip's 100%).

@@ -460,8 +460,9 @@ type Ramp struct {
 }
 
 // TypeBrake is a type's automatic brake ([types."x".brake]): when, of its
-// last Window finished attempts, the failed share reaches Threshold, its
-// tasks are not claimed for Cooldown, then one probe task runs.
+// last Window pieces of evidence (tasks' first failures and successes), the
+// failed share reaches Threshold, its tasks are not claimed for Cooldown,
+// then a trickle of probe tasks runs.
 type TypeBrake struct {
 	// Window is how many of the type's latest attempts are judged, 1..10000.
 	// Default 20.
