@@ -49,3 +49,28 @@
     window.addEventListener("resize", function () { clearTimeout(t); t = setTimeout(load, 200); });
   });
 })();
+
+// The menu, on a narrow screen, is one line that scrolls sideways (see
+// app.css): its edges fade out while more of it lies beyond them. The
+// classes say which edge has more; the page opens with the current page's
+// entry in view.
+(function () {
+  "use strict";
+  function edges(nav) {
+    var left = nav.scrollLeft > 1;
+    var right = nav.scrollLeft + nav.clientWidth < nav.scrollWidth - 1;
+    nav.classList.toggle("more-left", left);
+    nav.classList.toggle("at-end", !right);
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var nav = document.getElementById("nav");
+    if (!nav) { return; }
+    var active = nav.querySelector("a.active");
+    if (active && nav.scrollWidth > nav.clientWidth && active.offsetLeft + active.offsetWidth > nav.clientWidth) {
+      nav.scrollLeft = active.offsetLeft - 24;
+    }
+    edges(nav);
+    nav.addEventListener("scroll", function () { edges(nav); }, { passive: true });
+    window.addEventListener("resize", function () { edges(nav); });
+  });
+})();
