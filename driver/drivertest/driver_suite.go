@@ -36,6 +36,7 @@ var driverTests = []test{
 	{"ListAndCounts", testListAndCounts},
 	{"CountsByType", testCountsByType},
 	{"ListCreatedFilters", testListCreatedFilters},
+	{"ListNameFilters", testListNameFilters},
 	{"ListFinishedFilters", testListFinishedFilters},
 	{"ClaimExcludeTypes", testClaimExcludeTypes},
 	{"ClaimTypes", testClaimTypes},
