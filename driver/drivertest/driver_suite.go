@@ -99,6 +99,7 @@ var driverTests = []test{
 	{"IdempotentHTTPExpiry", testIdempotentHTTPExpiry},
 	{"IdempotentHTTPConcurrentBegin", testIdempotentHTTPConcurrentBegin},
 	{"IdempotentHTTPBadParams", testIdempotentHTTPBadParams},
+	{"BacklogPeaks", testBacklogPeaks},
 	{"SourcesRejectedRoundTrip", testSourcesRejectedRoundTrip},
 	{"SourcesRejectedDuplicate", testSourcesRejectedDuplicate},
 	{"SourcesRejectedBadInputWritesNothing", testSourcesRejectedBadInput},
