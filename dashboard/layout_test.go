@@ -25,8 +25,8 @@ const tableOverflow = `Array.from(document.querySelectorAll("table")).filter(fun
 
 // seedBusy adds what a busy installation shows on every page on top of
 // seed: more tasks of several types and queues, queue and type limits,
-// alerts with failed and delivered notifications, a second schedule and
-// a live node.
+// alerts with failed and delivered notifications, a second schedule, a
+// sampled backlog peak and a live node.
 func seedBusy(t *testing.T, b *bundle) {
 	t.Helper()
 	ctx := t.Context()
@@ -69,6 +69,10 @@ func seedBusy(t *testing.T, b *bundle) {
 	}
 	if err := b.drv.UpsertSchedules(ctx, []driver.ScheduleParams{{Name: "hourly-digest-for-every-customer", Spec: "*/15 * * * *", TimeZone: "America/Argentina/Buenos_Aires",
 		Type: typeMail, Queue: "mail-outbound-priority", Payload: json.RawMessage(`{"digest":"hourly","customers":"all"}`), Missed: driver.MissedSkip, Now: now}}); err != nil {
+		t.Fatal(err)
+	}
+	// What the leader's sampler keeps: the burst's peak in this minute.
+	if err := b.drv.(driver.BacklogStore).RecordBacklog(ctx, driver.BacklogSample{Minute: driver.DueMinute(now), Pending: 80}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.drv.RegisterNode(ctx, driver.NodeParams{Name: "worker-eu-central-1a-7f9c", Host: "ip-10-0-12-34.eu-central-1.compute.internal", PID: 4242,
