@@ -1,6 +1,8 @@
 package keel_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -118,5 +120,45 @@ func TestHistoryBacklogPeak(t *testing.T) {
 	}
 	if len(q) != 2 || !q[0].Unrecorded || q[0].Sampled || q[1].PendingPeak != 22 || q[1].Unrecorded {
 		t.Errorf("15-minute steps: %+v", q)
+	}
+}
+
+// TestBacklogSampledByLeader: a started client that leads samples the
+// pending tasks on its own (every 5 seconds).
+func TestBacklogSampledByLeader(t *testing.T) {
+	// A worker of queue "idle" only: the tasks of queue default wait.
+	h := keel.NewHandlers()
+	keel.Handle(h, "t.other", func(context.Context, *keel.Task[json.RawMessage]) error { return nil })
+	c, drv := setup(t, func(cfg *keel.Config) {
+		cfg.Handlers, cfg.Queues = h, map[string]keel.QueueConfig{"idle": {}}
+	})
+	ctx := t.Context()
+	for i := range 3 {
+		if _, err := c.Enqueue(ctx, "t.known", map[string]int{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Stop(stopCtx) //nolint:errcheck // always nil
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		peaks, err := drv.BacklogPeaks(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(peaks) > 0 {
+			if peaks[len(peaks)-1].Pending != 3 {
+				t.Fatalf("sampled %+v, want 3 pending", peaks)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no backlog sample after 30s")
+		}
 	}
 }
