@@ -496,6 +496,9 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if err := checkText("queue filter", p.Queue); err != nil {
 		return nil, err
 	}
+	if err := p.ValidateNames(); err != nil {
+		return nil, invalid("%v", err)
+	}
 	rows, err := c.drv.List(ctx, p)
 	if err != nil {
 		return nil, unavailable(ctx, err)

@@ -23,6 +23,16 @@ type HistoryPoint struct {
 	Succeeded, Dead, Cancelled int64
 	// DurationMS sums the run time of the attempts that ended.
 	DurationMS int64
+	// PendingPeak is the most pending tasks (ready, scheduled and
+	// retrying, every queue) the leader saw in the step: it samples them
+	// every 5 seconds. Sampled is false, and PendingPeak 0, when no
+	// sample falls in the step (no leader ran, or the driver keeps none).
+	PendingPeak int64
+	Sampled     bool
+	// Unrecorded is set for a step that ends before the first minute the
+	// history holds: the database had recorded nothing yet, or retention
+	// has dropped it. Its counters are 0 because nothing is known.
+	Unrecorded bool
 }
 
 // maxHistoryPoints bounds what one History call returns.
@@ -67,5 +77,35 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 			Attempts: m.Attempts, Ended: m.Ended, Failed: m.Failed, Succeeded: m.Succeeded, Dead: m.Dead,
 			Cancelled: m.Cancelled, DurationMS: m.DurationMS}
 	}
+	if store, ok := c.drv.(driver.BacklogStore); ok {
+		if err := backlogHistory(ctx, store, first, step, out); err != nil {
+			return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
+		}
+	}
 	return out, nil
+}
+
+// backlogHistory sets the sampled peaks of out's steps (which start at
+// first, step apart) and marks the steps before the history's first minute.
+func backlogHistory(ctx context.Context, store driver.BacklogStore, first time.Time, step time.Duration, out []HistoryPoint) error {
+	start, ok, err := store.FirstMinute(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range out {
+		if !ok || !out[i].At.Add(step).After(time.Unix(start*60, 0)) {
+			out[i].Unrecorded = true
+		}
+	}
+	peaks, err := store.BacklogPeaks(ctx, driver.DueMinute(first))
+	if err != nil {
+		return err
+	}
+	for _, p := range peaks {
+		if i := int(time.Unix(p.Minute*60, 0).Sub(first) / step); i >= 0 && i < len(out) {
+			out[i].PendingPeak = max(out[i].PendingPeak, p.Pending)
+			out[i].Sampled = true
+		}
+	}
+	return nil
 }

@@ -84,6 +84,9 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	cfg.Loops = append(cfg.Loops, c.scheduleLoop())
 	cfg.Loops = append(cfg.Loops, c.rampLoop())
+	if l, ok := c.backlogLoop(); ok {
+		cfg.Loops = append(cfg.Loops, l)
+	}
 	c.eng = engine.Start(ctx, cfg)
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // TestOverviewLatency: the overview shows pickup and run time and the
@@ -123,6 +125,80 @@ func TestDeadSelectedByID(t *testing.T) {
 		post(url.Values{"action": {"purge"}, "force": {"yes"}, "id": {fmt.Sprint(s.dead[0]), fmt.Sprint(s.pending)}}, http.StatusConflict)
 		if got := state(s.dead[0]); got != keel.StateDead {
 			t.Errorf("after a refused selection task %d is %s", s.dead[0], got)
+		}
+	})
+}
+
+// TestBacklogChart: the backlog chart draws nothing before the history's
+// first minute, and a burst of 220 tasks that mostly left within its
+// minute shows its peak beside the estimated 45 left at the minute's end.
+func TestBacklogChart(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		ctx := t.Context()
+		specs := make([]keel.TaskSpec, 220)
+		for i := range specs {
+			specs[i] = keel.TaskSpec{Type: typeReport, Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}
+		}
+		infos, err := b.client.EnqueueMany(ctx, specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the leader's sampler stores at the burst's height.
+		store, ok := b.drv.(driver.BacklogStore)
+		if !ok {
+			t.Fatalf("driver %T keeps no backlog", b.drv)
+		}
+		peakMinute := driver.DueMinute(time.Now())
+		if err := store.RecordBacklog(ctx, driver.BacklogSample{Minute: peakMinute, Pending: 220}); err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range infos[:175] {
+			if _, err := b.client.Cancel(ctx, ti.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first, ok, err := store.FirstMinute(ctx)
+		if err != nil || !ok {
+			t.Fatalf("first minute: %v %v", ok, err)
+		}
+		r := b.do(t, "GET", "/history.json?range=hour", readToken, nil)
+		var c struct {
+			At          []int64  `json:"at"`
+			Backlog     []*int64 `json:"backlog"`
+			BacklogPeak []*int64 `json:"backlog_peak"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &c); err != nil || len(c.Backlog) != len(c.At) || len(c.BacklogPeak) != len(c.At) {
+			t.Fatalf("history.json: %v: %s", err, r.body)
+		}
+		if c.At[0] >= first*60 {
+			t.Fatalf("the hour starts at %d, after the first minute %d: nothing to check", c.At[0], first*60)
+		}
+		var peakShown bool
+		for i, at := range c.At {
+			before := at < first*60
+			if before && (c.Backlog[i] != nil || c.BacklogPeak[i] != nil) {
+				t.Errorf("step %d, before the first minute %d: backlog %v, peak %v; want neither", at, first*60, c.Backlog[i], c.BacklogPeak[i])
+			}
+			if !before && c.Backlog[i] == nil {
+				t.Errorf("step %d: no backlog", at)
+			}
+			if at == peakMinute*60 {
+				if c.BacklogPeak[i] == nil || *c.BacklogPeak[i] != 220 {
+					t.Errorf("the burst's step %d: peak %v, want 220", at, c.BacklogPeak[i])
+				}
+				peakShown = true
+			}
+			if at == first*60 && c.Backlog[i] != nil && *c.Backlog[i] > 220 {
+				t.Errorf("the first step's backlog %d: more than was ever enqueued", *c.Backlog[i])
+			}
+		}
+		if !peakShown {
+			t.Errorf("no step at the burst's minute %d in %v", peakMinute*60, c.At)
+		}
+		if last := c.Backlog[len(c.Backlog)-1]; last == nil || *last != 45 {
+			t.Errorf("backlog now %v, want 45", last)
 		}
 	})
 }

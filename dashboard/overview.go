@@ -165,8 +165,12 @@ type chartData struct {
 	// ErrorRate: failed attempts per ended attempt, in percent; null for
 	// a step in which no attempt ended.
 	ErrorRate []*float64 `json:"error_rate"`
-	// Backlog: pending tasks at each step's end, estimated (see the page).
-	Backlog []int64 `json:"backlog"`
+	// Backlog: pending tasks at each step's end, estimated (see the page);
+	// BacklogPeak: the most pending tasks the leader sampled in the step.
+	// Both are null where nothing is known: before the history's first
+	// minute, and for the peak in a step without a sample.
+	Backlog     []*int64 `json:"backlog"`
+	BacklogPeak []*int64 `json:"backlog_peak"`
 }
 
 func (d *dash) historyJSON(w http.ResponseWriter, r *http.Request, _ *viewer) error {
@@ -191,6 +195,13 @@ func (d *dash) historyJSON(w http.ResponseWriter, r *http.Request, _ *viewer) er
 		c.ErrorRate = append(c.ErrorRate, errorRate(p))
 	}
 	c.Backlog = backlogCurve(counts, hist)
+	for _, p := range hist {
+		var peak *int64
+		if p.Sampled && !p.Unrecorded {
+			peak = &p.PendingPeak
+		}
+		c.BacklogPeak = append(c.BacklogPeak, peak)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	return json.NewEncoder(w).Encode(c)
@@ -211,16 +222,20 @@ func errorRate(p keel.HistoryPoint) *float64 {
 // after it, less the tasks enqueued and the failed attempts sent back to
 // retry in it, plus the attempts started in it. Cancelled pending tasks,
 // snoozes and requeued dead letters are not in the history, so the curve
-// is an approximation; it never goes below zero.
-func backlogCurve(counts map[string]map[keel.State]int64, hist []keel.HistoryPoint) []int64 {
+// is an approximation; it never goes below zero. A step before the
+// history's first minute has none (nil): nothing is known of it.
+func backlogCurve(counts map[string]map[keel.State]int64, hist []keel.HistoryPoint) []*int64 {
 	var pending int64
 	for _, q := range counts {
 		pending += q[keel.StatePending]
 	}
-	out := make([]int64, len(hist))
+	out := make([]*int64, len(hist))
 	for i := len(hist) - 1; i >= 0; i-- {
-		out[i] = max(pending, 0)
 		p := hist[i]
+		if p.Unrecorded {
+			break
+		}
+		out[i] = new(max(pending, 0))
 		retried := max(p.Failed-p.Dead, 0)
 		pending = pending - p.Enqueued - retried + p.Attempts
 	}

@@ -470,3 +470,73 @@ func TestTasksWindow(t *testing.T) {
 		t.Fatalf("unfiltered list:\n%s", res.body)
 	}
 }
+
+// TestTaskFilters: the task list takes lists and prefixes of types, leaves
+// out the types it is told to, and hides keel's own tasks unless asked for
+// or named.
+func TestTaskFilters(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		ctx := t.Context()
+		mail, err := b.client.Enqueue(ctx, typeMail, map[string]int{"i": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		report, err := b.client.Enqueue(ctx, typeReport, map[string]int{"i": 2}, keel.Queue("reports"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		own, err := b.drv.Insert(ctx, []driver.InsertParams{
+			{Queue: keel.ReservedQueue, Type: "keel.notify.ops", Payload: []byte(`{"alert_id":1}`), PayloadDigest: "d1", MaxAttempts: 3, RunAt: now, Timeout: time.Minute, Now: now},
+			{Queue: "reports", Type: "keel.on_dead", Payload: []byte(`{}`), PayloadDigest: "d2", MaxAttempts: 3, RunAt: now, Timeout: time.Minute, Now: now},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := func(id int64) string { return fmt.Sprintf(`id="task-%d"`, id) }
+		for _, tc := range []struct {
+			path      string
+			shown     []int64
+			hidden    []int64
+			ownHidden bool
+		}{
+			{"/tasks", []int64{mail.ID, report.ID}, []int64{own[0].Task.ID, own[1].Task.ID}, true},
+			{"/tasks?own=1", []int64{mail.ID, report.ID, own[0].Task.ID, own[1].Task.ID}, nil, false},
+			{"/tasks?type=keel.*", []int64{own[0].Task.ID, own[1].Task.ID}, []int64{mail.ID, report.ID}, false},
+			{"/tasks?queue=keel", []int64{own[0].Task.ID}, []int64{mail.ID, report.ID, own[1].Task.ID}, false},
+			{"/tasks?queue=reports", []int64{report.ID}, []int64{own[1].Task.ID}, true},
+			{"/tasks?type=" + url.QueryEscape(typeMail+", "+typeReport), []int64{mail.ID, report.ID}, nil, true},
+			{"/tasks?type=report.*", []int64{report.ID}, []int64{mail.ID}, true},
+			{"/tasks?exclude_type=report.*", []int64{mail.ID}, []int64{report.ID, own[0].Task.ID}, true},
+			{"/tasks?exclude_type=report.*&own=1", []int64{mail.ID, own[0].Task.ID, own[1].Task.ID}, []int64{report.ID}, false},
+		} {
+			res := b.do(t, "GET", tc.path, adminToken, nil)
+			if res.status != http.StatusOK {
+				t.Fatalf("%s: status %d\n%s", tc.path, res.status, res.body)
+			}
+			for _, id := range tc.shown {
+				if !strings.Contains(res.body, row(id)) {
+					t.Errorf("%s: task %d not shown", tc.path, id)
+				}
+			}
+			for _, id := range tc.hidden {
+				if strings.Contains(res.body, row(id)) {
+					t.Errorf("%s: task %d shown", tc.path, id)
+				}
+			}
+			if got := strings.Contains(res.body, `id="own-hidden"`); got != tc.ownHidden {
+				t.Errorf("%s: says keel's own tasks are left out: %v, want %v", tc.path, got, tc.ownHidden)
+			}
+		}
+		res := b.do(t, "GET", "/tasks?exclude_type=report.*&own=1", adminToken, nil)
+		if !strings.Contains(res.body, `id="filter-exclude-type" value="report.*"`) || !regexp.MustCompile(`id="filter-own" value="1"\s+checked`).MatchString(res.body) {
+			t.Errorf("the form does not keep the filter:\n%s", res.body)
+		}
+		res = b.do(t, "GET", "/tasks?exclude_type="+url.QueryEscape("report.*, bad name"), adminToken, nil)
+		if res.status != http.StatusBadRequest || !strings.Contains(res.body, "invalid excluded type &#34;bad name&#34;") {
+			t.Errorf("a bad name to leave out: %d\n%s", res.status, res.body)
+		}
+	})
+}

@@ -29,12 +29,32 @@ const searchWindow = 200_000
 // tasksData is the task list.
 type tasksData struct {
 	State, Type, Queue, After, Before string
-	Tasks                             []*keel.TaskInfo
-	Next                              int64 // BeforeID of the next page; 0: none
-	First                             bool  // no BeforeID: the newest tasks
+	// Exclude is the types left out, as typed; Own is "1" when keel's own
+	// tasks (types keel.*, queue keel) are shown, and OwnHidden tells
+	// whether this list left them out.
+	Exclude, Own string
+	OwnHidden    bool
+	Tasks        []*keel.TaskInfo
+	Next         int64 // BeforeID of the next page; 0: none
+	First        bool  // no BeforeID: the newest tasks
 	// Window: a type or queue filter searched only ids Window..WindowTop;
 	// Older is the cursor that searches below it (0: nothing is below).
 	Window, WindowTop, Older int64
+}
+
+// reservedPrefix starts the type of every task of keel's own.
+const reservedPrefix = "keel."
+
+// names splits a comma-separated list of names, dropping spaces around
+// them and empty entries; the client checks each.
+func names(s string) []string {
+	var out []string
+	for n := range strings.SplitSeq(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // parseTime reads a form time: RFC 3339, "2006-01-02T15:04" (an HTML
@@ -78,8 +98,15 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		http.Redirect(w, r, d.prefix+"tasks/"+strconv.FormatInt(t.ID, 10), http.StatusSeeOther)
 		return nil
 	}
-	data := tasksData{State: q.Get("state"), Type: q.Get("type"), Queue: q.Get("queue"), After: q.Get("after"), Before: q.Get("before")}
-	f := keel.Filter{State: keel.State(data.State), Type: data.Type, Queue: data.Queue, Limit: pageSize + 1}
+	data := tasksData{State: q.Get("state"), Type: q.Get("type"), Queue: q.Get("queue"), After: q.Get("after"), Before: q.Get("before"),
+		Exclude: q.Get("exclude_type"), Own: q.Get("own")}
+	f := keel.Filter{State: keel.State(data.State), Queue: data.Queue, ExcludeTypes: names(data.Exclude), Limit: pageSize + 1}
+	// One type is an exact filter; a list or a prefix ("email.*") any of them.
+	if ts := names(data.Type); len(ts) > 1 || len(ts) == 1 && strings.HasSuffix(ts[0], "*") {
+		f.Types = ts
+	} else {
+		f.Type = strings.TrimSpace(data.Type)
+	}
 	var err error
 	if f.CreatedAfter, err = parseTime("created after", data.After); err != nil {
 		return err
@@ -95,6 +122,14 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	data.First = f.BeforeID == 0
 	if data.Window, data.WindowTop, err = d.window(r.Context(), &f); err != nil {
 		return err
+	}
+	// Keel's own tasks (alert deliveries, on_dead follow-ups, the drill)
+	// are left out unless asked for or named by the filter. They are few,
+	// so leaving them out alone needs no window of ids.
+	if data.Own == "" && !strings.HasPrefix(strings.TrimSpace(data.Type), reservedPrefix) && data.Queue != keel.ReservedQueue {
+		data.OwnHidden = true
+		f.ExcludeTypes = append(f.ExcludeTypes, reservedPrefix+"*")
+		f.ExcludeQueues = []string{keel.ReservedQueue}
 	}
 	if data.Tasks, err = d.c.List(r.Context(), f); err != nil {
 		return err
@@ -114,7 +149,7 @@ func (d *dash) tasks(w http.ResponseWriter, r *http.Request, v *viewer) error {
 // by setting f.AfterID; it returns the ids searched, zero when the list is
 // not bounded.
 func (d *dash) window(ctx context.Context, f *keel.Filter) (from, to int64, err error) {
-	if f.Type == "" && f.Queue == "" {
+	if f.Type == "" && f.Queue == "" && f.Types == nil && f.ExcludeTypes == nil && f.ExcludeQueues == nil {
 		return 0, 0, nil
 	}
 	top := f.BeforeID

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -183,6 +184,35 @@ type Filter struct {
 	AfterID int64
 	Limit   int
 	IDs     []int64
+	// Types, for List only, selects tasks of any of these types (with Type
+	// set too, a task must match both); ExcludeTypes and ExcludeQueues leave
+	// out tasks of those types and queues. An entry that ends in "*"
+	// matches every name starting with what precedes it: "keel.*" is
+	// keel's own types. See ValidateNames.
+	Types, ExcludeTypes, ExcludeQueues []string
+}
+
+// MaxFilterNames is how many names one of Filter's name lists may hold.
+const MaxFilterNames = 50
+
+// ValidateNames rejects Filter's name lists when an entry is not a valid
+// name (see ValidName) or such a name followed by "*", or when a list holds
+// more than MaxFilterNames entries.
+func (f Filter) ValidateNames() error {
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"type", f.Types}, {"excluded type", f.ExcludeTypes}, {"excluded queue", f.ExcludeQueues}} {
+		if len(l.names) > MaxFilterNames {
+			return fmt.Errorf("at most %d %ss at once, got %d", MaxFilterNames, l.what, len(l.names))
+		}
+		for _, n := range l.names {
+			if !ValidName(strings.TrimSuffix(n, "*")) {
+				return fmt.Errorf("invalid %s %q: a name is 1-128 letters, digits, '_', '.', ':' or '-', and may end in * to match every name that starts with it", l.what, n)
+			}
+		}
+	}
+	return nil
 }
 
 // MaxBulkIDs is how many ids one bulk operation's Filter.IDs may list.
@@ -202,6 +232,8 @@ func (f Filter) ValidateBulk() error {
 		return errors.New("created_after and created_before do not apply to bulk operations")
 	case f.BeforeID != 0 || f.AfterID != 0:
 		return errors.New("before_id and after_id do not apply to bulk operations")
+	case f.Types != nil || f.ExcludeTypes != nil || f.ExcludeQueues != nil:
+		return errors.New("lists of types and excluded types or queues do not apply to bulk operations")
 	case len(f.IDs) > MaxBulkIDs:
 		return fmt.Errorf("at most %d ids at once, got %d", MaxBulkIDs, len(f.IDs))
 	}

@@ -50,6 +50,18 @@ func queryParams(r *http.Request, allowed ...string) (map[string]string, error) 
 	return out, nil
 }
 
+// names splits a comma-separated list of names, dropping spaces around
+// them and empty entries; nil when there is none. The client checks each.
+func names(s string) []string {
+	var out []string
+	for n := range strings.SplitSeq(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // queryTime parses an optional RFC 3339 query parameter.
 func queryTime(q map[string]string, name string) (time.Time, error) {
 	v, ok := q[name]

@@ -175,7 +175,8 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
 
 // listTasks handles GET /v1/tasks: newest first, a page at a time.
 func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
-	q, err := queryParams(r, "state", "type", "queue", "created_after", "created_before", "finished_after", "finished_before", "cursor", "limit", "idempotency_key")
+	q, err := queryParams(r, "state", "type", "queue", "exclude_type", "exclude_queue", "created_after", "created_before", "finished_after", "finished_before",
+		"cursor", "limit", "idempotency_key")
 	if err != nil {
 		return err
 	}
@@ -195,7 +196,14 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, list)
 		return nil
 	}
-	p := keel.Filter{State: keel.State(q["state"]), Type: q["type"], Queue: q["queue"]}
+	p := keel.Filter{State: keel.State(q["state"]), Queue: q["queue"], ExcludeTypes: names(q["exclude_type"]), ExcludeQueues: names(q["exclude_queue"])}
+	// One type is the exact filter it always was; a list or a prefix
+	// ("keel.*") selects any of them.
+	if ts := names(q["type"]); len(ts) > 1 || len(ts) == 1 && strings.HasSuffix(ts[0], "*") {
+		p.Types = ts
+	} else {
+		p.Type = q["type"]
+	}
 	if p.CreatedAfter, err = queryTime(q, "created_after"); err != nil {
 		return err
 	}

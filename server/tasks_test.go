@@ -293,6 +293,69 @@ func TestListTasks(t *testing.T) {
 	})
 }
 
+// TestListTasksByNames: type takes a list and prefixes, exclude_type and
+// exclude_queue leave tasks out, alike on every database, and a bad name
+// in a list is a 400 that names it.
+func TestListTasksByNames(t *testing.T) {
+	t.Parallel()
+	forAllDBs(t, func(t *testing.T, db string) {
+		b := setup(t, db, Options{})
+		var email, report []int64
+		for i := range 6 {
+			typ := typeEmail
+			if i%3 == 0 {
+				typ = typeReport
+			}
+			id := b.enqueue(t, fmt.Sprintf(`{"type":%q,"queue":"q%d"}`, typ, i%2)).ID
+			if typ == typeEmail {
+				email = append([]int64{id}, email...)
+			} else {
+				report = append([]int64{id}, report...)
+			}
+		}
+		list := func(query string) []int64 {
+			t.Helper()
+			var l TaskList
+			b.call(t, "GET", "/v1/tasks"+query, "").ok(t, http.StatusOK, &l)
+			ids := []int64{}
+			for _, task := range l.Tasks {
+				ids = append(ids, task.ID)
+			}
+			return ids
+		}
+		all := list("")
+		for _, tc := range []struct {
+			query string
+			want  []int64
+		}{
+			{"?type=" + typeEmail + "," + typeReport, all},
+			{"?type=" + typeEmail + ",%20nothing.here", email},
+			{"?type=report.*", report},
+			{"?exclude_type=report.*", email},
+			{"?exclude_type=" + typeEmail + "," + typeReport, []int64{}},
+			{"?exclude_type=keel.*&exclude_queue=keel", all},
+			{"?exclude_queue=q0,q1", []int64{}},
+			{"?type=email.*&exclude_queue=q0", []int64{email[0], email[3]}}, // queue q1: the 2nd and 6th task
+		} {
+			if got := list(tc.query); !slices.Equal(got, tc.want) {
+				t.Errorf("%s: %v, want %v", tc.query, got, tc.want)
+			}
+		}
+		for _, tc := range []struct{ query, want string }{
+			{"?type=" + typeEmail + ",bad%20name", `invalid type \"bad name\"`},
+			{"?type=*", `invalid type \"*\"`},
+			{"?exclude_type=keel.**", `invalid excluded type \"keel.**\"`},
+			{"?exclude_queue=q0,-q1", `invalid excluded queue \"-q1\"`},
+			{"?exclude_type=" + strings.Repeat("a,", 51), "at most 50 excluded types"},
+		} {
+			res := b.call(t, "GET", "/v1/tasks"+tc.query, "")
+			if res.status != http.StatusBadRequest || !strings.Contains(string(res.body), tc.want) {
+				t.Errorf("%s: %d %s, want 400 saying %s", tc.query, res.status, res.body, tc.want)
+			}
+		}
+	})
+}
+
 // walk follows next_cursor from path and returns every id it saw and how
 // many pages it took.
 func walk(t *testing.T, b *bundle, path string) ([]int64, int) {

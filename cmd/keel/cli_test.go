@@ -284,6 +284,17 @@ func TestListCancelRetry(t *testing.T) {
 	if strings.Count(out, "report") != 2 || strings.Contains(out, "email") {
 		t.Fatalf("list --type report:\n%s", out)
 	}
+	out = s.keel(t, "list", "--type", "report,email", "--exclude-type", "rep*")
+	if strings.Count(out, "email") != 3 || strings.Contains(out, "report") {
+		t.Fatalf("list --type report,email --exclude-type 'rep*':\n%s", out)
+	}
+	if out := s.keel(t, "list", "--exclude-type", "keel.*", "--exclude-queue", "keel"); strings.Count(out, "\n") != 6 {
+		t.Fatalf("list without keel's own tasks:\n%s", out)
+	}
+	if err := s.keelErr(t, "list", "--exclude-type", "email,bad name"); !strings.Contains(err.Error(), `invalid excluded type "bad name"`) ||
+		!strings.Contains(err.Error(), "(HTTP 400)") {
+		t.Fatalf("list --exclude-type with a bad name: %v", err)
+	}
 	out = s.keel(t, "list", "--limit", "2")
 	if strings.Count(out, "\n") != 4 || !strings.Contains(out, "more tasks match") {
 		t.Fatalf("list --limit 2:\n%s", out)

@@ -248,6 +248,7 @@ func newListCmd() *cobra.Command {
 	var (
 		f                        apiFlags
 		state, typ, queue, since string
+		exclTypes, exclQueues    string
 		limit                    int
 		all                      bool
 	)
@@ -257,6 +258,8 @@ func newListCmd() *cobra.Command {
 		Long: `list shows tasks newest first, --limit of them (default 50) or --all.
 
   keel list --state dead --type email.send
+  keel list --type 'email.*,report.build' --exclude-queue bulk
+  keel list --exclude-type 'keel.*' --exclude-queue keel   # without keel's own tasks
   keel list --since 2h --all --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -264,7 +267,7 @@ func newListCmd() *cobra.Command {
 				return fmt.Errorf("--state must be one of %s; got %q", stateNames(), state)
 			}
 			q := url.Values{}
-			for k, v := range map[string]string{"state": state, "type": typ, "queue": queue} {
+			for k, v := range map[string]string{"state": state, "type": typ, "queue": queue, "exclude_type": exclTypes, "exclude_queue": exclQueues} {
 				if v != "" {
 					q.Set(k, v)
 				}
@@ -293,8 +296,10 @@ func newListCmd() *cobra.Command {
 	addAPIFlags(cmd, &f)
 	fs := cmd.Flags()
 	fs.StringVar(&state, "state", "", "only this state: "+stateNames())
-	fs.StringVar(&typ, "type", "", "only this task type")
+	fs.StringVar(&typ, "type", "", "only this task type, or any of a comma-separated list; name.* matches every type starting with name.")
 	fs.StringVar(&queue, "queue", "", "only this queue")
+	fs.StringVar(&exclTypes, "exclude-type", "", "leave out these task types (comma-separated, name.* as in --type; keel.* is keel's own)")
+	fs.StringVar(&exclQueues, "exclude-queue", "", "leave out these queues (comma-separated; keel is keel's own)")
 	fs.StringVar(&since, "since", "", "only tasks created since: an RFC 3339 time or a duration before now (2h, 7d)")
 	fs.IntVar(&limit, "limit", 50, "how many tasks to show, at most 1000")
 	fs.BoolVar(&all, "all", false, "show every matching task, paging through the API")

@@ -142,6 +142,32 @@ func testListCreatedFilters(t *testing.T, e *env) {
 	checkListCases(t, e, cases)
 }
 
+// testListNameFilters: Types selects any of its types, ExcludeTypes and
+// ExcludeQueues leave theirs out, and an entry ending in "*" is a prefix,
+// compared case by case alike on every database.
+func testListNameFilters(t *testing.T, e *env) {
+	a := e.insert(withTask("default", "dt.a"))
+	b := e.insert(withTask("default", "dt.b"))
+	own := e.insert(withTask("keel", "keel.notify.ops"))
+	drill := e.insert(withTask("default", "keel.drill"))
+	upper := e.insert(withTask("other", "KEEL.x"))
+	c := e.insert(withTask("other", "dt.c"))
+	cases := []listCase{
+		{"types", driver.Filter{Types: []string{"dt.a", "dt.c"}}, []int64{c.ID, a.ID}},
+		{"types and type", driver.Filter{Type: "dt.a", Types: []string{"dt.a", "dt.b"}}, []int64{a.ID}},
+		{"type prefix", driver.Filter{Types: []string{"keel.*"}}, []int64{drill.ID, own.ID}},
+		{"prefix and name", driver.Filter{Types: []string{"dt.b", "keel.n*"}}, []int64{own.ID, b.ID}},
+		{"exclude types", driver.Filter{ExcludeTypes: []string{"dt.a", "dt.b"}}, []int64{c.ID, upper.ID, drill.ID, own.ID}},
+		{"exclude keel's own", driver.Filter{ExcludeTypes: []string{"keel.*"}, ExcludeQueues: []string{"keel"}}, []int64{c.ID, upper.ID, b.ID, a.ID}},
+		{"exclude queues", driver.Filter{ExcludeQueues: []string{"other", "keel"}}, []int64{drill.ID, b.ID, a.ID}},
+		{"include and exclude", driver.Filter{Types: []string{"dt.*"}, ExcludeTypes: []string{"dt.b"}, ExcludeQueues: []string{"other"}}, []int64{a.ID}},
+		{"with queue and state", driver.Filter{Queue: "default", State: driver.StatePending, ExcludeTypes: []string{"keel.*"}}, []int64{b.ID, a.ID}},
+		{"with before id", driver.Filter{ExcludeTypes: []string{"keel.*", "KEEL.*"}, BeforeID: c.ID}, []int64{b.ID, a.ID}},
+		{"no match", driver.Filter{Types: []string{"dt.z*"}}, []int64{}},
+	}
+	checkListCases(t, e, cases)
+}
+
 // testListFinishedFilters: FinishedAfter is inclusive, FinishedBefore
 // exclusive, and a task without finished_at (pending, running, or finished
 // once and retried since) matches no finished bound.

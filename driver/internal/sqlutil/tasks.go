@@ -89,6 +89,39 @@ func ListQuery(base string, p driver.Filter, mark func(n int) string, at func(ti
 	if p.Queue != "" {
 		add("queue = ", p.Queue)
 	}
+	for _, l := range []struct {
+		col   string
+		names []string
+		not   bool
+	}{{"type", p.Types, false}, {"type", p.ExcludeTypes, true}, {"queue", p.ExcludeQueues, true}} {
+		if len(l.names) == 0 {
+			continue
+		}
+		// Prefixes ("keel.*") compare the name's start, which every
+		// database reads alike (LIKE folds case on SQLite); the names are
+		// ASCII, so a length in characters is one in bytes.
+		var parts, exact []string
+		for _, n := range l.names {
+			if prefix, ok := strings.CutSuffix(n, "*"); ok {
+				args = append(args, prefix)
+				parts = append(parts, fmt.Sprintf("substr(%s, 1, %d) = %s", l.col, len(prefix), mark(len(args))))
+			}
+		}
+		for _, n := range l.names {
+			if !strings.HasSuffix(n, "*") {
+				args = append(args, n)
+				exact = append(exact, mark(len(args)))
+			}
+		}
+		if len(exact) > 0 {
+			parts = append(parts, l.col+" IN ("+strings.Join(exact, ", ")+")")
+		}
+		cond := "(" + strings.Join(parts, " OR ") + ")"
+		if l.not {
+			cond = "NOT " + cond
+		}
+		where = append(where, cond)
+	}
 	if !p.CreatedAfter.IsZero() {
 		add("created_at >= ", at(p.CreatedAfter))
 	}
