@@ -280,13 +280,13 @@ func testBrakeCancelledProbe(t *testing.T, e *env) {
 	started := make(chan int64, 100)
 	h := keel.NewHandlers()
 	keel.Handle(h, typ, func(ctx context.Context, task *keel.Task[brakePayload]) error {
-		if !hang.Load() {
+		if !hang.Load() || task.Attempt == 1 {
 			return errors.New("down")
 		}
 		started <- int64(task.Args.N)
 		<-ctx.Done()
 		return ctx.Err()
-	}, keel.MaxAttempts(100), keel.Backoff(time.Millisecond, time.Millisecond), keel.Brake(5, 0, 300*time.Millisecond))
+	}, keel.MaxAttempts(100), keel.Backoff(time.Millisecond, time.Millisecond), keel.Brake(5, 0, time.Second))
 	c := e.newClient(keel.Config{Handlers: h, Now: time.Now, SettingsInterval: settings,
 		Queues: map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: 4}}})
 	ids := map[int64]int64{} // n -> task id
@@ -302,7 +302,7 @@ func testBrakeCancelledProbe(t *testing.T, e *env) {
 	waitFor(t, "the attempts begun before the brake opened to end", func() bool {
 		return countOf(e, c, typ, keel.StateRunning) == 0
 	})
-	hang.Store(true) // the probes hang until cancelled
+	hang.Store(true) // the probes, due retries first, hang until cancelled
 	var first int64
 	select {
 	case first = <-started:
@@ -332,5 +332,17 @@ func testBrakeCancelledProbe(t *testing.T, e *env) {
 	}
 	if b := brakeOf(e, c, typ); b.State != keel.BrakeHalfOpen {
 		t.Fatalf("brake %+v after the cancelled probe, want half open", b)
+	}
+	// Let the hanging probes go (the ones that replace them fail at
+	// once), so that the client stops at once.
+	hang.Store(false)
+	list, err := c.List(e.ctx, keel.Filter{State: keel.StateRunning, Type: typ, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range list {
+		if _, err := c.Cancel(e.ctx, task.ID); err != nil && !errors.Is(err, keel.ErrWrongState) {
+			t.Fatal(err)
+		}
 	}
 }

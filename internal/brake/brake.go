@@ -17,6 +17,7 @@ package brake
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/keelq/keel/driver"
 )
@@ -69,6 +70,9 @@ func Of(o Outcome) Evidence {
 type Config struct {
 	Window    int
 	Threshold float64
+	// Cooldown: a half-open brake whose probes failed for this long
+	// since the last success reopens.
+	Cooldown time.Duration
 }
 
 // Window holds a type's latest pieces of evidence, at most its size: the
@@ -161,11 +165,19 @@ type Type struct {
 	width, running, successes int
 	fresh                     bool
 	// credits are how many tasks never tried may still start as probes:
-	// each success earns two. Due retries need none: they add no evidence
+	// each success earns three. Due retries need none: they add no evidence
 	// when they fail again, whereas a burst of fresh tasks would fill the
 	// window with first failures while the retries' successes lag.
 	credits int
+	// freshRunning counts the running probes that are first attempts;
+	// streak the probes that failed since the last success.
+	freshRunning, streak int
+	lastSuccess          time.Time
 }
+
+// SuccessMemory is how many cooldowns a probe's success keeps a half-open
+// brake from reopening on failures.
+const SuccessMemory = 3
 
 // InitialWidth is how many probes a half-open brake first lets run at
 // once on a node; each success lets one more run.
@@ -210,62 +222,87 @@ func (t *Type) Failing() bool {
 	return n == 0 || t.window.Share() >= t.cfg.Threshold
 }
 
-// HalfOpened starts a new trickle: the brake just half-opened.
+// HalfOpened starts a new trickle: the brake just half-opened. The time of
+// the last success is kept: probes that succeeded just before a
+// reopening still count as the downstream answering.
 func (t *Type) HalfOpened() {
-	t.width, t.running, t.successes, t.fresh, t.credits = InitialWidth, 0, 0, false, InitialWidth
+	t.width, t.running, t.successes, t.fresh, t.credits, t.freshRunning, t.streak = InitialWidth, 0, 0, false, InitialWidth, 0, 0
 }
 
 // Room is how many more probes may start now: due retries, and of tasks
 // never tried at most FreshRoom.
 func (t *Type) Room() int { return max(t.width-t.running, 0) }
 
-// FreshRoom is how many tasks never tried may start now as probes.
-func (t *Type) FreshRoom() int { return min(t.Room(), t.credits) }
+// Succeeded reports whether a probe succeeded since the brake half-opened.
+func (t *Type) Succeeded() bool { return t.successes > 0 }
+
+// FreshRoom is how many tasks never tried may start now as probes: no
+// more than the successes earned (credits); but one when no probe runs at
+// all and scout is set (the engine sets it when no probe started for a
+// cooldown and none succeeded yet, or for ten cooldowns: no retry came
+// due), so that the type always makes progress.
+func (t *Type) FreshRoom(scout bool) int {
+	n := max(min(t.Room(), t.credits), 0)
+	if n == 0 && t.running == 0 && scout {
+		n = 1
+	}
+	return n
+}
 
 // ProbeStarted counts a started probe; fresh: a task never tried.
 func (t *Type) ProbeStarted(fresh bool) {
 	t.running++
 	if fresh {
 		t.credits = max(t.credits-1, 0)
+		t.freshRunning++
 	}
 }
 
 // Probe judges a probe's outcome while the brake is half open:
-//   - a success goes in the window and widens the trickle by one; once a
-//     task's first attempt has succeeded and the window's failed share is
-//     below half the threshold, the brake closes: the successes outweigh
-//     the failures that opened it, and fresh tasks, which a closed brake
-//     lets through first, succeed again. While only retries succeed (a
-//     downstream that refuses every task's first attempts) the brake
-//     stays half open and the trickle keeps widening, due retries first;
-//   - a failure that blames the downstream reopens the brake while the
-//     window still judges the type failing (the probe found it down);
-//     once successes have turned the window, a failure (a fresh task's
-//     first, say, while retries succeed) goes in the window and the
-//     trickle goes on;
+//   - a success goes in the window, widens the trickle by one and earns
+//     three tasks never tried a place in it (due retries need none); once
+//     a task's first attempt has succeeded and the window's failed share
+//     is below half the threshold, the brake closes: the successes
+//     outweigh the failures that opened it, and fresh tasks, which a
+//     closed brake lets through first, succeed again. While only retries
+//     succeed (a downstream that refuses every task's first attempts) the
+//     brake stays half open and the trickle keeps widening, due retries
+//     first;
+//   - a failure that blames the downstream (a task's first failure goes
+//     in the window too) reopens the brake when no probe succeeded for
+//     SuccessMemory cooldowns (on this node, across reopenings: retries
+//     that succeed come back in waves, a backoff apart) and the probes failed in
+//     a row: the first 2 of this half-open, or as many as the trickle is
+//     wide once some succeeded. The probes found the downstream still
+//     down. Between successes, failures are expected: retries of tasks
+//     that will succeed, and fresh tasks' first failures;
 //   - any other end (a cancel, a release, an expired lease) frees the
 //     probe's place for another.
-func (t *Type) Probe(o Outcome) Action {
+func (t *Type) Probe(o Outcome, now time.Time) Action {
 	t.running = max(t.running-1, 0)
+	if o.Attempt <= 1 {
+		t.freshRunning = max(t.freshRunning-1, 0)
+	}
 	switch e := Of(o); {
 	case e == Success:
 		t.window.Add(false)
 		t.successes++
 		t.width++
-		t.credits += 2
+		t.credits += 3
+		t.streak = 0
+		t.lastSuccess = now
 		t.fresh = t.fresh || o.Attempt <= 1
 		if t.fresh && t.window.Share() < t.cfg.Threshold/2 {
 			return Close
 		}
 	case o.Blames():
-		if t.Failing() {
-			if e == Failure {
-				t.window.Add(true)
-			}
-			return Reopen
-		}
 		if e == Failure {
 			t.window.Add(true)
+		}
+		t.streak++
+		recent := !t.lastSuccess.IsZero() && now.Sub(t.lastSuccess) < SuccessMemory*t.cfg.Cooldown
+		if !recent && t.streak >= InitialWidth && (t.successes == 0 || t.streak >= t.width) {
+			return Reopen
 		}
 	}
 	return Keep

@@ -3,6 +3,7 @@ package brake
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/keelq/keel/driver"
 )
@@ -74,7 +75,7 @@ func TestOpensOnTheNthPiece(t *testing.T) {
 // Poison tasks (5 % of tasks, each retried 25 times) among successes: the
 // retries add nothing, so the window never comes near the threshold.
 func TestPoisonRetriesNeverOpen(t *testing.T) {
-	j := NewType(Config{Window: 20, Threshold: 0.8})
+	j := NewType(Config{Window: 20, Threshold: 0.8, Cooldown: time.Second})
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 1000 {
 		if i%20 == 0 {
@@ -97,27 +98,44 @@ func TestPoisonRetriesNeverOpen(t *testing.T) {
 	}
 }
 
-// Half open: a probe failure reopens while the window judges the type
-// failing; successes widen the trickle and close the brake once they
-// outweigh the failures.
+// Half open: the first probes (a few tasks) all failing reopen the brake;
+// successes widen the trickle, earn fresh tasks places, and close the
+// brake once fresh tasks succeed and the successes outweigh the failures.
 func TestTrickleWidensAndCloses(t *testing.T) {
-	j := NewType(Config{Window: 20, Threshold: 0.8})
+	now := time.Unix(1e9, 0)
+	j := NewType(Config{Window: 20, Threshold: 0.8, Cooldown: time.Second})
 	for range 20 {
 		j.Closed(Of(first))
 	}
 	j.HalfOpened()
-	if j.Room() != InitialWidth {
-		t.Fatalf("room %d, want %d", j.Room(), InitialWidth)
+	if j.Room() != InitialWidth || j.FreshRoom(false) != InitialWidth {
+		t.Fatalf("room %d, fresh room %d, want %d each", j.Room(), j.FreshRoom(false), InitialWidth)
 	}
 	j.ProbeStarted(false)
-	if a := j.Probe(retry); a != Reopen {
-		t.Fatalf("a retry failing while the window says down: action %d, want reopen", a)
+	j.ProbeStarted(true)
+	if j.Room() != 0 || j.FreshRoom(true) != 0 {
+		t.Fatalf("room %d, fresh room %d with the trickle full", j.Room(), j.FreshRoom(true))
+	}
+	if a := j.Probe(retry, now); a != Keep {
+		t.Fatalf("the first probe failing: action %d, want to wait for the others", a)
+	}
+	if a := j.Probe(first, now); a != Reopen {
+		t.Fatalf("both probes failed: action %d, want reopen", a)
+	}
+	// Credits spent and nothing running: only a scout goes.
+	j.HalfOpened()
+	j.ProbeStarted(true)
+	j.ProbeStarted(true)
+	j.Probe(Outcome{Failed: driver.OutcomeCancelled, Attempt: 1}, now)
+	j.Probe(Outcome{Failed: driver.OutcomeCancelled, Attempt: 1}, now)
+	if j.FreshRoom(false) != 0 || j.FreshRoom(true) != 1 {
+		t.Fatalf("fresh room %d without a scout, %d with, want 0 and 1", j.FreshRoom(false), j.FreshRoom(true))
 	}
 	j.HalfOpened()
 	closedAfter := 0
 	for i := 1; i <= 20; i++ {
 		j.ProbeStarted(false)
-		a := j.Probe(Outcome{Succeeded: true, Attempt: 1 + i%2}) // retries and fresh tasks
+		a := j.Probe(Outcome{Succeeded: true, Attempt: 1 + i%2}, now) // retries and fresh tasks
 		if a == Close {
 			closedAfter = i
 			break
@@ -138,14 +156,15 @@ func TestTrickleWidensAndCloses(t *testing.T) {
 // task's first attempts but lets retries through is neither paused again
 // nor let through fresh-first: the brake stays half open.
 func TestTrickleGoesOnWhileRetriesSucceed(t *testing.T) {
-	j := NewType(Config{Window: 20, Threshold: 0.8})
+	now := time.Unix(1e9, 0)
+	j := NewType(Config{Window: 20, Threshold: 0.8, Cooldown: time.Second})
 	for range 20 {
 		j.Closed(Of(first))
 	}
 	j.HalfOpened()
 	for range 6 {
 		j.ProbeStarted(false)
-		if a := j.Probe(Outcome{Succeeded: true, Attempt: 3}); a != Keep {
+		if a := j.Probe(Outcome{Succeeded: true, Attempt: 3}, now); a != Keep {
 			t.Fatalf("action %d", a)
 		}
 	}
@@ -154,11 +173,11 @@ func TestTrickleGoesOnWhileRetriesSucceed(t *testing.T) {
 		var a Action
 		switch i % 4 { // per task: a first failure, a failed retry, a success
 		case 0:
-			a = j.Probe(first)
+			a = j.Probe(first, now)
 		case 1, 3:
-			a = j.Probe(retry)
+			a = j.Probe(retry, now)
 		default:
-			a = j.Probe(Outcome{Succeeded: true, Attempt: 3})
+			a = j.Probe(Outcome{Succeeded: true, Attempt: 3}, now)
 		}
 		if a != Keep {
 			t.Fatalf("probe %d: action %d, share %.2f", i, a, j.Window().Share())
@@ -170,7 +189,7 @@ func TestTrickleGoesOnWhileRetriesSucceed(t *testing.T) {
 	// A fresh task succeeds: the brake closes.
 	for range 20 {
 		j.ProbeStarted(false)
-		if j.Probe(success) == Close {
+		if j.Probe(success, now) == Close {
 			return
 		}
 	}
@@ -179,6 +198,7 @@ func TestTrickleGoesOnWhileRetriesSucceed(t *testing.T) {
 
 // A probe that ends without an outcome frees its place at once.
 func TestProbeWithoutOutcomeFreesItsPlace(t *testing.T) {
+	now := time.Unix(1e9, 0)
 	j := NewType(Config{Window: 5, Threshold: 0.8})
 	j.HalfOpened()
 	for range InitialWidth {
@@ -187,7 +207,32 @@ func TestProbeWithoutOutcomeFreesItsPlace(t *testing.T) {
 	if j.Room() != 0 {
 		t.Fatalf("room %d with every probe running", j.Room())
 	}
-	if a := j.Probe(Outcome{Failed: driver.OutcomeCancelled, Attempt: 1}); a != Keep || j.Room() != 1 {
+	if a := j.Probe(Outcome{Failed: driver.OutcomeCancelled, Attempt: 1}, now); a != Keep || j.Room() != 1 {
 		t.Fatalf("cancelled probe: action %d, room %d", a, j.Room())
+	}
+}
+
+// Once probes have succeeded, failures between the successes are
+// expected; a cooldown with failures and no success reopens the brake.
+func TestTrickleReopensAfterACooldownWithoutSuccess(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	j := NewType(Config{Window: 20, Threshold: 0.8, Cooldown: time.Second})
+	for range 20 {
+		j.Closed(Of(first))
+	}
+	j.HalfOpened()
+	j.ProbeStarted(false)
+	j.Probe(Outcome{Succeeded: true, Attempt: 3}, now)
+	for i := range 50 {
+		now = now.Add(10 * time.Millisecond)
+		j.ProbeStarted(true)
+		if a := j.Probe(first, now); a != Keep {
+			t.Fatalf("failure %d, %v after the success: action %d", i, time.Duration(i+1)*10*time.Millisecond, a)
+		}
+	}
+	now = now.Add(SuccessMemory * time.Second)
+	j.ProbeStarted(false)
+	if a := j.Probe(retry, now); a != Reopen {
+		t.Fatalf("a failure a cooldown after the last success, 51 in a row: action %d, want reopen", a)
 	}
 }

@@ -42,6 +42,15 @@ type brakes struct {
 	// writing holds the types whose change is being written, so that
 	// attempts ending together write it once.
 	writing map[string]bool
+	// lastProbe is when a probe of the type last started, or its brake
+	// half-opened: a half-open brake whose trickle found no due retry for
+	// a cooldown sends a task never tried (brake.Type.FreshRoom).
+	lastProbe map[string]time.Time
+	// retryDue is, per half-open type, the earliest a due retry is known
+	// to be waiting: after a claim of due retries found none, the trickle
+	// does not ask again before the next retry this node scheduled comes
+	// due, or a settings interval (retries scheduled elsewhere).
+	retryDue map[string]time.Time
 }
 
 // braker returns the driver's brake storage, or nil.
@@ -89,8 +98,8 @@ func (e *Engine) loadBrakes(ctx context.Context) bool {
 	defer e.brakes.mu.Unlock()
 	e.brakes.configs = configs
 	for t, j := range e.brakes.judges {
-		if c := e.brakeConfigLocked(t); c.Window != j.Config().Window || c.Threshold != j.Config().Threshold {
-			j.SetConfig(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold})
+		if c := e.brakeConfigLocked(t); c.Window != j.Config().Window || c.Threshold != j.Config().Threshold || c.Cooldown != j.Config().Cooldown {
+			j.SetConfig(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold, Cooldown: c.Cooldown})
 		}
 	}
 	changed := len(next) != len(e.brakes.rows)
@@ -106,11 +115,15 @@ func (e *Engine) loadBrakes(ctx context.Context) bool {
 			if j := e.brakes.judges[t]; j != nil {
 				j.HalfOpened()
 			}
+			e.markProbeLocked(t)
 		}
 	}
-	for t := range next {
+	for t, r := range next {
 		_, ok := e.brakes.rows[t]
 		changed = changed || !ok
+		if !ok && r.State == driver.BrakeHalfOpen {
+			e.markProbeLocked(t)
+		}
 	}
 	e.brakes.rows = next
 	return changed
@@ -122,6 +135,36 @@ func (e *Engine) brakeConfigLocked(taskType string) driver.BrakeConfig {
 		return c
 	}
 	return e.cfg.BrakeDefaults
+}
+
+// markProbeLocked records that a probe of taskType started (or its
+// brake half-opened) now (e.brakes.mu held).
+func (e *Engine) markProbeLocked(taskType string) {
+	if e.brakes.lastProbe == nil {
+		e.brakes.lastProbe = map[string]time.Time{}
+	}
+	e.brakes.lastProbe[taskType] = time.Now()
+}
+
+// noRetryDue reports whether no due retry of taskType is known to wait at
+// now.
+func (e *Engine) noRetryDue(taskType string, now time.Time) bool {
+	e.brakes.mu.Lock()
+	defer e.brakes.mu.Unlock()
+	return now.Before(e.brakes.retryDue[taskType])
+}
+
+// retryDueAt records that a retry of taskType comes due at at: the
+// earliest of those known, or, with reset, at from now on.
+func (e *Engine) retryDueAt(taskType string, at time.Time, reset bool) {
+	e.brakes.mu.Lock()
+	defer e.brakes.mu.Unlock()
+	if e.brakes.retryDue == nil {
+		e.brakes.retryDue = map[string]time.Time{}
+	}
+	if old, ok := e.brakes.retryDue[taskType]; reset || !ok || at.Before(old) {
+		e.brakes.retryDue[taskType] = at
+	}
 }
 
 // BrakesChanged rereads the brakes after a change made in this process
@@ -197,7 +240,7 @@ func (e *Engine) judgeLocked(taskType string) *brake.Type {
 		if e.brakes.judges == nil {
 			e.brakes.judges = map[string]*brake.Type{}
 		}
-		j = brake.NewType(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold})
+		j = brake.NewType(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold, Cooldown: c.Cooldown})
 		if r, ok := e.brakes.rows[taskType]; ok && r.State == driver.BrakeHalfOpen {
 			j.HalfOpened()
 		}
@@ -224,7 +267,13 @@ func (e *Engine) claimProbes(p *producer, types []string, n int) int {
 	for _, t := range types {
 		if r, ok := e.brakes.rows[t]; ok && r.State == driver.BrakeHalfOpen {
 			if j := e.judgeLocked(t); j != nil && j.Room() > 0 {
-				rooms = append(rooms, room{t, j.Room(), j.FreshRoom()})
+				// A task never tried goes as a scout when no retry came
+				// due for a cooldown and no probe succeeded yet (once one
+				// did, the retries that follow are the better probes), or
+				// when none came due for ten cooldowns.
+				idle, cooldown := time.Since(e.brakes.lastProbe[t]), e.brakeConfigLocked(t).Cooldown
+				scout := idle >= cooldown && !j.Succeeded() || idle >= 10*cooldown
+				rooms = append(rooms, room{t, j.Room(), j.FreshRoom(scout)})
 			}
 		}
 	}
@@ -240,8 +289,14 @@ func (e *Engine) claimProbes(p *producer, types []string, n int) int {
 				break
 			}
 			now := e.cfg.Now()
+			if retried && e.noRetryDue(rm.t, now) {
+				continue
+			}
 			rows, err := e.drv.Claim(e.workCtx, driver.ClaimParams{Queue: p.name, Limit: ask, Types: []string{rm.t},
 				Retried: retried, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL)})
+			if retried && err == nil && len(rows) == 0 {
+				e.retryDueAt(rm.t, now.Add(e.cfg.SettingsInterval), true)
+			}
 			if err != nil {
 				if e.workCtx.Err() == nil {
 					e.cfg.Logger.Warn("keel: claiming brake probes failed", "type", rm.t, "error", err)
@@ -254,6 +309,7 @@ func (e *Engine) claimProbes(p *producer, types []string, n int) int {
 				if j != nil {
 					j.ProbeStarted(rows[i].Attempt <= 1)
 				}
+				e.markProbeLocked(rm.t)
 				if e.brakes.probes == nil {
 					e.brakes.probes = map[int64]string{}
 				}
@@ -295,10 +351,20 @@ func (e *Engine) judgeAttempt(row *driver.TaskRow, t driver.Transition, judged b
 		return probe
 	}
 	r, braked := e.brakes.rows[row.Type]
+	if braked && t.State == driver.StatePending && t.Error != nil {
+		// A retry this node scheduled: the trickle asks for due retries
+		// again when it comes due.
+		if e.brakes.retryDue == nil {
+			e.brakes.retryDue = map[string]time.Time{}
+		}
+		if old, ok := e.brakes.retryDue[row.Type]; !ok || t.RunAt.Before(old) {
+			e.brakes.retryDue[row.Type] = t.RunAt
+		}
+	}
 	action := brake.Keep
 	switch {
 	case probe && braked && r.State == driver.BrakeHalfOpen && taskType == row.Type:
-		action = j.Probe(o)
+		action = j.Probe(o, e.cfg.Now())
 	case !braked:
 		action = j.Closed(brake.Of(o))
 	default:
