@@ -3,6 +3,7 @@ package crashtest
 import (
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -43,13 +44,14 @@ func newBrakeWorker(b *backend, drv driver.Driver, db *sql.DB, node string, dela
 type brakeWatch struct {
 	e       *env
 	stop    chan struct{}
+	stopped sync.Once
 	done    chan struct{}
 	mu      sync.Mutex
 	samples int
 	seen    []string // what showed a brake that opened
 }
 
-// watchBrakes polls every interval until stop is called.
+// watchBrakes polls every interval until halt or end is called.
 func (e *env) watchBrakes(interval time.Duration) *brakeWatch {
 	w := &brakeWatch{e: e, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -95,19 +97,32 @@ func (w *brakeWatch) poll() {
 	}
 }
 
+// check fails the test at once if a poll saw a brake that opened or a
+// brake_open alert.
+func (w *brakeWatch) check() {
+	w.e.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.seen) > 0 {
+		w.e.t.Fatalf("the brake opened (poll %d): %s", w.samples, strings.Join(w.seen, "; "))
+	}
+}
+
+// halt stops the polling and waits until it stopped; it may be called
+// more than once.
+func (w *brakeWatch) halt() {
+	w.stopped.Do(func() { close(w.stop) })
+	<-w.done
+}
+
 // end stops the polling, polls a last time and fails the test if any poll
 // saw a brake that opened or a brake_open alert; it returns the number of
 // polls.
 func (w *brakeWatch) end() int {
 	w.e.t.Helper()
-	close(w.stop)
-	<-w.done
+	w.halt()
 	w.poll()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.seen) > 0 {
-		w.e.t.Fatalf("the brake opened (%d polls): %s", w.samples, strings.Join(w.seen, "; "))
-	}
+	w.check()
 	return w.samples
 }
 
@@ -140,13 +155,9 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 		start(n)
 	}
 	watch := e.watchBrakes(100 * time.Millisecond)
-	defer func() {
-		if watch != nil {
-			close(watch.stop)
-			<-watch.done
-		}
-	}()
+	defer watch.halt()
 	e.waitFor("a tenth of the tasks to succeed", 60*time.Second, func() bool {
+		watch.check()
 		return e.counts()[driver.StateSucceeded] >= total/10
 	})
 	// The victim is a worker that is not the leader, so the leader's
@@ -155,9 +166,11 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 	// none), and restarted under a new name.
 	slot := ""
 	var victims []string
+	maxHeld := 0
 	for k := 1; len(victims) < kills; k++ {
 		var victim *worker
 		e.waitFor("a non-leader worker running at least 20 tasks", 30*time.Second, func() bool {
+			watch.check()
 			leader := e.leader()
 			for n, w := range workers {
 				if n != leader && (slot == "" || strings.HasPrefix(n, slot)) && len(e.runningOf(n)) >= keel.DefaultBrakeWindow {
@@ -180,6 +193,7 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 		if done >= total-total/10 {
 			t.Fatalf("kill %d landed too late: %d of %d tasks had succeeded", k, done, total)
 		}
+		maxHeld = max(maxHeld, held)
 		if held > 0 {
 			victims = append(victims, victim.Name)
 		} else if k == kills+3 {
@@ -190,14 +204,17 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 		// The next kill waits for this one's rescues, so that the kills
 		// are spread over the drain and each is judged on its own.
 		e.waitFor(fmt.Sprintf("the tasks %s held to be rescued", victim.Name), leaseTTL+rescueInterval+slack, func() bool {
+			watch.check()
 			return len(e.runningOf(victim.Name)) == 0
 		})
 	}
 
-	e.waitAllSucceeded(total, 90*time.Second)
+	e.waitFor(fmt.Sprintf("all %d tasks to succeed", total), 90*time.Second, func() bool {
+		watch.check()
+		return e.counts()[driver.StateSucceeded] == total
+	})
 	drained := time.Since(began)
 	polls := watch.end()
-	watch = nil
 	e.checkExactlyOnce(total)
 
 	// The kills were rescued: every failed attempt is a lease that expired
@@ -218,6 +235,11 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 		if rescued[v] == 0 {
 			t.Errorf("no task killed with %s was rescued", v)
 		}
+	}
+	// Judged as failures, the expired leases of one kill would be enough
+	// to open the brake on their own (16 failures in a window of 20).
+	if opens := int(math.Ceil(keel.DefaultBrakeThreshold * keel.DefaultBrakeWindow)); maxHeld < opens {
+		t.Errorf("no kill held enough tasks to open the brake if their expired leases were failures (at most %d, want %d)", maxHeld, opens)
 	}
 	for _, w := range all {
 		if l := logLines(w.Stderr.String(), "keel: brake"); len(l) > 0 {
