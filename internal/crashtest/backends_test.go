@@ -60,6 +60,11 @@ var sqliteBackend = &backend{
 	// reads the stamps.
 	killTasks:   1000,
 	killWorkers: 1,
+	// Every task commits its own write transaction (the handler's
+	// effect and CompleteTx), fsynced, under the one write lock: about
+	// 60 a second for three processes under -race, so fewer tasks keep
+	// the scenario under a minute.
+	brakeTasks: 2000,
 }
 
 var postgresBackend = &backend{
@@ -105,6 +110,7 @@ var postgresBackend = &backend{
 	effectsDDL:  `CREATE TABLE effects (task_id bigint NOT NULL, node text NOT NULL, attempt integer NOT NULL)`,
 	killTasks:   20000,
 	killWorkers: 3,
+	brakeTasks:  5000,
 	terminate: func(e *env, app string) (int64, error) {
 		var n int64
 		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -132,4 +138,5 @@ var mariadbBackend = &backend{
 		attempt INT NOT NULL, KEY (task_id)) ENGINE = InnoDB`,
 	killTasks:   5000,
 	killWorkers: 3,
+	brakeTasks:  5000,
 }

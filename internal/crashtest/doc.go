@@ -7,7 +7,9 @@
 //
 // KilledInStep (steps_test.go) kills a worker inside the third of three
 // durable steps (keel.Step) and checks that the rescuing worker runs only
-// the third again.
+// the third again. KilledWorkersNoBrake (brake_test.go) kills one of three
+// worker processes three times during a drain and checks that the automatic
+// brake, with its defaults, never opens: expired leases are no evidence.
 //
 // The scenarios are written once (scenarios_test.go) and run against each
 // database by TestSQLite, TestPostgres and TestMariaDB, as

@@ -31,7 +31,7 @@ const (
 	envDSN     = "KEEL_CRASHTEST_DSN"
 	envSchema  = "KEEL_CRASHTEST_SCHEMA"
 	envApp     = "KEEL_CRASHTEST_APP"
-	envMode    = "KEEL_CRASHTEST_MODE" // "work", "steps", "enqueue" or "schedule"
+	envMode    = "KEEL_CRASHTEST_MODE" // "work", "brake", "steps", "enqueue", "schedule", …
 	envNode    = "KEEL_CRASHTEST_NODE"
 	envDelay   = "KEEL_CRASHTEST_DELAY"
 )
@@ -80,6 +80,9 @@ type backend struct {
 	// killTasks is how many tasks the killed-worker scenario works, and
 	// killWorkers with how many worker processes.
 	killTasks, killWorkers int
+	// brakeTasks is how many tasks the killed-workers brake scenario's
+	// three processes drain.
+	brakeTasks int
 	// skipFailover, when set, says why the leader-failover scenario (three
 	// worker processes at once) does not run on this database.
 	skipFailover string
@@ -129,6 +132,8 @@ func TestHelperProcess(t *testing.T) {
 	switch mode := os.Getenv(envMode); mode {
 	case "work":
 		serve(newWorker(b, drv, db, node, delay()))
+	case "brake":
+		serve(newBrakeWorker(b, drv, db, node, delay()))
 	case "fail":
 		serve(newFailWorker(drv, node, delay()))
 	case "limited":
@@ -167,6 +172,11 @@ func TestHelperProcess(t *testing.T) {
 // context), then records the task's effect in the effects table and
 // completes the task in the same transaction: both commit or neither.
 func newWorker(b *backend, drv driver.Driver, db *sql.DB, node string, delay time.Duration) (*keel.Client, error) {
+	return keel.NewClient(workerConfig(b, drv, db, node, delay))
+}
+
+// workerConfig is newWorker's configuration.
+func workerConfig(b *backend, drv driver.Driver, db *sql.DB, node string, delay time.Duration) keel.Config {
 	insert := b.rebind(`INSERT INTO effects (task_id, node, attempt) VALUES (?, ?, ?)`)
 	h := keel.NewHandlers()
 	keel.Handle(h, taskType, func(ctx context.Context, task *keel.Task[job]) error {
@@ -188,14 +198,14 @@ func newWorker(b *backend, drv driver.Driver, db *sql.DB, node string, delay tim
 		}
 		return tx.Commit()
 	})
-	return keel.NewClient(keel.Config{
+	return keel.Config{
 		Driver: drv, Handlers: h, Node: node,
 		Queues:   map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: maxWorkers}},
 		LeaseTTL: leaseTTL, HeartbeatInterval: heartbeatInterval, RescueInterval: rescueInterval,
 		PollInterval: pollInterval, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		BackoffJitter: -1, MaxAttempts: 100, Timeout: 30 * time.Second, TimeoutGrace: time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-	})
+	}
 }
 
 // env is one scenario's bundle: its own database with an effects table, a
