@@ -127,12 +127,17 @@ func (c *Client) Observe(o Observer) {
 
 // knownWork is what c is configured for: the queues it works, the types
 // it handles or declares (with their queues), its schedules; keel's own
-// left out.
+// types with keel's queue, which is not listed.
 func (c *Client) knownWork() known.Work {
 	var w known.Work
 	queues := map[string]bool{}
 	for q := range c.cfg.Queues {
 		queues[q] = true
+	}
+	for name := range c.internalHandlers() {
+		// keel's own (alert deliveries, the drill): its metrics have
+		// their own families.
+		w.Types = append(w.Types, known.Type{Name: name, Queue: ReservedQueue})
 	}
 	for name, o := range c.types {
 		if reservedType(name) {

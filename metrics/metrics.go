@@ -484,6 +484,9 @@ func (o observer) KnownWork(w known.Work) {
 	}
 	for _, t := range w.Types {
 		if keel.IsKeelTask(t.Queue, t.Name) {
+			for _, oc := range outcomes {
+				m.internalAttempts.WithLabelValues(t.Name, string(oc))
+			}
 			continue
 		}
 		m.attemptsPerTask.WithLabelValues(t.Name)

@@ -181,6 +181,9 @@ type = "email"
 						need[l] = "mail"
 					case "type":
 						need[l] = "email"
+						if strings.HasPrefix(m.name, "keel_internal_") {
+							need[l] = "keel.notify.log" // keel's own: its log notifier's deliveries
+						}
 					case "schedule":
 						need[l] = "nightly"
 					}

@@ -102,6 +102,15 @@ func (e *Engine) loadBrakes(ctx context.Context) bool {
 			j.SetConfig(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold, Cooldown: c.Cooldown})
 		}
 	}
+	for t := range e.brakes.writing {
+		// A change this node is writing: what was read may be from before
+		// it, and the write sets the snapshot when it commits.
+		if o, ok := e.brakes.rows[t]; ok {
+			next[t] = o
+		} else {
+			delete(next, t)
+		}
+	}
 	changed := len(next) != len(e.brakes.rows)
 	for t, o := range e.brakes.rows {
 		r, ok := next[t]
@@ -381,9 +390,15 @@ func (e *Engine) judgeAttempt(row *driver.TaskRow, t driver.Transition, judged b
 	cfg := e.brakeConfigLocked(row.Type)
 	failed, n := j.Window().Counts()
 	reason := j.Reason(cfg.Cooldown)
+	now := e.cfg.Now()
+	if action != brake.Close {
+		// Hold the type's claims back from now on, not from when the
+		// write commits: the other workers' claims meanwhile would run
+		// more of its tasks against the failing downstream.
+		e.brakes.rows[row.Type] = driver.BrakeRow{Type: row.Type, State: driver.BrakeOpen, OpenedAt: now, Until: now.Add(cfg.Cooldown)}
+	}
 	e.brakes.mu.Unlock()
 
-	now := e.cfg.Now()
 	ch := driver.BrakeChange{Now: now}
 	level, msg := slog.LevelWarn, ""
 	switch action {
@@ -409,13 +424,16 @@ func (e *Engine) judgeAttempt(row *driver.TaskRow, t driver.Transition, judged b
 	applied, err := e.braker().ChangeBrake(ctx, ch)
 	e.brakes.mu.Lock()
 	delete(e.brakes.writing, row.Type)
-	if err == nil && applied {
-		if ch.To.State == driver.BrakeClosed {
-			delete(e.brakes.rows, row.Type)
-			j.HalfOpened()
-		} else {
-			e.brakes.rows[row.Type] = ch.To
-		}
+	switch {
+	case err == nil && applied && ch.To.State == driver.BrakeClosed:
+		delete(e.brakes.rows, row.Type)
+		j.HalfOpened()
+	case err == nil && applied:
+		e.brakes.rows[row.Type] = ch.To
+	case action == brake.Open:
+		delete(e.brakes.rows, row.Type) // not opened here: the next read of the brakes says what holds
+	case action == brake.Reopen:
+		e.brakes.rows[row.Type] = r
 	}
 	e.brakes.mu.Unlock()
 	switch {
