@@ -20,9 +20,9 @@ import (
 // are then not claimed (they wait, pending) for Cooldown, and an alert
 // (rule brake_open) fires. Then the brake is half open: each node with a
 // handler lets a trickle of probes through, due retries first, widening
-// with each success; a probe failing while the window still judges the
-// type failing reopens it, and once fresh tasks succeed again and the
-// failures are outweighed it closes (and the alert resolves). An operator
+// with each success; probes failing in a row with no success reopen it,
+// and once fresh tasks succeed again and the failures are outweighed it
+// closes (and the alert resolves). An operator
 // can close it by hand (Client.CloseBrake, the API, keel brake close).
 // keel's own types never brake. The judgement lives in internal/brake.
 

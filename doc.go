@@ -243,10 +243,11 @@
 // threshold (default 80%), the node opens its brake: its tasks are not
 // claimed for a cooldown (default 30s) and a brake_open alert fires; then
 // a trickle of probe tasks runs, due retries first, widening with each
-// success, until fresh tasks succeed again and the brake closes; a probe
-// failing while the type is judged failing reopens it. Brake and NoBrake set a type's thresholds;
-// Client.SetBrake changes them at runtime, Client.Brakes lists brakes and
-// Client.CloseBrake closes one by hand.
+// success, until fresh tasks succeed again and the brake closes; probes
+// failing in a row with no success reopen it. Brake and NoBrake set a
+// type's thresholds; Client.SetBrake changes them at runtime,
+// Client.Brakes lists brakes and Client.CloseBrake closes one by hand. The
+// guide docs/brake.md shows it at work.
 //
 // # Defaults
 //

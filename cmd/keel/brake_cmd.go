@@ -23,7 +23,7 @@ func newBrakesCmd() *cobra.Command {
 		Long: `brakes lists every task type whose automatic brake ever opened. An open
 brake's tasks are not claimed until its cooldown ends; then a trickle of
 probe tasks runs (half_open), due retries first, until fresh tasks succeed
-again (closed) or a probe finds the type still failing (open again).
+again (closed) or the probes fail in a row with no success (open again).
 Close a brake by hand with: keel brake close <type>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
