@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -275,7 +276,7 @@ func (e *env) newClient(cfg keel.Config) *keel.Client {
 		cfg.Now = e.clock.Now
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(e.t.Output(), nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(e.output(), nil))
 	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
@@ -297,6 +298,38 @@ func (e *env) newClient(cfg keel.Config) *keel.Client {
 		e.t.Fatalf("new client: %v", err)
 	}
 	return c
+}
+
+// testOutput writes to a test's output until the test's cleanup begins,
+// and drops what comes after: a handler that ignores its context may log
+// (a runaway) after its client stopped and its test ended, which the
+// testing package reports as a race on the finished test's output.
+type testOutput struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *testOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return len(p), nil
+	}
+	return w.t.Output().Write(p)
+}
+
+// output is the test's output for a client's logger (see testOutput).
+// Its cleanup runs after those registered later, so a client's Stop
+// still logs.
+func (e *env) output() io.Writer {
+	w := &testOutput{t: e.t}
+	e.t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
 }
 
 // startClient starts c's workers and stops them when the test ends.
