@@ -58,9 +58,9 @@ func TestConformance(t *testing.T) {
 }
 
 // TestBrakeScenarios: the automatic brake's scenarios, apart from the
-// suite (they time drains).
+// suite (they time drains). Not parallel: it runs before the suite's
+// parallel tests start, so that neither loads the other's timings.
 func TestBrakeScenarios(t *testing.T) {
-	t.Parallel()
 	drivertest.RunBrakeScenarios(t, func(t *testing.T) driver.Driver { return open(t, mysql.Options{CallerClock: true}) })
 }
 
