@@ -169,10 +169,9 @@ type Type struct {
 	// when they fail again, whereas a burst of fresh tasks would fill the
 	// window with first failures while the retries' successes lag.
 	credits int
-	// freshRunning counts the running probes that are first attempts;
-	// streak the probes that failed since the last success.
-	freshRunning, streak int
-	lastSuccess          time.Time
+	// streak counts the probes that failed since the last success.
+	streak      int
+	lastSuccess time.Time
 }
 
 // SuccessMemory is how many cooldowns a probe's success keeps a half-open
@@ -226,7 +225,7 @@ func (t *Type) Failing() bool {
 // the last success is kept: probes that succeeded just before a
 // reopening still count as the downstream answering.
 func (t *Type) HalfOpened() {
-	t.width, t.running, t.successes, t.fresh, t.credits, t.freshRunning, t.streak = InitialWidth, 0, 0, false, InitialWidth, 0, 0
+	t.width, t.running, t.successes, t.fresh, t.credits, t.streak = InitialWidth, 0, 0, false, InitialWidth, 0
 }
 
 // Room is how many more probes may start now: due retries, and of tasks
@@ -254,7 +253,6 @@ func (t *Type) ProbeStarted(fresh bool) {
 	t.running++
 	if fresh {
 		t.credits = max(t.credits-1, 0)
-		t.freshRunning++
 	}
 }
 
@@ -280,9 +278,6 @@ func (t *Type) ProbeStarted(fresh bool) {
 //     probe's place for another.
 func (t *Type) Probe(o Outcome, now time.Time) Action {
 	t.running = max(t.running-1, 0)
-	if o.Attempt <= 1 {
-		t.freshRunning = max(t.freshRunning-1, 0)
-	}
 	switch e := Of(o); {
 	case e == Success:
 		t.window.Add(false)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/brake"
+	"github.com/keelq/keel/internal/shorten"
 )
 
 // The automatic brake (see driver.BrakeRow and package brake, which holds
@@ -168,6 +169,11 @@ func (e *Engine) noRetryDue(taskType string, now time.Time) bool {
 func (e *Engine) retryDueAt(taskType string, at time.Time, reset bool) {
 	e.brakes.mu.Lock()
 	defer e.brakes.mu.Unlock()
+	e.retryDueLocked(taskType, at, reset)
+}
+
+// retryDueLocked is retryDueAt with e.brakes.mu held.
+func (e *Engine) retryDueLocked(taskType string, at time.Time, reset bool) {
 	if e.brakes.retryDue == nil {
 		e.brakes.retryDue = map[string]time.Time{}
 	}
@@ -363,12 +369,7 @@ func (e *Engine) judgeAttempt(row *driver.TaskRow, t driver.Transition, judged b
 	if braked && t.State == driver.StatePending && t.Error != nil {
 		// A retry this node scheduled: the trickle asks for due retries
 		// again when it comes due.
-		if e.brakes.retryDue == nil {
-			e.brakes.retryDue = map[string]time.Time{}
-		}
-		if old, ok := e.brakes.retryDue[row.Type]; !ok || t.RunAt.Before(old) {
-			e.brakes.retryDue[row.Type] = t.RunAt
-		}
+		e.retryDueLocked(row.Type, t.RunAt, false)
 	}
 	action := brake.Keep
 	switch {
@@ -453,11 +454,7 @@ func probeError(t driver.Transition) string {
 	if t.Error == nil {
 		return "failed"
 	}
-	s := t.Error.Error
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
+	return shorten.String(t.Error.Error, 200)
 }
 
 // evaluateBrakes is the leader's round (every SettingsInterval): it turns
