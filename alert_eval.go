@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // condition is one rule's verdict on one subject.
@@ -26,17 +27,17 @@ func (c condition) key() string { return c.rule + "\n" + c.subject }
 // evaluate returns the conditions that hold in snap under rules. It reads
 // only the snapshot (live counters, the last hour's history, settings,
 // nodes): no table scans.
-func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []condition {
+func evaluate(rules AlertRules, snap *estimator.Snapshot, liveWindow time.Duration) []condition {
 	var out []condition
 	if rules.DeadPerHour >= 0 {
 		out = append(out, deadConditions(rules.DeadPerHour, snap)...)
 	}
-	for _, q := range snap.queueNames() {
+	for _, q := range snap.QueueNames() {
 		if reservedQueue(q) {
 			continue
 		}
-		views, _, oldest := snap.views(func(r driver.CountRow) bool { return r.Queue == q })
-		ready := views[ViewReady]
+		views, _, oldest := snap.Views(func(r driver.CountRow) bool { return r.Queue == q })
+		ready := views[estimator.ViewReady]
 		if rules.OldestReadyAge > 0 && ready > 0 && oldest > rules.OldestReadyAge {
 			out = append(out, condition{rule: RuleOldestReadyAge, subject: "queue:" + q,
 				message: fmt.Sprintf("the oldest ready task in queue %s has waited at least %v (the rule fires above %v); %d tasks are ready.",
@@ -44,7 +45,7 @@ func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []cond
 				hint:   fmt.Sprintf("keel stats; keel nodes; keel queue list (is queue %s paused, or are its workers busy or gone?)", q),
 				values: map[string]any{"oldest_ready_seconds": int64(oldest.Seconds()), "ready": ready, "threshold_seconds": int64(rules.OldestReadyAge.Seconds())}})
 		}
-		if rules.NoLiveWorker && ready > 0 && !snap.served(q, liveWindow) {
+		if rules.NoLiveWorker && ready > 0 && !snap.Served(q, liveWindow) {
 			out = append(out, condition{rule: RuleNoLiveWorker, subject: "queue:" + q,
 				message: fmt.Sprintf("queue %s has %d ready tasks and no live worker process works it.", q, ready),
 				hint:    fmt.Sprintf("keel nodes; start a worker for queue %s (keel serve with a type of that queue, or a Go client with Queues[%q])", q, q),
@@ -56,8 +57,8 @@ func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []cond
 	}
 	out = append(out, notifierConditions(snap)...)
 	if rules.NodeLost {
-		for _, n := range snap.nodes {
-			silent := snap.at.Sub(n.HeartbeatAt)
+		for _, n := range snap.Nodes {
+			silent := snap.At.Sub(n.HeartbeatAt)
 			if silent <= liveWindow {
 				continue
 			}
@@ -76,15 +77,15 @@ func evaluate(rules AlertRules, snap *snapshot, liveWindow time.Duration) []cond
 // and alert deliveries not at all (notifier_failing watches them). The
 // drill's type counts the dead letters present now, so that the drill's
 // cleanup resolves its alert at once.
-func deadConditions(threshold int, snap *snapshot) []condition {
+func deadConditions(threshold int, snap *estimator.Snapshot) []condition {
 	perType := map[string]int64{}
-	since := driver.DueMinute(snap.at.Add(-time.Hour))
-	for _, m := range snap.minutes {
+	since := driver.DueMinute(snap.At.Add(-time.Hour))
+	for _, m := range snap.Minutes {
 		if m.Minute >= since && m.Type != drillType && !strings.HasPrefix(m.Type, notifyTypePrefix) {
 			perType[m.Type] += m.Dead
 		}
 	}
-	for _, r := range snap.counts {
+	for _, r := range snap.Counts {
 		if r.Type == drillType && r.Kind == string(StateDead) {
 			perType[drillType] += r.N
 		}
@@ -122,11 +123,11 @@ func deadConditions(threshold int, snap *snapshot) []condition {
 
 // failureConditions: types whose failed share of the attempts that ended
 // in the window is above the ratio.
-func failureConditions(rules AlertRules, snap *snapshot) []condition {
+func failureConditions(rules AlertRules, snap *estimator.Snapshot) []condition {
 	type tally struct{ ended, failed int64 }
 	byType := map[string]*tally{}
-	since := driver.DueMinute(snap.at.Add(-rules.FailureWindow))
-	for _, m := range snap.minutes {
+	since := driver.DueMinute(snap.At.Add(-rules.FailureWindow))
+	for _, m := range snap.Minutes {
 		if m.Minute < since || reservedType(m.Type) {
 			continue
 		}
@@ -166,7 +167,7 @@ const notifierFailingAfter = failingAfter
 // keel.notify.<name>) dead-lettered in the last hour, or keep failing: at
 // least notifierFailingAfter failed attempts in the last hour while one
 // waits to retry.
-func notifierConditions(snap *snapshot) []condition {
+func notifierConditions(snap *estimator.Snapshot) []condition {
 	type tally struct{ dead, failed, retrying int64 }
 	byName := map[string]*tally{}
 	get := func(taskType string) *tally {
@@ -181,8 +182,8 @@ func notifierConditions(snap *snapshot) []condition {
 		}
 		return t
 	}
-	since := driver.DueMinute(snap.at.Add(-time.Hour))
-	for _, m := range snap.minutes {
+	since := driver.DueMinute(snap.At.Add(-time.Hour))
+	for _, m := range snap.Minutes {
 		if m.Minute < since {
 			continue
 		}
@@ -191,7 +192,7 @@ func notifierConditions(snap *snapshot) []condition {
 			t.failed += m.Failed
 		}
 	}
-	for _, r := range snap.counts {
+	for _, r := range snap.Counts {
 		if r.Kind != driver.KindRetrying {
 			continue
 		}
@@ -219,7 +220,7 @@ func notifierConditions(snap *snapshot) []condition {
 }
 
 // resolution says why an open alert no longer holds.
-func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
+func resolution(a *driver.AlertRow, rules AlertRules, snap *estimator.Snapshot) string {
 	off := map[string]bool{
 		RuleDeadPerHour: rules.DeadPerHour < 0, RuleOldestReadyAge: rules.OldestReadyAge <= 0,
 		RuleFailureRatio: rules.FailureRatio <= 0, RuleNoLiveWorker: !rules.NoLiveWorker, RuleNodeLost: !rules.NodeLost,
@@ -250,7 +251,7 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *snapshot) string {
 	case RuleNotifierFailing:
 		return fmt.Sprintf("no delivery to notifier %s was given up in the last hour, and none waits to retry after failing.", name)
 	case RuleNodeLost:
-		if kind == "node" && slices.ContainsFunc(snap.nodes, func(n driver.NodeRow) bool { return n.Name == name }) {
+		if kind == "node" && slices.ContainsFunc(snap.Nodes, func(n driver.NodeRow) bool { return n.Name == name }) {
 			return fmt.Sprintf("node %s sends heartbeats again.", name)
 		}
 		return fmt.Sprintf("node %s left the node registry (stopped, or pruned after its silence).", name)
@@ -283,7 +284,7 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := c.snapshot(ctx, 0)
+	snap, err := c.snaps.Read(ctx, 0)
 	if err != nil {
 		return err
 	}
@@ -306,12 +307,12 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 		a := &open[i]
 		isOpen[a.Rule+"\n"+a.Subject] = true
 		if cond, ok := holds[a.Rule+"\n"+a.Subject]; ok {
-			if err := c.updateAlert(ctx, a, cond, snap.at); err != nil {
+			if err := c.updateAlert(ctx, a, cond, snap.At); err != nil {
 				return err
 			}
 			continue
 		}
-		row, resolved, err := c.drv.ResolveAlert(ctx, driver.ResolveAlertParams{ID: a.ID, Message: resolution(a, rules, snap), Now: snap.at})
+		row, resolved, err := c.drv.ResolveAlert(ctx, driver.ResolveAlertParams{ID: a.ID, Message: resolution(a, rules, snap), Now: snap.At})
 		if err != nil {
 			return fmt.Errorf("resolve alert %d: %w", a.ID, err)
 		}
@@ -326,7 +327,7 @@ func (c *Client) evaluateAlerts(ctx context.Context) error {
 		}
 		values, _ := json.Marshal(cond.values)
 		row, fired, err := c.drv.FireAlert(ctx, driver.FireAlertParams{Rule: cond.rule, Subject: cond.subject,
-			Message: cond.message, Hint: cond.hint, Values: values, Now: snap.at})
+			Message: cond.message, Hint: cond.hint, Values: values, Now: snap.At})
 		if err != nil {
 			return fmt.Errorf("open alert %s %s: %w", cond.rule, cond.subject, err)
 		}

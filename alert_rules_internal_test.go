@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // TestEveryFiringRuleIsListed: every condition the evaluator can build (a
@@ -68,7 +69,7 @@ func TestEveryFiringRuleIsListed(t *testing.T) {
 		}
 	}
 	for _, rule := range alertRuleNames {
-		if resolution(&driver.AlertRow{Rule: rule, Subject: "x:y"}, DefaultAlertRules(), &snapshot{}) == "its condition no longer holds." {
+		if resolution(&driver.AlertRow{Rule: rule, Subject: "x:y"}, DefaultAlertRules(), &estimator.Snapshot{}) == "its condition no longer holds." {
 			t.Errorf("rule %s has no resolution of its own", rule)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // TestEvaluateRules: each rule fires exactly for the subject past its
@@ -16,8 +17,8 @@ import (
 func TestEvaluateRules(t *testing.T) {
 	now := time.Unix(29_000_000*60+30, 0) // 30s into a minute
 	minute := driver.DueMinute(now)
-	snap := &snapshot{at: now, workers: map[string]int{},
-		counts: []driver.CountRow{
+	snap := &estimator.Snapshot{At: now, Workers: map[string]int{},
+		Counts: []driver.CountRow{
 			// default: 5 ready since 15 minutes ago, worked by a live node.
 			{Queue: "default", Type: "email", Kind: "pending", Due: minute - 15, N: 5},
 			// reports: ready, no node works it.
@@ -29,7 +30,7 @@ func TestEvaluateRules(t *testing.T) {
 			// the drill's dead letters are counted from the table.
 			{Queue: ReservedQueue, Type: drillType, Kind: "dead", N: 4},
 		},
-		minutes: []driver.MinuteRow{
+		Minutes: []driver.MinuteRow{
 			// email: 4 dead this hour (above 3); sms: 2 (not alone, but
 			// 6 together); an old minute outside the hour does not count.
 			{Minute: minute - 70, Queue: "default", Type: "email", Dead: 50},
@@ -39,7 +40,7 @@ func TestEvaluateRules(t *testing.T) {
 			// keel's own deliveries failing do not trip failure_ratio.
 			{Minute: minute, Queue: ReservedQueue, Type: notifyType("hook"), Ended: 40, Failed: 40},
 		},
-		nodes: []driver.NodeRow{
+		Nodes: []driver.NodeRow{
 			{Name: "alive", Host: "h1", PID: 1, Queues: []string{"default"}, HeartbeatAt: now.Add(-5 * time.Second)},
 			{Name: "gone", Host: "h2", PID: 2, Queues: []string{"default"}, HeartbeatAt: now.Add(-2 * time.Minute)},
 		},
@@ -118,14 +119,14 @@ func TestAlertRulesValidate(t *testing.T) {
 func TestNotifierFailing(t *testing.T) {
 	now := time.Unix(29_000_000*60+30, 0)
 	minute := driver.DueMinute(now)
-	snap := &snapshot{at: now, workers: map[string]int{},
-		counts: []driver.CountRow{
+	snap := &estimator.Snapshot{At: now, Workers: map[string]int{},
+		Counts: []driver.CountRow{
 			{Queue: ReservedQueue, Type: notifyType("hook"), Kind: "dead", N: 5},
 			{Queue: ReservedQueue, Type: notifyType("pager"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
 			{Queue: ReservedQueue, Type: notifyType("slow"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
 			{Queue: ReservedQueue, Type: notifyType("old"), Kind: "dead", N: 2},
 		},
-		minutes: []driver.MinuteRow{
+		Minutes: []driver.MinuteRow{
 			{Minute: minute - 5, Queue: ReservedQueue, Type: notifyType("hook"), Ended: 250, Failed: 250, Dead: 5},
 			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("pager"), Ended: 3, Failed: 3},
 			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("slow"), Ended: 2, Failed: 2},

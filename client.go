@@ -15,6 +15,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
+	"github.com/keelq/keel/internal/estimator"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/tracing"
@@ -32,7 +33,7 @@ type Client struct {
 	mu  sync.Mutex
 	eng *engine.Engine // set by Start
 
-	snaps snapshotCache // for ETA
+	snaps *estimator.Reader // Stats, ETA and alerts read through it; it keeps the last for ETA
 
 	obs observers // told about task events (Observe)
 
@@ -61,6 +62,13 @@ func NewClient(cfg Config) (*Client, error) {
 		}
 	}
 	c.decl = newDeclarations(c.types)
+	c.snaps = &estimator.Reader{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable, Workers: func() map[string]int {
+		w := make(map[string]int, len(c.cfg.Queues))
+		for q := range c.cfg.Queues {
+			w[q] = c.workers(q)
+		}
+		return w
+	}}
 	var err error
 	if c.schedules, err = c.validateSchedules(); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // ETAStatus says what an Estimate is based on, or why it has no times.
@@ -119,7 +120,7 @@ func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate,
 	if len(todo) == 0 {
 		return out, nil
 	}
-	cached, err := c.snapshot(ctx, etaMaxAge)
+	cached, err := c.snaps.Read(ctx, etaMaxAge)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate,
 	// The line ahead changes with every submit of a burst: the counters
 	// (a small table) are read fresh, the history, settings and nodes may
 	// be a second old.
-	if s.counts, err = c.drv.Counts(ctx); err != nil {
+	if s.Counts, err = c.drv.Counts(ctx); err != nil {
 		return nil, fmt.Errorf("keel: read live counters: %w", unavailable(ctx, err))
 	}
 	now := c.cfg.Now()
@@ -144,14 +145,14 @@ func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate,
 	// there. (Measured to now, a cached snapshot added up to a second of
 	// busy time without its claims: just past 5 s of work the rate came
 	// out up to a fifth too low, and the ETA as much too late.)
-	histAt := s.at
+	histAt := s.At
 	for _, i := range todo {
-		if _, mean := s.runTimes(ts[i]); mean == 0 {
+		if _, mean := runTimes(&s, ts[i]); mean == 0 {
 			// Nothing had run in the queue as of the cached read: the
 			// first run time may have come in since, and it makes the
 			// estimate. Only the history is read again, and only for a
 			// queue that is served.
-			if s.minutes, err = c.drv.Minutes(ctx, now.Add(-time.Hour)); err != nil {
+			if s.Minutes, err = c.drv.Minutes(ctx, now.Add(-time.Hour)); err != nil {
 				return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
 			}
 			histAt = now
@@ -171,9 +172,9 @@ func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate,
 // held answers for a task that waits whatever the line ahead: its queue
 // or type is paused, its type is braked or no worker serves its queue;
 // nil for any other.
-func (c *Client) held(s *snapshot, t *TaskInfo) *Estimate {
-	switch b, braked := s.braked[t.Type]; {
-	case s.paused(driver.SettingQueue, t.Queue) || s.paused(driver.SettingType, t.Type):
+func (c *Client) held(s *estimator.Snapshot, t *TaskInfo) *Estimate {
+	switch b, braked := s.Braked[t.Type]; {
+	case s.Paused(driver.SettingQueue, t.Queue) || s.Paused(driver.SettingType, t.Type):
 		return &Estimate{Status: ETAPaused}
 	case braked:
 		e := &Estimate{Status: ETABraked, Brake: b.State, NextProbe: b.Until}
@@ -181,7 +182,7 @@ func (c *Client) held(s *snapshot, t *TaskInfo) *Estimate {
 			e.NextProbe = c.cfg.Now()
 		}
 		return e
-	case !s.served(t.Queue, c.liveWindow()):
+	case !s.Served(t.Queue, c.liveWindow()):
 		return &Estimate{Status: ETANoWorker}
 	}
 	return nil
@@ -190,22 +191,22 @@ func (c *Client) held(s *snapshot, t *TaskInfo) *Estimate {
 // estimate is the estimate of t, not held, from s (with fresh counters),
 // and same, the ready tasks of t's priority and minute of run_at that a
 // claim takes before it.
-func (c *Client) estimate(s *snapshot, t *TaskInfo, now, histAt time.Time, same int64) *Estimate {
+func (c *Client) estimate(s *estimator.Snapshot, t *TaskInfo, now, histAt time.Time, same int64) *Estimate {
 	e := &Estimate{Status: ETAEstimated}
-	hist, mean := s.runTimes(t)
+	hist, mean := runTimes(s, t)
 	if t.RunAt.After(now) {
 		// Scheduled: the backlog at that time cannot be known yet.
 		e.Start, e.Finish = t.RunAt, t.RunAt.Add(mean)
 		return e
 	}
-	line := s.ahead(t, now, same)
+	line := ahead(s, t, now, same)
 	e.Ahead = line.n
 	queueMean := meanDuration(hist)
-	measured := busyRate(hist, histAt, 5*time.Minute, claimedIn)
-	slots := float64(s.slots(t.Queue, c.liveWindow()))
+	measured := estimator.BusyRate(hist, histAt, 5*time.Minute, estimator.ClaimedIn)
+	slots := float64(s.Slots(t.Queue, c.liveWindow()))
 	switch {
-	case measured.busy >= 5*time.Second && measured.n >= 10:
-		e.PerSecond = measured.perSecond
+	case measured.Busy >= 5*time.Second && measured.N >= 10:
+		e.PerSecond = measured.PerSecond
 		if queueMean > 0 {
 			slots = math.Max(slots, math.Round(e.PerSecond*queueMean.Seconds()))
 		}
@@ -259,7 +260,7 @@ type groupKey struct {
 // other tasks the two reads found between the first and the last. Past
 // etaManyGroups groups, the counters place a group's tasks behind the
 // other tasks of their minute.
-func (c *Client) sameMinute(ctx context.Context, s *snapshot, ts []*TaskInfo, todo []int, now time.Time) (map[int64]int64, error) {
+func (c *Client) sameMinute(ctx context.Context, s *estimator.Snapshot, ts []*TaskInfo, todo []int, now time.Time) (map[int64]int64, error) {
 	byKey := map[groupKey]*aheadGroup{}
 	var groups []*aheadGroup
 	seen := map[int64]bool{}
@@ -311,7 +312,7 @@ func (c *Client) sameMinute(ctx context.Context, s *snapshot, ts []*TaskInfo, to
 				others = max(last-first-(k-1), 0)
 			}
 		} else {
-			first = max(s.readyIn(g.queue, g.priority, g.minute, now)-k, 0)
+			first = max(readyIn(s, g.queue, g.priority, g.minute, now)-k, 0)
 		}
 		for j, t := range g.tasks {
 			n := first + int64(j)
@@ -326,9 +327,9 @@ func (c *Client) sameMinute(ctx context.Context, s *snapshot, ts []*TaskInfo, to
 
 // readyIn counts the ready tasks the counters hold for queue, priority
 // and minute of run_at.
-func (s *snapshot) readyIn(queue string, priority int, minute int64, now time.Time) int64 {
+func readyIn(s *estimator.Snapshot, queue string, priority int, minute int64, now time.Time) int64 {
 	var n int64
-	for _, r := range s.counts {
+	for _, r := range s.Counts {
 		if r.Queue == queue && r.Priority == priority && r.Due == minute && r.Due <= driver.DueMinute(now) &&
 			(r.Kind == string(StatePending) || r.Kind == driver.KindRetrying) {
 			n += r.N
@@ -351,9 +352,9 @@ type line struct {
 // tasks. Each counts at its type's mean run time in the queue's history,
 // else the queue's; the tasks of t's own minute, whose types the index
 // read does not give, at the mean of that minute's types in the counters.
-func (s *snapshot) ahead(t *TaskInfo, now time.Time, same int64) line {
+func ahead(s *estimator.Snapshot, t *TaskInfo, now time.Time, same int64) line {
 	var l line
-	means := s.typeMeans(t.Queue)
+	means := typeMeans(s, t.Queue)
 	runTime := func(typ string) float64 {
 		m, ok := means[typ]
 		if !ok {
@@ -364,7 +365,7 @@ func (s *snapshot) ahead(t *TaskInfo, now time.Time, same int64) line {
 	nowMinute, own := driver.DueMinute(now), driver.DueMinute(t.RunAt)
 	var ownN int64
 	var ownWork float64
-	for _, r := range s.counts {
+	for _, r := range s.Counts {
 		if r.Queue != t.Queue {
 			continue
 		}
@@ -393,10 +394,10 @@ func (s *snapshot) ahead(t *TaskInfo, now time.Time, same int64) line {
 
 // typeMeans returns the mean run time of each type in queue's history that
 // has ended attempts, and under "" the queue's own.
-func (s *snapshot) typeMeans(queue string) map[string]time.Duration {
+func typeMeans(s *estimator.Snapshot, queue string) map[string]time.Duration {
 	type sum struct{ n, ms int64 }
 	sums := map[string]sum{}
-	for _, m := range s.minutes {
+	for _, m := range s.Minutes {
 		if m.Queue != queue {
 			continue
 		}
@@ -417,9 +418,9 @@ func (s *snapshot) typeMeans(queue string) map[string]time.Duration {
 
 // runTimes returns the history of t's queue and the mean run time of t's
 // type in it, else of the whole queue (0 when nothing ran).
-func (s *snapshot) runTimes(t *TaskInfo) (hist []driver.MinuteRow, mean time.Duration) {
-	hist = s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })
-	if mean = meanDuration(s.history(func(m driver.MinuteRow) bool { return m.Queue == t.Queue && m.Type == t.Type })); mean == 0 {
+func runTimes(s *estimator.Snapshot, t *TaskInfo) (hist []driver.MinuteRow, mean time.Duration) {
+	hist = s.History(func(m driver.MinuteRow) bool { return m.Queue == t.Queue })
+	if mean = meanDuration(s.History(func(m driver.MinuteRow) bool { return m.Queue == t.Queue && m.Type == t.Type })); mean == 0 {
 		mean = meanDuration(hist)
 	}
 	return hist, mean

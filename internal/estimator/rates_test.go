@@ -1,4 +1,4 @@
-package keel
+package estimator
 
 import (
 	"math"
@@ -23,23 +23,23 @@ func TestBusyRate(t *testing.T) {
 	}
 	now := at(a+4, 0) // 100s idle since the last end
 	for _, w := range []time.Duration{5 * time.Minute, 15 * time.Minute} {
-		r := busyRate(hist, now, w, finishedIn)
-		if math.Abs(r.perSecond-10) > 1e-9 || r.busy != 110*time.Second {
-			t.Fatalf("window %v: %v/s over %v, want 10/s over 110s", w, r.perSecond, r.busy)
+		r := BusyRate(hist, now, w, FinishedIn)
+		if math.Abs(r.PerSecond-10) > 1e-9 || r.Busy != 110*time.Second {
+			t.Fatalf("window %v: %v/s over %v, want 10/s over 110s", w, r.PerSecond, r.Busy)
 		}
 	}
 	// The last 3 minutes start at (a+1):00: minute a is out, the rest in.
-	if r := busyRate(hist, now, 3*time.Minute, finishedIn); math.Abs(r.perSecond-10) > 1e-9 || r.busy != 80*time.Second {
-		t.Fatalf("3 minutes: %v/s over %v, want 10/s over 80s", r.perSecond, r.busy)
+	if r := BusyRate(hist, now, 3*time.Minute, FinishedIn); math.Abs(r.PerSecond-10) > 1e-9 || r.Busy != 80*time.Second {
+		t.Fatalf("3 minutes: %v/s over %v, want 10/s over 80s", r.PerSecond, r.Busy)
 	}
 	// At (a+2):30 the last 80s start at (a+1):10: 50 of minute a+1's 60
 	// busy seconds count, with their share of its tasks, and minute a+2,
 	// the current one, counts to now.
-	if r := busyRate(hist, at(a+2, 30), 80*time.Second, finishedIn); math.Abs(r.n-700) > 1e-9 || r.busy != 80*time.Second {
-		t.Fatalf("last 80s at (a+2):30: %v tasks over %v, want 700 (500 of minute a+1, all 200 of a+2) over 80s", r.n, r.busy)
+	if r := BusyRate(hist, at(a+2, 30), 80*time.Second, FinishedIn); math.Abs(r.N-700) > 1e-9 || r.Busy != 80*time.Second {
+		t.Fatalf("last 80s at (a+2):30: %v tasks over %v, want 700 (500 of minute a+1, all 200 of a+2) over 80s", r.N, r.Busy)
 	}
 	// Idle for the whole window: no rate.
-	if r := busyRate(hist, at(a+10, 0), time.Minute, finishedIn); r.perSecond != 0 || r.busy != 0 {
+	if r := BusyRate(hist, at(a+10, 0), time.Minute, FinishedIn); r.PerSecond != 0 || r.Busy != 0 {
 		t.Fatalf("idle minute: %+v", r)
 	}
 	// A burst whose first attempts end in the next minute: 2 claims at
@@ -49,16 +49,16 @@ func TestBusyRate(t *testing.T) {
 		{Minute: a, Attempts: 2},
 		{Minute: a + 1, Attempts: 100, Ended: 100, Succeeded: 100, FirstMS: ms(a+1, 0), LastMS: ms(a+1, 10)},
 	}
-	if r := busyRate(edge, at(a+1, 10), 5*time.Minute, claimedIn); r.busy != 10*time.Second || math.Abs(r.perSecond-10.2) > 1e-9 {
-		t.Fatalf("burst begun at the end of a minute: %v/s over %v, want 10.2/s over 10s", r.perSecond, r.busy)
+	if r := BusyRate(edge, at(a+1, 10), 5*time.Minute, ClaimedIn); r.Busy != 10*time.Second || math.Abs(r.PerSecond-10.2) > 1e-9 {
+		t.Fatalf("burst begun at the end of a minute: %v/s over %v, want 10.2/s over 10s", r.PerSecond, r.Busy)
 	}
 	// Claims only, in the current minute: no busy time yet.
-	if r := busyRate(edge[:1], at(a, 59), time.Minute, claimedIn); r.busy != 0 || r.n != 2 {
+	if r := BusyRate(edge[:1], at(a, 59), time.Minute, ClaimedIn); r.Busy != 0 || r.N != 2 {
 		t.Fatalf("claims only in the current minute: %+v, want 2 over no time", r)
 	}
 	// The current minute counts up to now.
 	cur := []driver.MinuteRow{{Minute: a, Attempts: 50, Ended: 50, Succeeded: 50, FirstMS: ms(a, 10), LastMS: ms(a, 14)}}
-	if r := busyRate(cur, at(a, 15), time.Minute, finishedIn); math.Abs(r.perSecond-10) > 1e-9 {
-		t.Fatalf("current minute: %v/s, want 10/s (50 over the 5s from the first end)", r.perSecond)
+	if r := BusyRate(cur, at(a, 15), time.Minute, FinishedIn); math.Abs(r.PerSecond-10) > 1e-9 {
+		t.Fatalf("current minute: %v/s, want 10/s (50 over the 5s from the first end)", r.PerSecond)
 	}
 }
