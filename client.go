@@ -15,8 +15,8 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
-	"github.com/keelq/keel/internal/estimator"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/estimator"
 	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/tracing"
 )

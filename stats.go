@@ -248,4 +248,3 @@ func keelStats(s *estimator.Snapshot, window time.Duration) KeelStats {
 	}
 	return k
 }
-
