@@ -32,6 +32,14 @@ type options struct {
 
 func ptr[T any](v T) *T { return &v }
 
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
 // Queue puts the task on the named queue. Default "default".
 func Queue(name string) Option { return func(o *options) { o.queue = ptr(name) } }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/ondead"
 )
 
 // Start runs the workers of every configured queue, the batched completer
@@ -62,11 +63,13 @@ func (c *Client) Start(ctx context.Context) error {
 			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
 		}
 	}
-	cfg.FollowUps, cfg.BrakeDefaults = c.followUps, brakeDefaults()
+	dead := ondead.New(ondead.Config{Driver: c.drv, Now: c.cfg.Now, Declaration: c.declaration, Reserved: reservedType,
+		Queue: DefaultQueue, HookQueue: ReservedQueue, MaxAttempts: c.cfg.MaxAttempts, Timeout: c.cfg.Timeout,
+		Hook: func(ctx context.Context, row *driver.TaskRow) error { return c.cfg.OnDead(ctx, *infoFromRow(row)) }})
+	cfg.FollowUps, cfg.BrakeDefaults = dead.FollowUps, brakeDefaults()
 	if c.cfg.OnDead != nil {
 		cfg.Queues[ReservedQueue] = 4
-		cfg.Handlers[onDeadType] = c.onDeadHandler()
-		cfg.TypeBackoff[onDeadType] = backoff.Policy{Base: onDeadRetry.base, Max: onDeadRetry.max, Jitter: 0.2}
+		cfg.Handlers[ondead.Type], cfg.TypeBackoff[ondead.Type] = dead.Handle, ondead.Backoff
 	}
 	if !c.cfg.Alerts.Off {
 		// keel's own tasks: alert deliveries and the drill, in their

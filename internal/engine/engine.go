@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/archiver"
 	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/completer"
 	"github.com/keelq/keel/internal/heartbeat"
@@ -83,7 +84,7 @@ type Config struct {
 	PollInterval      time.Duration
 	RescueInterval    time.Duration
 	ReconcileInterval time.Duration
-	// Archival (see archiveRound): retention of succeeded and cancelled
+	// Archival (see internal/archiver): retention of succeeded and cancelled
 	// tasks and of dead ones, how long archived rows are kept (0: for
 	// ever), how often the leader archives and how many tasks one batch
 	// moves.
@@ -160,8 +161,7 @@ type Engine struct {
 	brakes     brakes        // the brakes not closed, as last read
 	brakeLoop  *service.Loop // the leader's brake evaluation
 	reconcile  *service.Loop // the leader's counter check
-	archive    *service.Loop // the leader's archiver
-	archived   archiveCounters
+	archiver   *archiver.Archiver
 	maintainer maintainer      // the leader's upkeep of the database
 	loops      []*service.Loop // Config.Loops
 	runaway    atomic.Int64    // handlers running past TimeoutGrace after their context ended
@@ -230,9 +230,12 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	e.reconcile = service.Start(ctx, func(ctx context.Context) {
 		service.Every(ctx, cfg.ReconcileInterval, e.reconcileCounters)
 	})
-	e.archive = service.Start(ctx, func(ctx context.Context) {
-		service.Every(ctx, cfg.ArchiveInterval, e.archiveRound)
+	e.archiver = archiver.New(archiver.Config{
+		Driver: e.drv, Node: cfg.Node, Interval: cfg.ArchiveInterval, Batch: cfg.ArchiveBatch,
+		RetainSucceeded: cfg.RetainSucceeded, RetainDead: cfg.RetainDead, DeleteArchivedAfter: cfg.DeleteArchivedAfter,
+		Now: cfg.Now, Logger: log, Leading: e.elector.Leading,
 	})
+	e.archiver.Start(ctx)
 	for _, l := range cfg.Loops {
 		e.loops = append(e.loops, service.Start(ctx, func(ctx context.Context) { service.Every(ctx, l.Interval, l.Run) }))
 	}
@@ -259,6 +262,9 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	log.Info("keel: workers started", "node", cfg.Node, "queues", names)
 	return e
 }
+
+// Archived returns what this process's archiver did since Start.
+func (e *Engine) Archived() archiver.Totals { return e.archiver.Totals() }
 
 // Leading reports whether this process holds the leadership lease.
 func (e *Engine) Leading() bool { return e.elector.Leading() }
@@ -308,7 +314,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.settings.loop.Stop()
 	e.brakeLoop.Stop()
 	e.reconcile.Stop()
-	e.archive.Stop()
+	e.archiver.Stop()
 	e.maintainer.loop.Stop()
 	e.elector.Stop()
 	e.listener.Stop()
