@@ -18,6 +18,7 @@ import (
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/estimator"
+	"github.com/keelq/keel/internal/redisgate"
 	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/tracing"
 )
@@ -40,7 +41,7 @@ type Client struct {
 
 	schedules []driver.ScheduleParams // Config.Schedules, validated
 
-	gate *gate // Config.RedisGate; nil without
+	gate *redisgate.Gate // Config.RedisGate; nil without
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -76,7 +77,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	if cfg.RedisGate != nil {
-		if c.gate, err = newGate(*cfg.RedisGate); err != nil {
+		if c.gate, err = newGate(*cfg.RedisGate, c.drv, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -182,7 +183,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	}
 	var results []driver.InsertResult
 	if c.gate != nil && !inTx && len(params) == 1 && params[0].IdemKey != "" {
-		results, err = c.gateInsert(ctx, params[0], insert)
+		results, err = c.gate.Insert(ctx, params[0], insert)
 	} else {
 		results, err = insert(params)
 	}
