@@ -14,9 +14,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/estimator"
+	"github.com/keelq/keel/internal/redisgate"
 	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/tracing"
 )
@@ -26,9 +28,9 @@ import (
 type Client struct {
 	cfg   Config
 	drv   driver.Driver
-	types map[string]options // known types and their defaults
-	decl  *declarations      // stored type defaults: ours written, others' read
-	trace trace.Tracer       // from Config.TracerProvider
+	types map[string]options    // known types and their defaults
+	decl  *declare.Declarations // stored type defaults: ours written, others' read
+	trace trace.Tracer          // from Config.TracerProvider
 
 	mu  sync.Mutex
 	eng *engine.Engine // set by Start
@@ -39,7 +41,7 @@ type Client struct {
 
 	schedules []driver.ScheduleParams // Config.Schedules, validated
 
-	gate *gate // Config.RedisGate; nil without
+	gate *redisgate.Gate // Config.RedisGate; nil without
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -61,7 +63,8 @@ func NewClient(cfg Config) (*Client, error) {
 			c.types[t] = o
 		}
 	}
-	c.decl = newDeclarations(c.types)
+	c.decl = declare.New(declare.Config{Store: c.drv, Types: declaredTypes(c.types), MaxAge: cfg.SettingsInterval,
+		Now: cfg.Now, Logger: cfg.Logger})
 	c.snaps = &estimator.Reader{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable, Workers: func() map[string]int {
 		w := make(map[string]int, len(c.cfg.Queues))
 		for q := range c.cfg.Queues {
@@ -74,7 +77,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	if cfg.RedisGate != nil {
-		if c.gate, err = newGate(*cfg.RedisGate); err != nil {
+		if c.gate, err = newGate(*cfg.RedisGate, c.drv, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -154,11 +157,11 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		return nil, invalid("no tasks to enqueue")
 	}
 	if inTx {
-		c.declareLater(ctx)
-	} else if err := c.declare(ctx); err != nil {
+		c.decl.DeclareLater(ctx)
+	} else if err := c.decl.Declare(ctx); err != nil {
 		return nil, err
 	}
-	stored, err := c.storedDefaults(ctx, c.undeclared(jobs))
+	stored, err := c.decl.Stored(ctx, c.undeclared(jobs))
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +183,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	}
 	var results []driver.InsertResult
 	if c.gate != nil && !inTx && len(params) == 1 && params[0].IdemKey != "" {
-		results, err = c.gateInsert(ctx, params[0], insert)
+		results, err = c.gate.Insert(ctx, params[0], insert)
 	} else {
 		results, err = insert(params)
 	}
@@ -254,9 +257,15 @@ func (c *Client) undeclared(jobs []TaskSpec) []string {
 	return out
 }
 
+// storedDefaults returns the stored declarations of types (nil where none
+// is stored), read through the client's cache.
+func (c *Client) storedDefaults(ctx context.Context, types []string) (map[string]*driver.TypeDefaults, error) {
+	return c.decl.Stored(ctx, types)
+}
+
 // prepare validates one job and turns it into insert parameters. Its
 // defaults are this client's registration of the type, or when that sets
-// none, the type's stored declaration (stored, from storedDefaults).
+// none, the type's stored declaration (stored, from the declarations' cache).
 func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults) (driver.InsertParams, error) {
 	if o := (options{}).merge(j.Options); o.idemKey != nil && strings.HasPrefix(*o.idemKey, scheduleKeyPrefix) {
 		// A held tick key would fail the schedule's tick until released.

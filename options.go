@@ -161,6 +161,18 @@ func (o options) typeDefaults(taskType string) driver.TypeDefaults {
 	return t
 }
 
+// declaredTypes are the stored declarations of the types that set any
+// default, for keel_types.
+func declaredTypes(types map[string]options) []driver.TypeDefaults {
+	var out []driver.TypeDefaults
+	for name, o := range types {
+		if o.declared() {
+			out = append(out, o.typeDefaults(name))
+		}
+	}
+	return out
+}
+
 // storedOptions are the enqueue defaults of a stored declaration (nil:
 // none stored): its queue, priority, max attempts and timeout.
 func storedOptions(t *driver.TypeDefaults) options {

@@ -24,7 +24,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && len(c.schedules) == 0 && c.cfg.OnDead == nil {
 		return fmt.Errorf("%w: no handlers registered (and no alert notifiers to deliver to, no schedules to run)", ErrNotWorker)
 	}
-	if err := c.declare(ctx); err != nil {
+	if err := c.decl.Declare(ctx); err != nil {
 		return err
 	}
 	if err := c.storeSchedules(ctx); err != nil {
