@@ -239,7 +239,7 @@ func TestRedisGateRedisStopped(t *testing.T) {
 // TestRedisGateRedisFrozen: with the gate's Redis hung
 // (SIGSTOP: connections open, nothing answered), each submission waits for
 // the gate at most its Timeout, then inserts as without it. The client is
-// the one the README shows, and a plain one: the gate's bound must not
+// the one docs/idempotency.md shows, and a plain one: the gate's bound must not
 // depend on how the client was built.
 func TestRedisGateRedisFrozen(t *testing.T) {
 	for _, name := range []string{"documented", "plain"} {

@@ -64,7 +64,7 @@ func TestNextAfter(t *testing.T) {
 }
 
 // TestScheduleDST pins robfig/cron's daylight-saving behaviour, which the
-// README describes: 02:30 in Berlin is skipped on the spring-forward day
+// schedules guide (docs/schedules.md) describes: 02:30 in Berlin is skipped on the spring-forward day
 // and comes twice (two instants, two ticks) on the fall-back day.
 func TestScheduleDST(t *testing.T) {
 	s, loc, err := parseSchedule("30 2 * * *", "Europe/Berlin")

@@ -470,7 +470,7 @@ func migrations(t *testing.T, drv string) (int, string) {
 }
 
 // TestJudgeDeadRows: doctor's rule for the task table's dead rows on
-// PostgreSQL, as the README writes it.
+// PostgreSQL, as docs/operations.md writes it.
 func TestJudgeDeadRows(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {

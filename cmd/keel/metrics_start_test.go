@@ -14,17 +14,17 @@ import (
 	"github.com/keelq/keel/internal/testdb"
 )
 
-// readmeMetric is one row of the README's table of metrics.
+// readmeMetric is one row of the metrics guide's table of metrics.
 type readmeMetric struct {
 	name, kind string
 	labels     []string
 }
 
-// readmeMetrics reads the table of metrics in the README's "Metrics"
-// section.
+// readmeMetrics reads the table of metrics in the "Metrics" section of
+// docs/observability.md.
 func readmeMetrics(t *testing.T) []readmeMetric {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "README.md"))
+	f, err := os.Open(filepath.Join("..", "..", "docs", "observability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func readmeMetrics(t *testing.T) []readmeMetric {
 		}
 		m := row.FindStringSubmatch(line)
 		if m == nil {
-			t.Fatalf("README: a metrics row this test cannot read: %s", line)
+			t.Fatalf("docs/observability.md: a metrics row this test cannot read: %s", line)
 		}
 		var labels []string
 		for l := range strings.SplitSeq(m[3], ",") {
@@ -58,7 +58,7 @@ func readmeMetrics(t *testing.T) []readmeMetric {
 		t.Fatal(err)
 	}
 	if len(out) < 20 {
-		t.Fatalf("README lists %d metrics; the table was not found", len(out))
+		t.Fatalf("docs/observability.md lists %d metrics; the table was not found", len(out))
 	}
 	return out
 }
@@ -106,7 +106,7 @@ func parseScrape(t *testing.T, body string) scrape {
 }
 
 // TestServeMetricsFromTheStart: a fresh keel serve, before any task ran,
-// exports every metric family the README lists, of the type it says, and
+// exports every metric family the metrics guide lists, of the type it says, and
 // each family labelled by queue or type has a series at 0 for the
 // configured queue and type, so that a Prometheus rule on increase()
 // sees the first event. On SQLite, PostgreSQL and MariaDB.
@@ -167,11 +167,11 @@ type = "email"
 			for _, m := range want {
 				kind, ok := got.types[m.name]
 				if !ok {
-					t.Errorf("%s (README) is not in /metrics before any task ran", m.name)
+					t.Errorf("%s (docs/observability.md) is not in /metrics before any task ran", m.name)
 					continue
 				}
 				if kind != m.kind {
-					t.Errorf("%s is a %s in /metrics, a %s in the README", m.name, kind, m.kind)
+					t.Errorf("%s is a %s in /metrics, a %s in docs/observability.md", m.name, kind, m.kind)
 				}
 				// The series of the configured queue and type, at 0.
 				need := map[string]string{}
