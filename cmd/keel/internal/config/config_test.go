@@ -644,7 +644,7 @@ func TestExample(t *testing.T) {
 	if len(c.Types) != 2 || !c.Types["email.send"].IsTarget() || c.Types["report.build"].Queue != "reports" || len(c.Tokens) != 2 {
 		t.Fatalf("the commented-out examples: types %+v tokens %d", c.Types, len(c.Tokens))
 	}
-	if e := c.Types["email.send"]; e.OnDead != "report.build" || e.Brake.Window != 20 || e.Brake.Threshold != 0.5 || e.Brake.Cooldown.D() != 30*time.Second {
+	if e := c.Types["email.send"]; e.OnDead != "report.build" || e.Brake.Window != 20 || e.Brake.Threshold != 0.8 || e.Brake.Cooldown.D() != 30*time.Second {
 		t.Fatalf("the example's on_dead and brake: %+v", e)
 	}
 }
