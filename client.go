@@ -18,7 +18,9 @@ import (
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/estimator"
+	"github.com/keelq/keel/internal/ramp"
 	"github.com/keelq/keel/internal/redisgate"
+	"github.com/keelq/keel/internal/scheduler"
 	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/tracing"
 )
@@ -40,6 +42,8 @@ type Client struct {
 	obs observers // told about task events (Observe)
 
 	schedules []driver.ScheduleParams // Config.Schedules, validated
+	sched     *scheduler.Scheduler    // enqueues the schedules' ticks
+	ramps     *ramp.Judge             // advances the ramps
 
 	gate *redisgate.Gate // Config.RedisGate; nil without
 }
@@ -73,9 +77,10 @@ func NewClient(cfg Config) (*Client, error) {
 		return w
 	}}
 	var err error
-	if c.schedules, err = c.validateSchedules(); err != nil {
+	if c.schedules, err = validateSchedules(cfg.Schedules, cfg.MaxPayloadBytes); err != nil {
 		return nil, err
 	}
+	c.sched, c.ramps = newScheduler(c), newRampJudge(c)
 	if cfg.RedisGate != nil {
 		if c.gate, err = newGate(*cfg.RedisGate, c.drv, cfg.Logger); err != nil {
 			return nil, err

@@ -2,8 +2,6 @@ package keel
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,7 +9,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/check"
-	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/ramp"
 )
 
 // Ramp raises a task type's cluster-wide concurrency step by step while
@@ -107,9 +105,6 @@ func (s *RampState) Concurrency() int { return s.Steps[s.Step] }
 // Active reports whether the ramp still runs.
 func (s *RampState) Active() bool { return !s.Done && !s.Stopped }
 
-// rampDoc is the keel_meta document of taskType's ramp.
-func rampDoc(taskType string) string { return "ramp:" + taskType }
-
 // StartRamp starts (or restarts from its first step) a concurrency ramp
 // for taskType: it sets the type's concurrency to the first step at once
 // and returns the ramp's state. The started worker clients' leader
@@ -126,11 +121,11 @@ func (c *Client) StartRamp(ctx context.Context, taskType string, r Ramp) (*RampS
 	now := c.cfg.Now()
 	st := &RampState{Type: taskType, Ramp: r, StepAt: now, NextAt: now.Add(r.Every), StartedAt: now, UpdatedAt: now}
 	st.Done = len(r.Steps) == 1
-	if err := c.setRampStep(ctx, st); err != nil {
-		return nil, err
+	if err := c.ramps.SetStep(ctx, taskType, st.Concurrency()); err != nil {
+		return nil, fmt.Errorf("keel: ramp %s to concurrency %d: %w", taskType, st.Concurrency(), unavailable(ctx, err))
 	}
-	if err := c.putRamp(ctx, st); err != nil {
-		return nil, err
+	if err := c.ramps.Put(ctx, taskType, st); err != nil {
+		return nil, fmt.Errorf("keel: store ramp of %s: %w", taskType, unavailable(ctx, err))
 	}
 	return st, nil
 }
@@ -140,7 +135,7 @@ func (c *Client) GetRamp(ctx context.Context, taskType string) (*RampState, erro
 	if !validName(taskType) {
 		return nil, invalid("invalid task type %q", taskType)
 	}
-	b, err := c.drv.GetMeta(ctx, rampDoc(taskType))
+	b, err := c.drv.GetMeta(ctx, ramp.Doc(taskType))
 	if err != nil {
 		return nil, fmt.Errorf("keel: get ramp of %s: %w", taskType, unavailable(ctx, err))
 	}
@@ -148,11 +143,8 @@ func (c *Client) GetRamp(ctx context.Context, taskType string) (*RampState, erro
 		return nil, fmt.Errorf("keel: no ramp for task type %s: %w", taskType, ErrNotFound)
 	}
 	var st RampState
-	if err := json.Unmarshal(b, &st); err != nil {
+	if err := ramp.Decode(b, &st); err != nil {
 		return nil, fmt.Errorf("keel: read ramp of %s: %w", taskType, err)
-	}
-	if len(st.Steps) == 0 || st.Step < 0 || st.Step >= len(st.Steps) {
-		return nil, fmt.Errorf("keel: read ramp of %s: step %d of %d", taskType, st.Step, len(st.Steps))
 	}
 	return &st, nil
 }
@@ -169,118 +161,24 @@ func (c *Client) StopRamp(ctx context.Context, taskType string) (*RampState, err
 	}
 	st.Stopped, st.Reason, st.Note = true, "stopped by an operator", ""
 	st.UpdatedAt = c.cfg.Now()
-	if err := c.putRamp(ctx, st); err != nil {
-		return nil, err
+	if err := c.ramps.Put(ctx, st.Type, st); err != nil {
+		return nil, fmt.Errorf("keel: store ramp of %s: %w", st.Type, unavailable(ctx, err))
 	}
 	return st, nil
 }
 
-func (c *Client) putRamp(ctx context.Context, st *RampState) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("keel: store ramp of %s: %w", st.Type, err)
-	}
-	if err := c.drv.PutMeta(ctx, rampDoc(st.Type), b, c.cfg.Now()); err != nil {
-		return fmt.Errorf("keel: store ramp of %s: %w", st.Type, unavailable(ctx, err))
-	}
-	return nil
-}
-
-// setRampStep sets the type's concurrency to the ramp's current step.
-func (c *Client) setRampStep(ctx context.Context, st *RampState) error {
-	n := st.Concurrency()
-	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{Kind: driver.SettingType, Name: st.Type, Concurrency: &n, Now: c.cfg.Now()})
-	if err != nil {
-		return fmt.Errorf("keel: ramp %s to concurrency %d: %w", st.Type, n, unavailable(ctx, err))
-	}
-	if e := c.engine(); e != nil {
-		e.ApplySetting(*s)
-	}
-	return nil
-}
-
-// rampLoop runs in every started client: the leader judges the ramps due.
-func (c *Client) rampLoop() engine.Loop {
-	return engine.Loop{Interval: c.cfg.SettingsInterval, Run: func(ctx context.Context) {
-		if e := c.engine(); e == nil || !e.Leading() {
-			return
-		}
-		if err := c.evaluateRamps(ctx); err != nil && ctx.Err() == nil {
-			c.cfg.Logger.Warn("keel: evaluating the ramps failed; next try in one interval", "error", err)
-		}
-	}}
-}
-
-// evaluateRamps judges every active ramp whose step is due. A ramp always
-// has a type setting (its concurrency), so the settings list them.
-func (c *Client) evaluateRamps(ctx context.Context) error {
-	settings, err := c.drv.ListSettings(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, s := range settings {
-		if s.Kind != driver.SettingType {
-			continue
-		}
-		st, err := c.GetRamp(ctx, s.Name)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err == nil {
-			err = c.judgeRamp(ctx, st)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// judgeRamp advances, stops or keeps waiting one ramp.
-func (c *Client) judgeRamp(ctx context.Context, st *RampState) error {
-	now := c.cfg.Now()
-	if !st.Active() || now.Before(st.NextAt) {
-		return nil
-	}
-	// The attempts that ended in the whole minutes after the step's
-	// minute: the history counts by minute, and the step's own minute
-	// holds attempts of the step before, which would water the judgement
-	// down. So every attempt judged ended at the step's concurrency.
-	first := driver.DueMinute(st.StepAt) + 1
-	rows, err := c.drv.Minutes(ctx, time.Unix(first*60, 0))
-	if err != nil {
-		return fmt.Errorf("keel: ramp of %s: read history: %w", st.Type, err)
-	}
-	var ended, failed int64
-	for _, r := range rows {
-		if r.Type == st.Type && r.Minute >= first {
-			ended += r.Ended
-			failed += r.Failed
-		}
-	}
-	st.UpdatedAt = now
-	switch {
-	case ended < int64(st.MinAttempts):
-		note := fmt.Sprintf("waiting for %d attempts at concurrency %d, %d so far", st.MinAttempts, st.Concurrency(), ended)
-		if note == st.Note {
-			return nil
-		}
-		st.Note = note
-	case float64(failed) > st.MaxFailureRatio*float64(ended):
-		st.Stopped, st.Note = true, ""
-		st.Reason = fmt.Sprintf("failure ratio %.2f (%d of %d attempts) at concurrency %d is above %.2f; concurrency stays %d",
-			float64(failed)/float64(ended), failed, ended, st.Concurrency(), st.MaxFailureRatio, st.Concurrency())
-		c.cfg.Logger.Error("keel: ramp stopped", "type", st.Type, "reason", st.Reason)
-	default:
-		st.Step++
-		st.StepAt, st.NextAt, st.Note = now, now.Add(st.Every), ""
-		st.Done = st.Step == len(st.Steps)-1
-		if err := c.setRampStep(ctx, st); err != nil {
-			return err
-		}
-		c.cfg.Logger.Info("keel: ramp advanced", "type", st.Type, "concurrency", st.Concurrency(),
-			"failed", failed, "attempts", ended)
-	}
-	return c.putRamp(ctx, st)
+// newRampJudge returns the service that advances c's ramps, as leader.
+func newRampJudge(c *Client) *ramp.Judge {
+	return ramp.New(ramp.Config{
+		Driver: c.drv, Settings: c.drv, Interval: c.cfg.SettingsInterval, Now: c.cfg.Now, Logger: c.cfg.Logger,
+		Leading: func() bool {
+			e := c.engine()
+			return e != nil && e.Leading()
+		},
+		Applied: func(s driver.Setting) {
+			if e := c.engine(); e != nil {
+				e.ApplySetting(s)
+			}
+		},
+	})
 }

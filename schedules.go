@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
+	"github.com/keelq/keel/internal/scheduler"
 )
 
 // Periodic tasks.
@@ -43,7 +41,7 @@ const (
 
 // SkipGrace is how late a tick may be enqueued under MissedSkip: a tick
 // found due longer ago than this counts as missed.
-const SkipGrace = 10 * time.Second
+const SkipGrace = scheduler.SkipGrace
 
 // Schedule is a periodic task: a task of Type enqueued on every tick of
 // Spec.
@@ -103,39 +101,6 @@ type ScheduleInfo struct {
 	UpdatedAt time.Time
 }
 
-// cronParser reads specs of five or six fields and descriptors.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// parseSchedule reads a spec in a zone.
-func parseSchedule(spec, zone string) (cron.Schedule, *time.Location, error) {
-	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return nil, nil, errors.New("spec must not name a zone (TZ=...): set the time zone instead")
-	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil || zone == "" || strings.EqualFold(zone, "local") {
-		return nil, nil, fmt.Errorf("unknown time zone %q: use an IANA name such as \"UTC\" or \"Europe/Berlin\"", zone)
-	}
-	s, err := cronParser.Parse(spec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("spec %q: %v", spec, err)
-	}
-	if every, ok := strings.CutPrefix(spec, "@every "); ok {
-		// cron runs an interval under a second every second, and cuts
-		// the fraction off a longer one: refuse what would not run as
-		// written.
-		switch d, _ := time.ParseDuration(every); {
-		case d < time.Second:
-			return nil, nil, fmt.Errorf("spec %q: the interval must be at least 1s", spec)
-		case d%time.Second != 0:
-			return nil, nil, fmt.Errorf("spec %q: the interval must be whole seconds", spec)
-		}
-	}
-	if ss, ok := s.(*cron.SpecSchedule); ok {
-		ss.Location = loc
-	}
-	return s, loc, nil
-}
-
 // Validate reports what is wrong with s (ErrInvalid), naming the
 // schedule and the field; NewClient checks Config.Schedules with it.
 func (s Schedule) Validate() error {
@@ -174,7 +139,7 @@ func (s Schedule) params() (driver.ScheduleParams, error) {
 	case p.Missed != driver.MissedRunOnce && p.Missed != driver.MissedSkip:
 		return p, invalid("schedule %q: Missed must be %q or %q, got %q", s.Name, MissedRunOnce, MissedSkip, s.Missed)
 	}
-	if _, _, err := parseSchedule(s.Spec, p.TimeZone); err != nil {
+	if _, _, err := scheduler.Parse(s.Spec, p.TimeZone); err != nil {
 		return p, invalid("schedule %q: %v", s.Name, err)
 	}
 	switch v := s.Payload.(type) {
@@ -203,17 +168,18 @@ func (s Schedule) params() (driver.ScheduleParams, error) {
 	return p, nil
 }
 
-// validateSchedules checks Config.Schedules.
-func (c *Client) validateSchedules() ([]driver.ScheduleParams, error) {
+// validateSchedules checks Config.Schedules and returns them as the
+// driver stores them.
+func validateSchedules(schedules []Schedule, maxPayload int) ([]driver.ScheduleParams, error) {
 	seen := map[string]bool{}
 	var out []driver.ScheduleParams
-	for i, s := range c.cfg.Schedules {
+	for i, s := range schedules {
 		p, err := s.params()
 		if err != nil {
 			return nil, fmt.Errorf("Config.Schedules[%d]: %w", i, err)
 		}
-		if len(p.Payload) > c.cfg.MaxPayloadBytes {
-			return nil, fmt.Errorf("Config.Schedules[%d]: schedule %q: %w: %d bytes, the limit is %d", i, s.Name, ErrPayloadTooLarge, len(p.Payload), c.cfg.MaxPayloadBytes)
+		if len(p.Payload) > maxPayload {
+			return nil, fmt.Errorf("Config.Schedules[%d]: schedule %q: %w: %d bytes, the limit is %d", i, s.Name, ErrPayloadTooLarge, len(p.Payload), maxPayload)
 		}
 		if seen[s.Name] {
 			return nil, invalid("Config.Schedules[%d]: schedule name %q used twice", i, s.Name)
@@ -224,21 +190,16 @@ func (c *Client) validateSchedules() ([]driver.ScheduleParams, error) {
 	return out, nil
 }
 
-// storeSchedules writes the configured schedules (Start does).
-func (c *Client) storeSchedules(ctx context.Context) error {
-	if len(c.schedules) == 0 {
-		return nil
-	}
-	now := c.cfg.Now()
-	ps := make([]driver.ScheduleParams, len(c.schedules))
-	for i, p := range c.schedules {
-		p.Now = now
-		ps[i] = p
-	}
-	if err := c.drv.UpsertSchedules(ctx, ps); err != nil {
-		return fmt.Errorf("keel: store the configured schedules: %w", unavailable(ctx, err))
-	}
-	return nil
+// newScheduler returns the service that enqueues c's schedules' ticks.
+func newScheduler(c *Client) *scheduler.Scheduler {
+	return scheduler.New(scheduler.Config{
+		Driver: c.drv, Schedules: c.schedules, Now: c.cfg.Now, Logger: c.cfg.Logger,
+		Leading: func() bool {
+			e := c.engine()
+			return e != nil && e.Leading()
+		},
+		Task: c.scheduleTask, Enqueued: c.scheduled,
+	})
 }
 
 // Schedules lists the stored schedules by name, each with its next run
@@ -259,18 +220,18 @@ func (c *Client) Schedules(ctx context.Context) ([]*ScheduleInfo, error) {
 // GetSchedule returns one stored schedule; ErrNotFound when there is no
 // such schedule.
 func (c *Client) GetSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	row, err := c.getSchedule(ctx, name)
+	row, err := getSchedule(ctx, c.drv, name)
 	if err != nil {
 		return nil, err
 	}
 	return scheduleInfo(row, c.cfg.Now()), nil
 }
 
-func (c *Client) getSchedule(ctx context.Context, name string) (*driver.ScheduleRow, error) {
+func getSchedule(ctx context.Context, drv driver.ScheduleStore, name string) (*driver.ScheduleRow, error) {
 	if !driver.ValidScheduleName(name) {
 		return nil, invalid("invalid schedule name %q", name)
 	}
-	row, err := c.drv.GetSchedule(ctx, name)
+	row, err := drv.GetSchedule(ctx, name)
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no schedule %q", ErrNotFound, name)
 	}
@@ -283,22 +244,21 @@ func (c *Client) getSchedule(ctx context.Context, name string) (*driver.Schedule
 // PauseSchedule pauses a schedule in every process: the leader enqueues
 // none of its ticks until ResumeSchedule. ErrNotFound for an unknown name.
 func (c *Client) PauseSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	return c.pauseSchedule(ctx, name, true)
+	return pauseSchedule(ctx, c.drv, name, true, c.cfg.Now())
 }
 
 // ResumeSchedule resumes a paused schedule. The ticks of the paused period
 // never run, whatever its missed policy: the next tick after the resume
 // is the first. ErrNotFound for an unknown name.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	return c.pauseSchedule(ctx, name, false)
+	return pauseSchedule(ctx, c.drv, name, false, c.cfg.Now())
 }
 
-func (c *Client) pauseSchedule(ctx context.Context, name string, paused bool) (*ScheduleInfo, error) {
+func pauseSchedule(ctx context.Context, drv driver.ScheduleStore, name string, paused bool, now time.Time) (*ScheduleInfo, error) {
 	if !driver.ValidScheduleName(name) {
 		return nil, invalid("invalid schedule name %q", name)
 	}
-	now := c.cfg.Now()
-	row, err := c.drv.PauseSchedule(ctx, driver.PauseScheduleParams{Name: name, Paused: paused, Now: now})
+	row, err := drv.PauseSchedule(ctx, driver.PauseScheduleParams{Name: name, Paused: paused, Now: now})
 	if errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no schedule %q", ErrNotFound, name)
 	}
@@ -329,13 +289,12 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 // paused, with the idempotency key "keel.schedule:<name>:manual:<unix
 // nanoseconds>". The schedule's ticks are not moved.
 func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, error) {
-	row, err := c.getSchedule(ctx, name)
+	row, err := getSchedule(ctx, c.drv, name)
 	if err != nil {
 		return nil, err
 	}
 	now := c.cfg.Now()
-	key := fmt.Sprintf("%s%s:manual:%d", scheduleKeyPrefix, row.Name, now.UnixNano())
-	p, err := c.scheduleTask(ctx, row, key, map[string]string{metaSchedule: row.Name, metaTrigger: "manual"}, now)
+	p, err := c.scheduleTask(ctx, row, scheduler.ManualKey(row.Name, now), map[string]string{scheduler.MetaSchedule: row.Name, scheduler.MetaTrigger: "manual"}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -343,14 +302,7 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, e
 	if err != nil {
 		return nil, fmt.Errorf("keel: trigger schedule %s: %w", row.Name, unavailable(ctx, err))
 	}
-	if !res[0].Duplicate {
-		c.wrote(res[0].Task)
-	}
-	if c.obs.active() {
-		t := res[0].Task
-		c.obs.emit(Event{Kind: EventEnqueued, TaskID: t.ID, Queue: t.Queue, Type: t.Type, Duplicate: res[0].Duplicate,
-			State: t.State, Schedule: row.Name})
-	}
+	c.scheduled(row.Name, &res[0])
 	info := infoFromRow(res[0].Task)
 	info.Duplicate = res[0].Duplicate
 	return info, nil
@@ -358,14 +310,20 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, e
 
 // scheduleKeyPrefix begins the idempotency keys of schedules' tasks;
 // users' keys cannot.
-const scheduleKeyPrefix = "keel.schedule:"
+const scheduleKeyPrefix = scheduler.KeyPrefix
 
-// The meta keys of a schedule's tasks.
-const (
-	metaSchedule = "keel.schedule"
-	metaTick     = "keel.tick"
-	metaTrigger  = "keel.trigger"
-)
+// scheduled tells this process's workers and observers about a task of
+// schedule name that was inserted (or found holding its key).
+func (c *Client) scheduled(name string, res *driver.InsertResult) {
+	if !res.Duplicate {
+		c.wrote(res.Task)
+	}
+	if c.obs.active() {
+		t := res.Task
+		c.obs.emit(Event{Kind: EventEnqueued, TaskID: t.ID, Queue: t.Queue, Type: t.Type, Duplicate: res.Duplicate,
+			State: t.State, Schedule: name})
+	}
+}
 
 // scheduleTask builds the insert of one task of schedule s. Its type may
 // be one this client does not know: the stored declaration's defaults
@@ -391,21 +349,11 @@ func (c *Client) scheduleTask(ctx context.Context, s *driver.ScheduleRow, key st
 func scheduleInfo(r *driver.ScheduleRow, now time.Time) *ScheduleInfo {
 	info := &ScheduleInfo{Name: r.Name, Spec: r.Spec, TimeZone: r.TimeZone, Type: r.Type, Queue: r.Queue,
 		Payload: r.Payload, Priority: r.Priority, Missed: MissedPolicy(r.Missed), Paused: r.Paused,
-		LastTick: r.LastTick, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-	sched, loc, err := parseSchedule(r.Spec, r.TimeZone)
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	t, err := scheduler.Describe(r, now)
 	if err != nil {
 		info.Error = err.Error()
-		return info
 	}
-	info.LastTick = r.LastTick.In(loc)
-	if next := sched.Next(r.LastTick); !next.IsZero() && !next.After(now) && !r.Paused {
-		info.Due = true
-	}
-	if r.Paused {
-		return info // no next run until resumed, which restarts the count
-	}
-	if next := nextAfter(sched, r.LastTick, now); !next.IsZero() {
-		info.NextRun = next.In(loc)
-	}
+	info.LastTick, info.NextRun, info.Due = t.LastTick, t.NextRun, t.Due
 	return info
 }

@@ -27,8 +27,8 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.decl.Declare(ctx); err != nil {
 		return err
 	}
-	if err := c.storeSchedules(ctx); err != nil {
-		return err
+	if err := c.sched.StoreConfigured(ctx); err != nil {
+		return fmt.Errorf("keel: store the configured schedules: %w", unavailable(ctx, err))
 	}
 	cfg := engine.Config{
 		Driver: c.drv, Node: c.cfg.Node, Version: c.cfg.Version, Logger: c.cfg.Logger, Now: c.cfg.Now,
@@ -85,12 +85,12 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		cfg.Loops = append(cfg.Loops, c.alertLoop())
 	}
-	cfg.Loops = append(cfg.Loops, c.scheduleLoop())
-	cfg.Loops = append(cfg.Loops, c.rampLoop())
 	if l, ok := c.backlogLoop(); ok {
 		cfg.Loops = append(cfg.Loops, l)
 	}
 	c.eng = engine.Start(ctx, cfg)
+	c.sched.Start(ctx)
+	c.ramps.Start(ctx)
 	return nil
 }
 
@@ -100,6 +100,8 @@ func (c *Client) Start(ctx context.Context) error {
 // task's outcome is stored and the background services have ended.
 func (c *Client) Stop(ctx context.Context) error {
 	if e := c.engine(); e != nil {
+		c.sched.Stop()
+		c.ramps.Stop()
 		e.Stop(ctx)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package keel
+package scheduler
 
 import (
 	"slices"
@@ -32,7 +32,7 @@ func TestLatestDue(t *testing.T) {
 		{"*/10 * * * * *", "UTC", "2031-01-01T00:00:00Z", "2031-01-01T00:00:25Z", "2031-01-01T00:00:20Z", true},
 	}
 	for _, c := range cases {
-		sched, _, err := parseSchedule(c.spec, c.zone)
+		sched, _, err := Parse(c.spec, c.zone)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,14 +50,14 @@ func TestLatestDue(t *testing.T) {
 // TestNextAfter: @every counts from the last tick; cron specs from now.
 func TestNextAfter(t *testing.T) {
 	last := time.Date(2031, 1, 1, 0, 0, 7, 0, time.UTC)
-	every, _, _ := parseSchedule("@every 1m", "UTC")
+	every, _, _ := Parse("@every 1m", "UTC")
 	if got, want := nextAfter(every, last, last.Add(150*time.Second)), last.Add(3*time.Minute); !got.Equal(want) {
 		t.Errorf("@every: %v, want %v", got, want)
 	}
 	if got, want := nextAfter(every, last, last.Add(-time.Hour)), last.Add(time.Minute); !got.Equal(want) {
 		t.Errorf("@every before its last tick: %v, want %v", got, want)
 	}
-	hourly, _, _ := parseSchedule("@hourly", "UTC")
+	hourly, _, _ := Parse("@hourly", "UTC")
 	if got, want := nextAfter(hourly, last, last.Add(150*time.Minute)), time.Date(2031, 1, 1, 3, 0, 0, 0, time.UTC); !got.Equal(want) {
 		t.Errorf("@hourly: %v, want %v", got, want)
 	}
@@ -67,7 +67,7 @@ func TestNextAfter(t *testing.T) {
 // schedules guide (docs/schedules.md) describes: 02:30 in Berlin is skipped on the spring-forward day
 // and comes twice (two instants, two ticks) on the fall-back day.
 func TestScheduleDST(t *testing.T) {
-	s, loc, err := parseSchedule("30 2 * * *", "Europe/Berlin")
+	s, loc, err := Parse("30 2 * * *", "Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
 	}
