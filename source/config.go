@@ -7,9 +7,10 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/sourcemap"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The kinds of source.

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/keelq/keel/driver"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/keelq/keel/driver"
 )
 
 // watch reads, every Check, whether the source's queue or type is paused
