@@ -23,7 +23,8 @@ import (
 // alert fires once and resolves once. Every started client then delivers
 // each alert event to each of its notifiers as a keel task of its own
 // (queue "keel", type "keel.notify.<name>"), so delivery is retried with
-// backoff and survives restarts like any task.
+// backoff and survives restarts like any task. Package internal/alerts
+// does both; this file holds the public types and wires it.
 
 // ReservedQueue is the queue of keel's own tasks: alert deliveries, on_dead
 // hooks and the drill. Users cannot enqueue to it, nor register types

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/alerts"
 )
 
 func TestAlertRulesValidate(t *testing.T) {
@@ -30,5 +31,18 @@ func TestAlertRuleNames(t *testing.T) {
 		keel.RuleBrakeOpen, keel.RuleNotifierFailing}
 	if got := keel.AlertRuleNames(); !slices.Equal(got, want) {
 		t.Fatalf("AlertRuleNames() = %q, want %q", got, want)
+	}
+}
+
+// TestAlertsUseReservedNames: the alert service's queue and types are the
+// ones the root package reserves for keel.
+func TestAlertsUseReservedNames(t *testing.T) {
+	if alerts.Queue != keel.ReservedQueue {
+		t.Fatalf("alerts.Queue %q, ReservedQueue %q", alerts.Queue, keel.ReservedQueue)
+	}
+	for _, typ := range []string{alerts.DrillType, alerts.NotifyType(alerts.LogNotifier)} {
+		if !keel.IsKeelTask("default", typ) {
+			t.Errorf("type %s is not keel's own", typ)
+		}
 	}
 }

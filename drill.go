@@ -8,7 +8,8 @@ import (
 )
 
 // The drill (seed 003 §4.2: every quarter the team creates dead letters on
-// purpose to check that the alert path still works).
+// purpose to check that the alert path still works). Package
+// internal/drill runs it.
 
 // DrillReport is what Client.Drill found.
 type DrillReport struct {
