@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/check"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // Alerts (seed 003 §4.2: more than three failed tasks notify a person).
@@ -21,7 +23,8 @@ import (
 // alert fires once and resolves once. Every started client then delivers
 // each alert event to each of its notifiers as a keel task of its own
 // (queue "keel", type "keel.notify.<name>"), so delivery is retried with
-// backoff and survives restarts like any task.
+// backoff and survives restarts like any task. Package internal/alerts
+// does both; this file holds the public types and wires it.
 
 // ReservedQueue is the queue of keel's own tasks: alert deliveries, on_dead
 // hooks and the drill. Users cannot enqueue to it, nor register types
@@ -32,15 +35,13 @@ const ReservedQueue = "keel"
 
 const (
 	reservedTypePrefix = "keel."
-	notifyTypePrefix   = "keel.notify."
-	drillType          = "keel.drill"
-	logNotifierName    = "log"
+	notifyTypePrefix   = alerts.NotifyTypePrefix
+	logNotifierName    = alerts.LogNotifier
 )
 
 // reserved reports whether a type or queue name belongs to keel itself.
-func reservedType(t string) bool    { return strings.HasPrefix(t, reservedTypePrefix) }
-func reservedQueue(q string) bool   { return q == ReservedQueue }
-func notifyType(name string) string { return notifyTypePrefix + name }
+func reservedType(t string) bool  { return strings.HasPrefix(t, reservedTypePrefix) }
+func reservedQueue(q string) bool { return q == ReservedQueue }
 
 // IsKeelTask reports whether a task of this queue and type is keel's own
 // work (queue ReservedQueue, or a type starting with "keel."), which is
@@ -60,15 +61,9 @@ const (
 	RuleNotifierFailing = "notifier_failing"
 )
 
-// alertRuleNames is every rule that can fire, in the order keel lists
-// them. A test checks that every condition the evaluator builds names one
-// of these.
-var alertRuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen,
-	RuleNotifierFailing}
-
 // AlertRuleNames returns the name of every alert rule that can fire: the
 // rules of AlertRules, brake_open and notifier_failing.
-func AlertRuleNames() []string { return slices.Clone(alertRuleNames) }
+func AlertRuleNames() []string { return slices.Clone(alerts.RuleNames) }
 
 // AlertRules are the conditions the leader watches. DefaultAlertRules
 // gives the seed's values; a runtime change (Client.SetAlertRules, the
@@ -348,6 +343,47 @@ func (c Config) alertRules() AlertRules {
 		return *c.Alerts.Rules
 	}
 	return DefaultAlertRules()
+}
+
+// newAlerter wires keel's alert service to c: the leader's evaluation of
+// the rules and this process's deliveries to its notifiers.
+func (c *Client) newAlerter() *alerts.Alerter {
+	cfg := alerts.Config{Driver: c.drv, Enqueue: c.enqueueInternal, LiveWindow: c.liveWindow(),
+		RetryMax: c.cfg.Alerts.RetryMax, Now: c.cfg.Now, Logger: c.cfg.Logger,
+		Rules: func(ctx context.Context) (alerts.Rules, error) {
+			r, _, err := c.AlertRules(ctx)
+			return alerts.Rules(r), err // the same fields: a new rule is added to both
+		},
+		Snapshot: func(ctx context.Context) (*estimator.Snapshot, error) { return c.snaps.Read(ctx, 0) },
+		Leading: func() bool {
+			e := c.engine()
+			return e != nil && e.Leading()
+		},
+	}
+	for _, n := range c.cfg.Alerts.Notifiers {
+		cfg.Notifiers = append(cfg.Notifiers, alerts.Notifier{Name: n.Name(),
+			Notify: func(ctx context.Context, a *driver.AlertRow, event string) error {
+				return n.Notify(ctx, alertFromRow(a, event))
+			}})
+	}
+	return alerts.New(cfg)
+}
+
+// enqueueInternal inserts one task of keel's own into ReservedQueue and
+// wakes this process's workers for it.
+func (c *Client) enqueueInternal(ctx context.Context, t alerts.Task) error {
+	p, err := t.InsertParams(c.cfg.Now())
+	if err != nil {
+		return err
+	}
+	res, err := c.drv.Insert(ctx, []driver.InsertParams{p})
+	if err != nil {
+		return unavailable(ctx, err)
+	}
+	if !res[0].Duplicate {
+		c.wrote(res[0].Task)
+	}
+	return nil
 }
 
 // Notifiers names this client's notifiers, keel's log first.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -206,27 +205,6 @@ func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, e
 	to.UpdatedAt = now
 	info := brakeFromRow(to)
 	return &info, nil
-}
-
-// brakeConditions are the brake_open alert conditions: one per type whose
-// brake is open or half open.
-func (c *Client) brakeConditions(ctx context.Context) ([]condition, error) {
-	brakes, err := c.Brakes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []condition
-	for _, b := range brakes {
-		if b.State == BrakeClosed {
-			continue
-		}
-		out = append(out, condition{rule: RuleBrakeOpen, subject: "type:" + b.Type,
-			message: fmt.Sprintf("the brake of type %s is %s: %s. Its tasks wait, pending, but for a trickle of probes (due retries first) while half open.",
-				b.Type, strings.ReplaceAll(string(b.State), "_", " "), b.Reason),
-			hint:   fmt.Sprintf("keel brakes; keel list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
-			values: map[string]any{"ratio": b.Ratio, "attempts": b.Attempts, "state": string(b.State)}})
-	}
-	return out, nil
 }
 
 // brakeDefaults are the engine's default brake thresholds.

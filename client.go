@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
@@ -38,6 +39,8 @@ type Client struct {
 	eng *engine.Engine // set by Start
 
 	snaps *estimator.Reader // Stats, ETA and alerts read through it; it keeps the last for ETA
+
+	alerter *alerts.Alerter // alert evaluation and delivery
 
 	obs observers // told about task events (Observe)
 
@@ -76,6 +79,7 @@ func NewClient(cfg Config) (*Client, error) {
 		}
 		return w
 	}}
+	c.alerter = c.newAlerter()
 	var err error
 	if c.schedules, err = validateSchedules(cfg.Schedules, cfg.MaxPayloadBytes); err != nil {
 		return nil, err

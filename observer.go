@@ -134,7 +134,7 @@ func (c *Client) knownWork() known.Work {
 	for q := range c.cfg.Queues {
 		queues[q] = true
 	}
-	for name := range c.internalHandlers() {
+	for name := range c.alerter.Handlers() {
 		// keel's own (alert deliveries, the drill): its metrics have
 		// their own families.
 		w.Types = append(w.Types, known.Type{Name: name, Queue: ReservedQueue})

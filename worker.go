@@ -79,11 +79,11 @@ func (c *Client) Start(ctx context.Context) error {
 		// workers) or retried on this process's due timer: polling is
 		// only a fallback, as often as the rules are evaluated.
 		cfg.QueuePoll = map[string]time.Duration{ReservedQueue: max(c.cfg.PollInterval, c.cfg.Alerts.Interval)}
-		for t, h := range c.internalHandlers() {
+		for t, h := range c.alerter.Handlers() {
 			cfg.Handlers[t] = h
-			cfg.TypeBackoff[t] = c.deliveryBackoff()
+			cfg.TypeBackoff[t] = c.alerter.Backoff()
 		}
-		cfg.Loops = append(cfg.Loops, c.alertLoop())
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: c.cfg.Alerts.Interval, Run: c.alerter.RunOnce})
 	}
 	if l, ok := c.backlogLoop(); ok {
 		cfg.Loops = append(cfg.Loops, l)

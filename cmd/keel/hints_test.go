@@ -9,13 +9,18 @@ import (
 )
 
 // TestAlertHintsNameRealCommands reads the "next:" hints the alert rules
-// and the brake give (the hint fields of the root package's sources) and
+// and the brake give (the hint fields of the sources of the root package
+// and of internal/alerts, which evaluates the rules) and
 // checks that every keel command they name exists, with the flags they
 // pass: an operator paged at night runs them as written.
 func TestAlertHintsNameRealCommands(t *testing.T) {
-	files, err := filepath.Glob("../../*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, pattern := range []string{"../../*.go", "../../internal/alerts/*.go"} {
+		matched, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, matched...)
 	}
 	hintLine := regexp.MustCompile(`hint:\s*(?:fmt\.Sprintf\()?"([^"]*)"`)
 	command := regexp.MustCompile(`keel ((?:[a-z][a-z-]*|--[a-z-]+|%[sdq]|<id>|\d+[hm]?)(?: (?:[a-z][a-z-]*|--[a-z-]+|%[sdq]|<id>|\d+[hm]?))*)`)

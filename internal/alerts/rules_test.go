@@ -1,4 +1,4 @@
-package keel
+package alerts
 
 import (
 	"maps"
@@ -26,9 +26,9 @@ func TestEvaluateRules(t *testing.T) {
 			// scheduled only: nothing is ready, so no rule cares.
 			{Queue: "later", Type: "x", Kind: "pending", Due: minute + 30, N: 9},
 			// keel's own queue is never "not served" nor "old".
-			{Queue: ReservedQueue, Type: notifyType("log"), Kind: "pending", Due: minute - 20, N: 1},
+			{Queue: Queue, Type: NotifyType("log"), Kind: "pending", Due: minute - 20, N: 1},
 			// the drill's dead letters are counted from the table.
-			{Queue: ReservedQueue, Type: drillType, Kind: "dead", N: 4},
+			{Queue: Queue, Type: DrillType, Kind: "dead", N: 4},
 		},
 		Minutes: []driver.MinuteRow{
 			// email: 4 dead this hour (above 3); sms: 2 (not alone, but
@@ -38,7 +38,7 @@ func TestEvaluateRules(t *testing.T) {
 			{Minute: minute - 2, Queue: "default", Type: "email", Dead: 1, Ended: 30, Failed: 16},
 			{Minute: minute - 1, Queue: "default", Type: "sms", Dead: 2, Ended: 19, Failed: 19},
 			// keel's own deliveries failing do not trip failure_ratio.
-			{Minute: minute, Queue: ReservedQueue, Type: notifyType("hook"), Ended: 40, Failed: 40},
+			{Minute: minute, Queue: Queue, Type: NotifyType("hook"), Ended: 40, Failed: 40},
 		},
 		Nodes: []driver.NodeRow{
 			{Name: "alive", Host: "h1", PID: 1, Queues: []string{"default"}, HeartbeatAt: now.Add(-5 * time.Second)},
@@ -46,7 +46,7 @@ func TestEvaluateRules(t *testing.T) {
 		},
 	}
 	got := map[string]condition{}
-	for _, c := range evaluate(DefaultAlertRules(), snap, 30*time.Second) {
+	for _, c := range evaluate(defaults(), snap, 30*time.Second) {
 		if _, dup := got[c.key()]; dup {
 			t.Fatalf("condition %q twice", c.key())
 		}
@@ -83,32 +83,16 @@ func TestEvaluateRules(t *testing.T) {
 	}
 
 	// Rules turned off or raised fire nothing.
-	off := AlertRules{DeadPerHour: -1}
+	off := Rules{DeadPerHour: -1}
 	if cs := evaluate(off, snap, 30*time.Second); len(cs) != 0 {
 		t.Fatalf("every rule off: %v", cs)
 	}
-	raised := DefaultAlertRules()
+	raised := defaults()
 	raised.DeadPerHour, raised.FailureMinAttempts = 10, 31
 	for _, c := range evaluate(raised, snap, 30*time.Second) {
 		if c.rule == RuleDeadPerHour || c.rule == RuleFailureRatio {
 			t.Errorf("raised thresholds: %s %s fired", c.rule, c.subject)
 		}
-	}
-}
-
-func TestAlertRulesValidate(t *testing.T) {
-	for name, r := range map[string]AlertRules{
-		"negative age":   {OldestReadyAge: -time.Second},
-		"ratio 1":        {FailureRatio: 1, FailureMinAttempts: 1, FailureWindow: time.Minute},
-		"no min":         {FailureRatio: 0.5, FailureWindow: time.Minute},
-		"window too big": {FailureRatio: 0.5, FailureMinAttempts: 1, FailureWindow: 2 * time.Hour},
-	} {
-		if err := r.Validate(); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-	if err := DefaultAlertRules().Validate(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -121,21 +105,21 @@ func TestNotifierFailing(t *testing.T) {
 	minute := driver.DueMinute(now)
 	snap := &estimator.Snapshot{At: now, Workers: map[string]int{},
 		Counts: []driver.CountRow{
-			{Queue: ReservedQueue, Type: notifyType("hook"), Kind: "dead", N: 5},
-			{Queue: ReservedQueue, Type: notifyType("pager"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
-			{Queue: ReservedQueue, Type: notifyType("slow"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
-			{Queue: ReservedQueue, Type: notifyType("old"), Kind: "dead", N: 2},
+			{Queue: Queue, Type: NotifyType("hook"), Kind: "dead", N: 5},
+			{Queue: Queue, Type: NotifyType("pager"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
+			{Queue: Queue, Type: NotifyType("slow"), Kind: driver.KindRetrying, Due: minute + 1, N: 1},
+			{Queue: Queue, Type: NotifyType("old"), Kind: "dead", N: 2},
 		},
 		Minutes: []driver.MinuteRow{
-			{Minute: minute - 5, Queue: ReservedQueue, Type: notifyType("hook"), Ended: 250, Failed: 250, Dead: 5},
-			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("pager"), Ended: 3, Failed: 3},
-			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("slow"), Ended: 2, Failed: 2},
-			{Minute: minute - 2, Queue: ReservedQueue, Type: notifyType("chat"), Ended: 6, Failed: 5, Succeeded: 1},
-			{Minute: minute - 70, Queue: ReservedQueue, Type: notifyType("old"), Ended: 100, Failed: 100, Dead: 2},
+			{Minute: minute - 5, Queue: Queue, Type: NotifyType("hook"), Ended: 250, Failed: 250, Dead: 5},
+			{Minute: minute - 2, Queue: Queue, Type: NotifyType("pager"), Ended: 3, Failed: 3},
+			{Minute: minute - 2, Queue: Queue, Type: NotifyType("slow"), Ended: 2, Failed: 2},
+			{Minute: minute - 2, Queue: Queue, Type: NotifyType("chat"), Ended: 6, Failed: 5, Succeeded: 1},
+			{Minute: minute - 70, Queue: Queue, Type: NotifyType("old"), Ended: 100, Failed: 100, Dead: 2},
 		},
 	}
 	got := map[string]condition{}
-	for _, c := range evaluate(DefaultAlertRules(), snap, 30*time.Second) {
+	for _, c := range evaluate(defaults(), snap, 30*time.Second) {
 		got[c.key()] = c
 	}
 	want := []string{"notifier_failing\nnotifier:hook", "notifier_failing\nnotifier:pager"}
@@ -150,10 +134,40 @@ func TestNotifierFailing(t *testing.T) {
 	if c := got["notifier_failing\nnotifier:pager"]; c.values["failed"] != int64(3) || c.values["retrying"] != int64(1) {
 		t.Errorf("pager: %+v", c)
 	}
-	if !slices.Contains(AlertRuleNames(), RuleNotifierFailing) {
-		t.Errorf("AlertRuleNames() %v lacks %s", AlertRuleNames(), RuleNotifierFailing)
+	if !slices.Contains(RuleNames, RuleNotifierFailing) {
+		t.Errorf("RuleNames %v lacks %s", RuleNames, RuleNotifierFailing)
 	}
-	if msg := resolution(&driver.AlertRow{Rule: RuleNotifierFailing, Subject: "notifier:hook"}, DefaultAlertRules(), snap); !strings.Contains(msg, "notifier hook") {
+	if msg := resolution(&driver.AlertRow{Rule: RuleNotifierFailing, Subject: "notifier:hook"}, defaults(), snap); !strings.Contains(msg, "notifier hook") {
+		t.Errorf("resolution %q", msg)
+	}
+}
+
+// defaults are keel.DefaultAlertRules.
+func defaults() Rules {
+	return Rules{
+		DeadPerHour: 3, OldestReadyAge: 10 * time.Minute,
+		FailureRatio: 0.5, FailureMinAttempts: 20, FailureWindow: 5 * time.Minute,
+		NoLiveWorker: true, NodeLost: true,
+	}
+}
+
+// TestBrakeOpen: brake_open fires for each type whose brake is open or
+// half open in the snapshot, whatever the other rules say.
+func TestBrakeOpen(t *testing.T) {
+	now := time.Unix(29_000_000*60, 0)
+	snap := &estimator.Snapshot{At: now, Braked: map[string]driver.BrakeRow{
+		"sms":   {Type: "sms", State: driver.BrakeHalfOpen, Ratio: 0.9, Attempts: 20, Reason: "probing"},
+		"email": {Type: "email", State: driver.BrakeOpen, Ratio: 1, Attempts: 20, Reason: "20 of 20 failed"},
+	}}
+	cs := evaluate(Rules{DeadPerHour: -1}, snap, 30*time.Second)
+	if len(cs) != 2 || cs[0].key() != "brake_open\ntype:email" || cs[1].key() != "brake_open\ntype:sms" {
+		t.Fatalf("conditions %+v", cs)
+	}
+	if c := cs[1]; !strings.Contains(c.message, "is half open: probing") || c.values["state"] != "half_open" ||
+		!strings.Contains(c.hint, "keel brake close sms") {
+		t.Errorf("sms: %+v", c)
+	}
+	if msg := resolution(&driver.AlertRow{Rule: RuleBrakeOpen, Subject: "type:email"}, defaults(), snap); !strings.Contains(msg, "brake of type email closed") {
 		t.Errorf("resolution %q", msg)
 	}
 }

@@ -1,4 +1,4 @@
-package keel
+package alerts
 
 import (
 	"go/ast"
@@ -15,7 +15,7 @@ import (
 
 // TestEveryFiringRuleIsListed: every condition the evaluator can build (a
 // condition{rule: …} literal anywhere in the package) names a rule of
-// AlertRuleNames, the list keel_alerts_firing exports, so no rule can fire
+// RuleNames, the list keel_alerts_firing exports, so no rule can fire
 // unseen by the metric (brake_open once was).
 func TestEveryFiringRuleIsListed(t *testing.T) {
 	files, err := filepath.Glob("*.go")
@@ -59,17 +59,17 @@ func TestEveryFiringRuleIsListed(t *testing.T) {
 			return true
 		})
 	}
-	if len(used) < len(alertRuleNames) {
-		t.Fatalf("found %d condition literals (%v), want one for each of the %d rules at least", len(used), used, len(alertRuleNames))
+	if len(used) < len(RuleNames) {
+		t.Fatalf("found %d condition literals (%v), want one for each of the %d rules at least", len(used), used, len(RuleNames))
 	}
 	for _, u := range used {
 		name := u[slices.Index([]byte(u), ' ')+1:]
-		if rule, ok := consts[name]; !ok || !slices.Contains(AlertRuleNames(), rule) {
-			t.Errorf("%s: the rule %q is not in AlertRuleNames %v", u, rule, AlertRuleNames())
+		if rule, ok := consts[name]; !ok || !slices.Contains(RuleNames, rule) {
+			t.Errorf("%s: the rule %q is not in RuleNames %v", u, rule, RuleNames)
 		}
 	}
-	for _, rule := range alertRuleNames {
-		if resolution(&driver.AlertRow{Rule: rule, Subject: "x:y"}, DefaultAlertRules(), &estimator.Snapshot{}) == "its condition no longer holds." {
+	for _, rule := range RuleNames {
+		if resolution(&driver.AlertRow{Rule: rule, Subject: "x:y"}, defaults(), &estimator.Snapshot{}) == "its condition no longer holds." {
 			t.Errorf("rule %s has no resolution of its own", rule)
 		}
 	}

@@ -1,11 +1,7 @@
-package keel
+package alerts
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -14,6 +10,35 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/estimator"
 )
+
+// The alert rules' names (keel.RuleDeadPerHour and the others).
+const (
+	RuleDeadPerHour     = "dead_per_hour"
+	RuleOldestReadyAge  = "oldest_ready_age"
+	RuleFailureRatio    = "failure_ratio"
+	RuleNoLiveWorker    = "no_live_worker"
+	RuleNodeLost        = "node_lost"
+	RuleBrakeOpen       = "brake_open"
+	RuleNotifierFailing = "notifier_failing"
+)
+
+// RuleNames is every rule that can fire, in the order keel lists them. A
+// test checks that every condition the evaluator builds names one of
+// these.
+var RuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen,
+	RuleNotifierFailing}
+
+// Rules are the thresholds the rules fire above (keel.AlertRules, which
+// documents each field and converts to this type).
+type Rules struct {
+	DeadPerHour        int // -1: off
+	OldestReadyAge     time.Duration
+	FailureRatio       float64
+	FailureMinAttempts int
+	FailureWindow      time.Duration
+	NoLiveWorker       bool
+	NodeLost           bool
+}
 
 // condition is one rule's verdict on one subject.
 type condition struct {
@@ -26,14 +51,14 @@ func (c condition) key() string { return c.rule + "\n" + c.subject }
 
 // evaluate returns the conditions that hold in snap under rules. It reads
 // only the snapshot (live counters, the last hour's history, settings,
-// nodes): no table scans.
-func evaluate(rules AlertRules, snap *estimator.Snapshot, liveWindow time.Duration) []condition {
+// nodes, open brakes): no table scans.
+func evaluate(rules Rules, snap *estimator.Snapshot, liveWindow time.Duration) []condition {
 	var out []condition
 	if rules.DeadPerHour >= 0 {
 		out = append(out, deadConditions(rules.DeadPerHour, snap)...)
 	}
 	for _, q := range snap.QueueNames() {
-		if reservedQueue(q) {
+		if q == Queue {
 			continue
 		}
 		views, _, oldest := snap.Views(func(r driver.CountRow) bool { return r.Queue == q })
@@ -69,7 +94,7 @@ func evaluate(rules AlertRules, snap *estimator.Snapshot, liveWindow time.Durati
 				values: map[string]any{"silent_seconds": int64(silent.Seconds()), "host": n.Host, "pid": n.PID}})
 		}
 	}
-	return out
+	return append(out, brakeConditions(snap)...)
 }
 
 // deadConditions: dead letters of the last hour above threshold, per type
@@ -81,13 +106,13 @@ func deadConditions(threshold int, snap *estimator.Snapshot) []condition {
 	perType := map[string]int64{}
 	since := driver.DueMinute(snap.At.Add(-time.Hour))
 	for _, m := range snap.Minutes {
-		if m.Minute >= since && m.Type != drillType && !strings.HasPrefix(m.Type, notifyTypePrefix) {
+		if m.Minute >= since && m.Type != DrillType && !strings.HasPrefix(m.Type, NotifyTypePrefix) {
 			perType[m.Type] += m.Dead
 		}
 	}
 	for _, r := range snap.Counts {
-		if r.Type == drillType && r.Kind == string(StateDead) {
-			perType[drillType] += r.N
+		if r.Type == DrillType && r.Kind == string(driver.StateDead) {
+			perType[DrillType] += r.N
 		}
 	}
 	var out []condition
@@ -95,7 +120,7 @@ func deadConditions(threshold int, snap *estimator.Snapshot) []condition {
 	var top []string
 	for _, t := range slices.Sorted(maps.Keys(perType)) {
 		n := perType[t]
-		if !reservedType(t) {
+		if !keelType(t) {
 			total += n
 			if n > 0 {
 				top = append(top, fmt.Sprintf("%s %d", t, n))
@@ -103,7 +128,7 @@ func deadConditions(threshold int, snap *estimator.Snapshot) []condition {
 		}
 		if n > int64(threshold) {
 			window := "in the last hour"
-			if t == drillType {
+			if t == DrillType {
 				window = "by the alert drill"
 			}
 			out = append(out, condition{rule: RuleDeadPerHour, subject: "type:" + t,
@@ -123,12 +148,12 @@ func deadConditions(threshold int, snap *estimator.Snapshot) []condition {
 
 // failureConditions: types whose failed share of the attempts that ended
 // in the window is above the ratio.
-func failureConditions(rules AlertRules, snap *estimator.Snapshot) []condition {
+func failureConditions(rules Rules, snap *estimator.Snapshot) []condition {
 	type tally struct{ ended, failed int64 }
 	byType := map[string]*tally{}
 	since := driver.DueMinute(snap.At.Add(-rules.FailureWindow))
 	for _, m := range snap.Minutes {
-		if m.Minute < since || reservedType(m.Type) {
+		if m.Minute < since || keelType(m.Type) {
 			continue
 		}
 		t := byType[m.Type]
@@ -158,20 +183,15 @@ func failureConditions(rules AlertRules, snap *estimator.Snapshot) []condition {
 	return out
 }
 
-// notifierFailingAfter is how many failed delivery attempts of a notifier
-// in the last hour, with a delivery still waiting to retry, make
-// notifier_failing fire (a dead-lettered delivery makes it fire at once).
-const notifierFailingAfter = failingAfter
-
 // notifierConditions: notifiers whose alert deliveries (tasks of type
 // keel.notify.<name>) dead-lettered in the last hour, or keep failing: at
-// least notifierFailingAfter failed attempts in the last hour while one
-// waits to retry.
+// least FailingAfter failed attempts in the last hour while one waits to
+// retry.
 func notifierConditions(snap *estimator.Snapshot) []condition {
 	type tally struct{ dead, failed, retrying int64 }
 	byName := map[string]*tally{}
 	get := func(taskType string) *tally {
-		name, ok := strings.CutPrefix(taskType, notifyTypePrefix)
+		name, ok := strings.CutPrefix(taskType, NotifyTypePrefix)
 		if !ok {
 			return nil
 		}
@@ -203,7 +223,7 @@ func notifierConditions(snap *estimator.Snapshot) []condition {
 	var out []condition
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		t := byName[name]
-		if t.dead == 0 && (t.retrying == 0 || t.failed < notifierFailingAfter) {
+		if t.dead == 0 && (t.retrying == 0 || t.failed < FailingAfter) {
 			continue
 		}
 		msg := fmt.Sprintf("alert deliveries to notifier %s keep failing: %d failed attempts in the last hour, %d deliveries waiting to retry.",
@@ -213,14 +233,29 @@ func notifierConditions(snap *estimator.Snapshot) []condition {
 				t.dead, name, t.retrying)
 		}
 		out = append(out, condition{rule: RuleNotifierFailing, subject: "notifier:" + name, message: msg,
-			hint:   fmt.Sprintf("keel alerts (each delivery's last error); keel dlq list --queue keel --type %s", notifyType(name)),
+			hint:   fmt.Sprintf("keel alerts (each delivery's last error); keel dlq list --queue keel --type %s", NotifyType(name)),
 			values: map[string]any{"dead": t.dead, "failed": t.failed, "retrying": t.retrying}})
 	}
 	return out
 }
 
+// brakeConditions: one brake_open condition per type whose brake is open
+// or half open, by type.
+func brakeConditions(snap *estimator.Snapshot) []condition {
+	var out []condition
+	for _, t := range slices.Sorted(maps.Keys(snap.Braked)) {
+		b := snap.Braked[t]
+		out = append(out, condition{rule: RuleBrakeOpen, subject: "type:" + b.Type,
+			message: fmt.Sprintf("the brake of type %s is %s: %s. Its tasks wait, pending, but for a trickle of probes (due retries first) while half open.",
+				b.Type, strings.ReplaceAll(string(b.State), "_", " "), b.Reason),
+			hint:   fmt.Sprintf("keel brakes; keel list --type %s --state pending; when the cause is fixed: keel brake close %s", b.Type, b.Type),
+			values: map[string]any{"ratio": b.Ratio, "attempts": b.Attempts, "state": string(b.State)}})
+	}
+	return out
+}
+
 // resolution says why an open alert no longer holds.
-func resolution(a *driver.AlertRow, rules AlertRules, snap *estimator.Snapshot) string {
+func resolution(a *driver.AlertRow, rules Rules, snap *estimator.Snapshot) string {
 	off := map[string]bool{
 		RuleDeadPerHour: rules.DeadPerHour < 0, RuleOldestReadyAge: rules.OldestReadyAge <= 0,
 		RuleFailureRatio: rules.FailureRatio <= 0, RuleNoLiveWorker: !rules.NoLiveWorker, RuleNodeLost: !rules.NodeLost,
@@ -231,7 +266,7 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *estimator.Snapshot) 
 	kind, name, _ := strings.Cut(a.Subject, ":")
 	switch a.Rule {
 	case RuleDeadPerHour:
-		if a.Subject == "type:"+drillType {
+		if a.Subject == "type:"+DrillType {
 			return "the drill removed its dead letters."
 		}
 		what := "all types together"
@@ -257,89 +292,4 @@ func resolution(a *driver.AlertRow, rules AlertRules, snap *estimator.Snapshot) 
 		return fmt.Sprintf("node %s left the node registry (stopped, or pruned after its silence).", name)
 	}
 	return "its condition no longer holds."
-}
-
-// updateAlert records cond's numbers as the current ones of the open
-// alert a when they differ from those a shows now; the numbers it fired
-// with stay.
-func (c *Client) updateAlert(ctx context.Context, a *driver.AlertRow, cond condition, now time.Time) error {
-	values, _ := json.Marshal(cond.values)
-	msg, vals := a.CurrentMessage, a.CurrentValues
-	if msg == "" {
-		msg, vals = a.Message, a.Values
-	}
-	if msg == cond.message && bytes.Equal(vals, values) {
-		return nil
-	}
-	if _, err := c.drv.UpdateAlert(ctx, driver.UpdateAlertParams{ID: a.ID, Message: cond.message, Values: values, Now: now}); err != nil {
-		return fmt.Errorf("update alert %d: %w", a.ID, err)
-	}
-	return nil
-}
-
-// evaluateAlerts runs on the leader: it opens an alert for each condition
-// without one, and resolves each open alert whose condition cleared.
-func (c *Client) evaluateAlerts(ctx context.Context) error {
-	rules, _, err := c.AlertRules(ctx)
-	if err != nil {
-		return err
-	}
-	snap, err := c.snaps.Read(ctx, 0)
-	if err != nil {
-		return err
-	}
-	conds := evaluate(rules, snap, c.liveWindow())
-	brakes, err := c.brakeConditions(ctx)
-	if err != nil {
-		return err
-	}
-	conds = append(conds, brakes...)
-	open, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Open: true, Limit: 1000})
-	if err != nil {
-		return fmt.Errorf("list open alerts: %w", err)
-	}
-	holds := map[string]condition{}
-	for _, cond := range conds {
-		holds[cond.key()] = cond
-	}
-	isOpen := map[string]bool{}
-	for i := range open {
-		a := &open[i]
-		isOpen[a.Rule+"\n"+a.Subject] = true
-		if cond, ok := holds[a.Rule+"\n"+a.Subject]; ok {
-			if err := c.updateAlert(ctx, a, cond, snap.At); err != nil {
-				return err
-			}
-			continue
-		}
-		row, resolved, err := c.drv.ResolveAlert(ctx, driver.ResolveAlertParams{ID: a.ID, Message: resolution(a, rules, snap), Now: snap.At})
-		if err != nil {
-			return fmt.Errorf("resolve alert %d: %w", a.ID, err)
-		}
-		if resolved {
-			c.cfg.Logger.Info("keel: alert resolved", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.ResolvedMessage)
-			c.enqueueDeliveries(ctx, row, time.Time{})
-		}
-	}
-	for _, cond := range conds {
-		if isOpen[cond.key()] {
-			continue
-		}
-		values, _ := json.Marshal(cond.values)
-		row, fired, err := c.drv.FireAlert(ctx, driver.FireAlertParams{Rule: cond.rule, Subject: cond.subject,
-			Message: cond.message, Hint: cond.hint, Values: values, Now: snap.At})
-		if err != nil {
-			return fmt.Errorf("open alert %s %s: %w", cond.rule, cond.subject, err)
-		}
-		if fired {
-			level := slog.LevelInfo
-			if row.Rule == RuleNotifierFailing {
-				// Its notifier may be the one that would tell a person.
-				level = slog.LevelWarn
-			}
-			c.cfg.Logger.Log(ctx, level, "keel: alert fired", "alert", row.ID, "rule", row.Rule, "subject", row.Subject, "message", row.Message)
-			c.enqueueDeliveries(ctx, row, time.Time{})
-		}
-	}
-	return nil
 }

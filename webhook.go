@@ -1,0 +1,97 @@
+package keel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// WebhookNotifier posts each alert event as JSON to URL: the alert's
+// fields plus "text", one line that chat tools (Slack, Mattermost,
+// Rocket.Chat, Google Chat and others) show as the message. Any 2xx answer
+// is a delivery; anything else is retried.
+type WebhookNotifier struct {
+	// ID names the notifier; default "webhook".
+	ID string
+	// URL receives the POST. Required: http or https.
+	URL string
+	// Headers are sent with each request (for example Authorization);
+	// keep secrets out of source: read them from the environment.
+	Headers map[string]string
+	// Client sends the requests; default one with a 10s timeout.
+	Client *http.Client
+}
+
+// Name returns ID, or "webhook".
+func (w *WebhookNotifier) Name() string {
+	if w.ID == "" {
+		return "webhook"
+	}
+	return w.ID
+}
+
+// WebhookBody is the JSON a WebhookNotifier posts.
+type WebhookBody struct {
+	Text       string         `json:"text"`
+	Event      string         `json:"event"`
+	ID         int64          `json:"id"`
+	Rule       string         `json:"rule"`
+	Subject    string         `json:"subject"`
+	Message    string         `json:"message"`
+	Hint       string         `json:"hint,omitempty"`
+	Values     map[string]any `json:"values,omitempty"`
+	FiredAt    time.Time      `json:"fired_at"`
+	ResolvedAt *time.Time     `json:"resolved_at,omitempty"`
+	Resolution string         `json:"resolution,omitempty"`
+}
+
+// validate checks the URL (Config validation calls it).
+func (w *WebhookNotifier) validate() error {
+	u, err := url.Parse(w.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook %s: url must be an http(s) URL, got %q", w.Name(), w.URL)
+	}
+	return nil
+}
+
+// Notify posts a.
+func (w *WebhookNotifier) Notify(ctx context.Context, a *Alert) error {
+	body := WebhookBody{Text: a.Text(), Event: a.Event, ID: a.ID, Rule: a.Rule, Subject: a.Subject, Message: a.Message,
+		Hint: a.Hint, Values: a.Values, FiredAt: a.FiredAt, Resolution: a.ResolvedMessage}
+	if !a.ResolvedAt.IsZero() && a.Event == driver.AlertResolved {
+		body.ResolvedAt = &a.ResolvedAt
+	}
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(raw))
+	if err != nil {
+		return Permanent(fmt.Errorf("webhook %s: %w", w.Name(), err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "keel-alerts")
+	req.Header.Set("Idempotency-Key", strconv.FormatInt(a.ID, 10)+"-"+a.Event)
+	for k, v := range w.Headers {
+		req.Header.Set(k, v)
+	}
+	client := w.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook %s: %w", w.Name(), err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("webhook %s: %s answered %s: %s", w.Name(), w.URL, resp.Status, bytes.TrimSpace(snippet))
+	}
+	return nil
+}
