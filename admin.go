@@ -64,7 +64,7 @@ func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
 		return 0, fmt.Errorf("keel: requeue tasks: %w", unavailable(ctx, err))
 	}
 	if n > 0 {
-		c.wroteQueue(f.Queue)
+		c.eng.Load().WroteQueue(f.Queue)
 	}
 	return n, nil
 }
@@ -273,7 +273,7 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	if err != nil {
 		return nil, fmt.Errorf("keel: update queue %s: %w", name, unavailable(ctx, err))
 	}
-	if e := c.engine(); e != nil {
+	if e := c.eng.Load(); e != nil {
 		e.ApplySetting(*s)
 	}
 	return &QueueInfo{
@@ -358,7 +358,7 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	if err != nil {
 		return nil, fmt.Errorf("keel: update type %s: %w", name, unavailable(ctx, err))
 	}
-	if e := c.engine(); e != nil {
+	if e := c.eng.Load(); e != nil {
 		e.ApplySetting(*s)
 	}
 	return &TypeInfo{

@@ -347,7 +347,7 @@ func (c Config) alertRules() AlertRules {
 
 // newAlerter wires keel's alert service to c: the leader's evaluation of
 // the rules and this process's deliveries to its notifiers.
-func (c *Client) newAlerter() *alerts.Alerter {
+func newAlerter(c *Client) *alerts.Alerter {
 	cfg := alerts.Config{Driver: c.drv, Enqueue: c.enqueueInternal, LiveWindow: c.liveWindow(),
 		RetryMax: c.cfg.Alerts.RetryMax, Now: c.cfg.Now, Logger: c.cfg.Logger,
 		Rules: func(ctx context.Context) (alerts.Rules, error) {
@@ -356,8 +356,7 @@ func (c *Client) newAlerter() *alerts.Alerter {
 		},
 		Snapshot: func(ctx context.Context) (*estimator.Snapshot, error) { return c.snaps.Read(ctx, 0) },
 		Leading: func() bool {
-			e := c.engine()
-			return e != nil && e.Leading()
+			return c.eng.Load().Leading()
 		},
 	}
 	for _, n := range c.cfg.Alerts.Notifiers {
@@ -381,7 +380,7 @@ func (c *Client) enqueueInternal(ctx context.Context, t alerts.Task) error {
 		return unavailable(ctx, err)
 	}
 	if !res[0].Duplicate {
-		c.wrote(res[0].Task)
+		c.eng.Load().Wrote(res[0].Task)
 	}
 	return nil
 }

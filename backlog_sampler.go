@@ -25,7 +25,7 @@ func (c *Client) backlogLoop() (engine.Loop, bool) {
 	var dropped int64 // the minute old peaks were last dropped in
 	var failures int
 	return engine.Loop{Interval: backlogInterval, Run: func(ctx context.Context) {
-		if e := c.engine(); e == nil || !e.Leading() {
+		if e := c.eng.Load(); e == nil || !e.Leading() {
 			return
 		}
 		minute, err := c.sampleBacklog(ctx, store, dropped)

@@ -199,7 +199,7 @@ func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, e
 	if !applied {
 		return nil, fmt.Errorf("%w: the brake of type %q is not open", ErrWrongState, taskType)
 	}
-	if e := c.engine(); e != nil {
+	if e := c.eng.Load(); e != nil {
 		e.BrakesChanged(ctx)
 	}
 	to.UpdatedAt = now

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -35,8 +36,8 @@ type Client struct {
 	decl  *declare.Declarations // stored type defaults: ours written, others' read
 	trace trace.Tracer          // from Config.TracerProvider
 
-	mu  sync.Mutex
-	eng *engine.Engine // set by Start
+	mu  sync.Mutex                    // held by Start
+	eng atomic.Pointer[engine.Engine] // set by Start; nil before (its methods then do nothing)
 
 	snaps *estimator.Reader // Stats, ETA and alerts read through it; it keeps the last for ETA
 
@@ -79,7 +80,7 @@ func NewClient(cfg Config) (*Client, error) {
 		}
 		return w
 	}}
-	c.alerter = c.newAlerter()
+	c.alerter = newAlerter(c)
 	var err error
 	if c.schedules, err = validateSchedules(cfg.Schedules, cfg.MaxPayloadBytes); err != nil {
 		return nil, err
@@ -186,7 +187,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		}
 		params[i] = p
 	}
-	spans, err := c.startEnqueueSpans(ctx, params)
+	spans, err := tracing.StartEnqueue(ctx, c.trace, params)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 		infos[i] = infoFromRow(r.Task)
 		infos[i].Duplicate = r.Duplicate
 		if !r.Duplicate {
-			c.wrote(r.Task)
+			c.eng.Load().Wrote(r.Task)
 		}
 		if spans[i].IsRecording() {
 			spans[i].SetAttributes(tracing.AttrTaskID.Int64(r.Task.ID), tracing.AttrDuplicate.Bool(r.Duplicate))
@@ -224,35 +225,6 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	return infos, nil
 }
 
-// enqueueSpan are the options of every enqueue span, made once.
-var enqueueSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
-
-// startEnqueueSpans starts one producer span per task, a child of the
-// span in ctx, and stores each span's W3C trace context in its task's
-// meta, so that the task's attempts join the trace. A task enqueued
-// without any span context stores nothing.
-func (c *Client) startEnqueueSpans(ctx context.Context, params []driver.InsertParams) ([]trace.Span, error) {
-	spans := make([]trace.Span, len(params))
-	for i := range params {
-		p := &params[i]
-		sctx, span := c.trace.Start(ctx, "keel.enqueue", enqueueSpan...)
-		if span.IsRecording() { // without tracing, no name or attributes are built
-			span.SetName("keel.enqueue " + p.Type)
-			span.SetAttributes(tracing.System, tracing.AttrType.String(p.Type), tracing.AttrQueue.String(p.Queue))
-		}
-		spans[i] = span
-		meta, err := tracing.WithCarrier(p.Meta, tracing.Carrier(sctx))
-		if err != nil { // our own JSON: cannot happen
-			for _, s := range spans[:i+1] {
-				s.End()
-			}
-			return nil, fmt.Errorf("enqueue: store the trace context: %w", err)
-		}
-		p.Meta = meta
-	}
-	return spans, nil
-}
-
 // undeclared returns the valid types of jobs that this client may enqueue
 // but registered without defaults: their stored declarations apply.
 func (c *Client) undeclared(jobs []TaskSpec) []string {
@@ -264,12 +236,6 @@ func (c *Client) undeclared(jobs []TaskSpec) []string {
 		}
 	}
 	return out
-}
-
-// storedDefaults returns the stored declarations of types (nil where none
-// is stored), read through the client's cache.
-func (c *Client) storedDefaults(ctx context.Context, types []string) (map[string]*driver.TypeDefaults, error) {
-	return c.decl.Stored(ctx, types)
 }
 
 // prepare validates one job and turns it into insert parameters. Its
@@ -316,7 +282,7 @@ func (c *Client) prepareTask(j TaskSpec, now time.Time, stored map[string]*drive
 	if err := checkStored(o); err != nil {
 		return driver.InsertParams{}, err
 	}
-	raw, err := c.encodePayload(j.Payload)
+	raw, err := encodePayload(j.Payload, c.cfg.MaxPayloadBytes)
 	if err != nil {
 		return driver.InsertParams{}, err
 	}
@@ -405,7 +371,7 @@ func checkText(what, s string) error {
 }
 
 // encodePayload encodes a job's payload as JSON; nil is {}.
-func (c *Client) encodePayload(payload any) ([]byte, error) {
+func encodePayload(payload any, maxBytes int) ([]byte, error) {
 	var raw []byte
 	switch v := payload.(type) {
 	case json.RawMessage:
@@ -423,8 +389,8 @@ func (c *Client) encodePayload(payload any) ([]byte, error) {
 		}
 		raw = b
 	}
-	if len(raw) > c.cfg.MaxPayloadBytes {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrPayloadTooLarge, len(raw), c.cfg.MaxPayloadBytes)
+	if len(raw) > maxBytes {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrPayloadTooLarge, len(raw), maxBytes)
 	}
 	return raw, nil
 }
@@ -471,9 +437,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	if e := c.engine(); e != nil {
-		e.Cancel(id)
-	}
+	c.eng.Load().Cancel(id)
 	c.cancelled(ctx, row)
 	return infoFromRow(row), nil
 }
@@ -487,7 +451,7 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	c.wrote(row)
+	c.eng.Load().Wrote(row)
 	return infoFromRow(row), nil
 }
 

@@ -61,7 +61,7 @@ func (c *Client) declaration(ctx context.Context, taskType string) (*driver.Type
 		t := o.typeDefaults(taskType)
 		return &t, nil
 	}
-	stored, err := c.storedDefaults(ctx, []string{taskType})
+	stored, err := c.decl.Stored(ctx, []string{taskType})
 	if err != nil {
 		return nil, err
 	}

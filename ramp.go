@@ -172,11 +172,10 @@ func newRampJudge(c *Client) *ramp.Judge {
 	return ramp.New(ramp.Config{
 		Driver: c.drv, Settings: c.drv, Interval: c.cfg.SettingsInterval, Now: c.cfg.Now, Logger: c.cfg.Logger,
 		Leading: func() bool {
-			e := c.engine()
-			return e != nil && e.Leading()
+			return c.eng.Load().Leading()
 		},
 		Applied: func(s driver.Setting) {
-			if e := c.engine(); e != nil {
+			if e := c.eng.Load(); e != nil {
 				e.ApplySetting(s)
 			}
 		},

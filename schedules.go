@@ -195,8 +195,7 @@ func newScheduler(c *Client) *scheduler.Scheduler {
 	return scheduler.New(scheduler.Config{
 		Driver: c.drv, Schedules: c.schedules, Now: c.cfg.Now, Logger: c.cfg.Logger,
 		Leading: func() bool {
-			e := c.engine()
-			return e != nil && e.Leading()
+			return c.eng.Load().Leading()
 		},
 		Task: c.scheduleTask, Enqueued: c.scheduled,
 	})
@@ -316,7 +315,7 @@ const scheduleKeyPrefix = scheduler.KeyPrefix
 // schedule name that was inserted (or found holding its key).
 func (c *Client) scheduled(name string, res *driver.InsertResult) {
 	if !res.Duplicate {
-		c.wrote(res.Task)
+		c.eng.Load().Wrote(res.Task)
 	}
 	if c.obs.active() {
 		t := res.Task
@@ -332,7 +331,7 @@ func (c *Client) scheduleTask(ctx context.Context, s *driver.ScheduleRow, key st
 	var stored map[string]*driver.TypeDefaults
 	if o, known := c.types[s.Type]; !known || !o.declared() {
 		var err error
-		if stored, err = c.storedDefaults(ctx, []string{s.Type}); err != nil {
+		if stored, err = c.decl.Stored(ctx, []string{s.Type}); err != nil {
 			return nil, err
 		}
 	}

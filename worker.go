@@ -18,7 +18,7 @@ import (
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.eng != nil {
+	if c.eng.Load() != nil {
 		return fmt.Errorf("%w: already started", ErrNotWorker)
 	}
 	if !c.cfg.Handlers.handled() && (c.cfg.Alerts.Off || len(c.cfg.Alerts.Notifiers) == 0) && len(c.schedules) == 0 && c.cfg.OnDead == nil {
@@ -88,7 +88,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if l, ok := c.backlogLoop(); ok {
 		cfg.Loops = append(cfg.Loops, l)
 	}
-	c.eng = engine.Start(ctx, cfg)
+	c.eng.Store(engine.Start(ctx, cfg))
 	c.sched.Start(ctx)
 	c.ramps.Start(ctx)
 	return nil
@@ -99,7 +99,7 @@ func (c *Client) Start(ctx context.Context) error {
 // tasks to pending at once without using an attempt. It returns after every
 // task's outcome is stored and the background services have ended.
 func (c *Client) Stop(ctx context.Context) error {
-	if e := c.engine(); e != nil {
+	if e := c.eng.Load(); e != nil {
 		c.sched.Stop()
 		c.ramps.Stop()
 		e.Stop(ctx)
@@ -112,10 +112,7 @@ func (c *Client) Stop(ctx context.Context) error {
 // Config.TimeoutGrace and are still running. Their attempts are recorded;
 // while Config.MaxRunawayHandlers of them run, the client claims nothing.
 func (c *Client) RunawayHandlers() int {
-	if e := c.engine(); e != nil {
-		return e.Runaway()
-	}
-	return 0
+	return c.eng.Load().Runaway()
 }
 
 // ArchiveTotals counts what this process's archiver did since Start, as
@@ -132,34 +129,6 @@ type ArchiveTotals struct {
 // Archived returns what this client's archiver did since Start; zero
 // before Start and on a client that is not the leader.
 func (c *Client) Archived() ArchiveTotals {
-	e := c.engine()
-	if e == nil {
-		return ArchiveTotals{}
-	}
-	a := e.Archived()
+	a := c.eng.Load().Archived()
 	return ArchiveTotals{Succeeded: a.Succeeded, Cancelled: a.Cancelled, Dead: a.Dead, Deleted: a.Deleted, Batches: a.Batches}
-}
-
-// engine returns the running engine, or nil before Start.
-func (c *Client) engine() *engine.Engine {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.eng
-}
-
-// wrote tells this process's workers, if any, that this client wrote row,
-// a pending task (see engine.Wrote: a driver.Notifier wakes them itself for
-// a task ready at once).
-func (c *Client) wrote(row *driver.TaskRow) {
-	if e := c.engine(); e != nil {
-		e.Wrote(row)
-	}
-}
-
-// wroteQueue tells this process's workers, if any, that this client made
-// tasks of queue ready ("": of every queue; see engine.WroteQueue).
-func (c *Client) wroteQueue(queue string) {
-	if e := c.engine(); e != nil {
-		e.WroteQueue(queue)
-	}
 }

@@ -264,10 +264,16 @@ func Start(ctx context.Context, cfg Config) *Engine {
 }
 
 // Archived returns what this process's archiver did since Start.
-func (e *Engine) Archived() archiver.Totals { return e.archiver.Totals() }
+func (e *Engine) Archived() archiver.Totals {
+	if e == nil {
+		return archiver.Totals{}
+	}
+	return e.archiver.Totals()
+}
 
-// Leading reports whether this process holds the leadership lease.
-func (e *Engine) Leading() bool { return e.elector.Leading() }
+// Leading reports whether this process holds the leadership lease; a nil
+// Engine (a client not started) does not.
+func (e *Engine) Leading() bool { return e != nil && e.elector.Leading() }
 
 // Stop shuts the workers down gracefully: it stops claiming, lets running
 // tasks finish until ctx is done, then cancels the rest and releases their
@@ -356,7 +362,7 @@ func (e *Engine) Wake(queue string, runAt time.Time) {
 // at once wakes the queue's worker now, unless the driver is a
 // driver.Notifier: its write wakes every process, this one included, once.
 func (e *Engine) Wrote(row *driver.TaskRow) {
-	if row.State != driver.StatePending || e.notifies && !row.RunAt.After(row.UpdatedAt) {
+	if e == nil || row.State != driver.StatePending || e.notifies && !row.RunAt.After(row.UpdatedAt) {
 		return
 	}
 	e.Wake(row.Queue, row.RunAt)
@@ -366,13 +372,16 @@ func (e *Engine) Wrote(row *driver.TaskRow) {
 // ("": of every queue), as RetryMatching does. A driver.Notifier's write
 // wakes every process itself.
 func (e *Engine) WroteQueue(queue string) {
-	if !e.notifies {
+	if e != nil && !e.notifies {
 		e.WakeQueue(queue)
 	}
 }
 
 // Cancel cancels the handler running task id in this process, if any.
 func (e *Engine) Cancel(id int64) {
+	if e == nil {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ex := e.running[id]; ex != nil {

@@ -15,7 +15,12 @@ import (
 
 // Runaway returns how many handlers of this process ignored their ended
 // context and are still running.
-func (e *Engine) Runaway() int { return int(e.runaway.Load()) }
+func (e *Engine) Runaway() int {
+	if e == nil {
+		return 0
+	}
+	return int(e.runaway.Load())
+}
 
 func (e *Engine) runawayFull() bool {
 	return e.cfg.MaxRunaway > 0 && int(e.runaway.Load()) >= e.cfg.MaxRunaway
