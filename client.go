@@ -38,7 +38,8 @@ type Client struct {
 	mu  sync.Mutex
 	eng *engine.Engine // set by Start
 
-	snaps *estimator.Reader // Stats, ETA and alerts read through it; it keeps the last for ETA
+	snaps *estimator.Reader    // Stats, ETA and alerts read through it; it keeps the last for ETA
+	eta   *estimator.Estimator // the ETA model: Estimate and EstimateMany delegate to it
 
 	alerter *alerts.Alerter // alert evaluation and delivery
 
@@ -80,6 +81,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return w
 	}}
 	c.alerter = c.newAlerter()
+	c.eta = estimator.New(estimator.Config{Snapshots: c.snaps, Store: c.drv, Now: c.cfg.Now, LiveWindow: c.liveWindow(), Wrap: unavailable})
 	var err error
 	if c.schedules, err = validateSchedules(cfg.Schedules, cfg.MaxPayloadBytes); err != nil {
 		return nil, err
