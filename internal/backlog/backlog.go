@@ -39,7 +39,8 @@ type Config struct {
 	Clock  service.Clock
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Leading gates the work: only the elected leader samples.
+	// Leading gates the work: only the elected leader samples (nil:
+	// always).
 	Leading func() bool
 	// Wrap turns a read's or write's error into the error returned (the
 	// client marks an unreachable database); nil keeps it.
