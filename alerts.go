@@ -348,7 +348,7 @@ func (c Config) alertRules() AlertRules {
 // newAlerter wires keel's alert service to c: the leader's evaluation of
 // the rules and this process's deliveries to its notifiers.
 func newAlerter(c *Client) *alerts.Alerter {
-	cfg := alerts.Config{Driver: c.drv, Enqueue: c.enqueueInternal, LiveWindow: c.liveWindow(),
+	cfg := alerts.Config{Driver: c.drv, Enqueue: c.enqueueInternal, LiveWindow: c.cfg.liveWindow(),
 		RetryMax: c.cfg.Alerts.RetryMax, Now: c.cfg.Now, Logger: c.cfg.Logger,
 		Rules: func(ctx context.Context) (alerts.Rules, error) {
 			r, _, err := c.AlertRules(ctx)

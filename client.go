@@ -39,7 +39,8 @@ type Client struct {
 	mu  sync.Mutex                    // held by Start
 	eng atomic.Pointer[engine.Engine] // set by Start; nil before (its methods then do nothing)
 
-	snaps *estimator.Reader // Stats, ETA and alerts read through it; it keeps the last for ETA
+	snaps *estimator.Reader    // Stats, ETA and alerts read through it; it keeps the last for ETA
+	eta   *estimator.Estimator // the ETA model: Estimate and EstimateMany delegate to it
 
 	alerter *alerts.Alerter // alert evaluation and delivery
 
@@ -81,6 +82,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return w
 	}}
 	c.alerter = newAlerter(c)
+	c.eta = estimator.New(estimator.Config{Snapshots: c.snaps, Store: c.drv, Now: c.cfg.Now, LiveWindow: c.cfg.liveWindow(), Wrap: unavailable})
 	var err error
 	if c.schedules, err = validateSchedules(cfg.Schedules, cfg.MaxPayloadBytes); err != nil {
 		return nil, err

@@ -3,12 +3,11 @@ package keel
 import (
 	"context"
 
-	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/backlog"
 )
 
 // SampleBacklog takes one sample of the backlog as the leader's loop
 // does, for tests that do not wait for it.
 func SampleBacklog(ctx context.Context, c *Client) error {
-	_, err := c.sampleBacklog(ctx, c.drv.(driver.BacklogStore), 0)
-	return err
+	return newBacklogSampler(c, c.drv.(backlog.Store)).Sample(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/backlog"
 )
 
 // HistoryPoint is one step of the history Client.History returns: the
@@ -108,4 +109,11 @@ func backlogHistory(ctx context.Context, store driver.BacklogStore, first time.T
 		}
 	}
 	return nil
+}
+
+// newBacklogSampler returns the sampler of the peaks History reports,
+// which samples on the leader only.
+func newBacklogSampler(c *Client, store backlog.Store) *backlog.Sampler {
+	return backlog.New(backlog.Config{Driver: store, Retention: c.cfg.HistoryRetention, Now: c.cfg.Now, Logger: c.cfg.Logger,
+		Wrap: unavailable, Leading: func() bool { return c.eng.Load().Leading() }})
 }

@@ -41,7 +41,7 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	now := c.cfg.Now()
 	for i, r := range rows {
 		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers, Version: r.Version, Running: r.Running,
-			Lost: now.Sub(r.HeartbeatAt) > c.liveWindow()}
+			Lost: now.Sub(r.HeartbeatAt) > c.cfg.liveWindow()}
 	}
 	return out, nil
 }

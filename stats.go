@@ -3,7 +3,6 @@ package keel
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,12 +123,12 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 		return nil, err
 	}
 	s := &Stats{At: snap.At, Counts: map[State]int64{}, Nodes: len(snap.Nodes)}
-	s.Keel = keelStats(snap, c.liveWindow())
+	s.Keel = keelStats(snap, c.cfg.liveWindow())
 	for _, name := range snap.QueueNames() {
 		if reservedQueue(name) {
 			continue
 		}
-		q := queueStats(snap, name, c.liveWindow())
+		q := queueStats(snap.Queue(name, c.cfg.liveWindow()))
 		for st, n := range q.Counts {
 			s.Counts[st] += n
 		}
@@ -150,84 +149,35 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 
 // liveWindow is how recent a node's registry heartbeat must be for the
 // node to count as live.
-func (c *Client) liveWindow() time.Duration {
-	return max(3*c.cfg.HeartbeatInterval, 30*time.Second)
+func (c Config) liveWindow() time.Duration {
+	return max(3*c.HeartbeatInterval, 30*time.Second)
 }
 
-// views are the snapshot's views and counts of the counter rows that
-// match keep, typed.
-func views(s *estimator.Snapshot, keep func(r driver.CountRow) bool) (map[View]int64, map[State]int64, time.Duration) {
-	v, c, oldest := s.Views(keep)
-	views, counts := make(map[View]int64, len(v)), make(map[State]int64, len(c))
-	for k, n := range v {
-		views[View(k)] = n
+// queueStats are a queue's figures, typed.
+func queueStats(f estimator.QueueFigures) QueueStats {
+	q := QueueStats{Name: f.Name, Counts: typed[State](f.Counts), Views: typed[View](f.Views), OldestReadyAge: f.OldestReady,
+		Rates: Rates(f.Rates), PerSecond: f.Rates.M5, DeadLastHour: f.Dead, TimeToDrain: f.Drain, Paused: f.Paused, Served: f.Served}
+	for _, t := range f.Types {
+		q.Types = append(q.Types, TypeStats{Name: t.Name, Views: typed[View](t.Views), Counts: typed[State](t.Counts),
+			Rates: Rates(t.Rates), OldestReadyAge: t.OldestReady, MeanDuration: t.Mean,
+			DeadLastHour: t.Dead, FailedLastHour: t.Failed, AttemptsLastHour: t.Ended,
+			TimeToDrain: t.Drain, Paused: t.Paused, Braked: t.Braked})
 	}
-	for k, n := range c {
-		counts[State(k)] = n
-	}
-	return views, counts, oldest
-}
-
-func rates(hist []driver.MinuteRow, now time.Time) Rates {
-	var r Rates
-	r.M1, r.M5, r.M15 = estimator.Rates(hist, now, estimator.FinishedIn)
-	return r
-}
-
-// drain is how long ready tasks take to start at the claim rate of the
-// last 5 minutes of hist.
-func drain(ready int64, hist []driver.MinuteRow, now time.Time) time.Duration {
-	return estimator.Drain(ready, estimator.BusyRate(hist, now, 5*time.Minute, estimator.ClaimedIn))
-}
-
-func queueStats(s *estimator.Snapshot, name string, window time.Duration) QueueStats {
-	q := QueueStats{Name: name, Paused: s.Paused(driver.SettingQueue, name), Served: s.Served(name, window)}
-	q.Views, q.Counts, q.OldestReadyAge = views(s, func(r driver.CountRow) bool { return r.Queue == name })
-	hist := s.History(func(m driver.MinuteRow) bool { return m.Queue == name })
-	q.Rates = rates(hist, s.At)
-	q.PerSecond = q.Rates.M5
-	for _, m := range hist {
-		q.DeadLastHour += m.Dead
-	}
-	q.TimeToDrain = drain(q.Views[ViewReady], hist, s.At)
-	types := map[string]bool{}
-	for _, r := range s.Counts {
-		if r.Queue == name {
-			types[r.Type] = true
-		}
-	}
-	for _, m := range s.Minutes {
-		if m.Queue == name {
-			types[m.Type] = true
-		}
-	}
-	for t := range types {
-		ts := TypeStats{Name: t, Paused: s.Paused(driver.SettingType, t)}
-		ts.Views, ts.Counts, ts.OldestReadyAge = views(s, func(r driver.CountRow) bool { return r.Queue == name && r.Type == t })
-		th := s.History(func(m driver.MinuteRow) bool { return m.Queue == name && m.Type == t })
-		ts.Rates = rates(th, s.At)
-		var durMS int64
-		for _, m := range th {
-			ts.DeadLastHour += m.Dead
-			ts.FailedLastHour += m.Failed
-			ts.AttemptsLastHour += m.Ended
-			durMS += m.DurationMS
-		}
-		if ts.AttemptsLastHour > 0 {
-			ts.MeanDuration = time.Duration(durMS/ts.AttemptsLastHour) * time.Millisecond
-		}
-		if _, ts.Braked = s.Braked[t]; !ts.Braked {
-			ts.TimeToDrain = drain(ts.Views[ViewReady], th, s.At)
-		}
-		q.Types = append(q.Types, ts)
-	}
-	slices.SortFunc(q.Types, func(a, b TypeStats) int { return compareStrings(a.Name, b.Name) })
 	return q
+}
+
+// typed returns m with its keys typed (as View or State).
+func typed[K ~string](m map[string]int64) map[K]int64 {
+	out := make(map[K]int64, len(m))
+	for k, n := range m {
+		out[K(k)] = n
+	}
+	return out
 }
 
 // keelStats are the figures of keel's own work.
 func keelStats(s *estimator.Snapshot, window time.Duration) KeelStats {
-	k := KeelStats{QueueStats: queueStats(s, ReservedQueue, window)}
+	k := KeelStats{QueueStats: queueStats(s.Queue(ReservedQueue, window))}
 	since := driver.DueMinute(s.At.Add(-time.Hour))
 	for _, m := range s.Minutes {
 		if m.Minute >= since && IsKeelTask(m.Queue, m.Type) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/backlog"
 	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/ondead"
@@ -85,8 +86,8 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: c.cfg.Alerts.Interval, Run: c.alerter.RunOnce})
 	}
-	if l, ok := c.backlogLoop(); ok {
-		cfg.Loops = append(cfg.Loops, l)
+	if store, ok := c.drv.(backlog.Store); ok {
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: backlog.Interval, Run: newBacklogSampler(c, store).RunOnce})
 	}
 	c.eng.Store(engine.Start(ctx, cfg))
 	c.sched.Start(ctx)

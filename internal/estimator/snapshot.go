@@ -2,8 +2,9 @@
 // computed from: the live counters, the last hour's history, the settings,
 // the node registry and the open brakes, read together as of one instant.
 // Stats, the ETA model and the alert rules all judge from a Snapshot, so
-// none of them reads the task table. It also holds the rate arithmetic
-// those figures share.
+// none of them reads the task table. It also holds what is computed from
+// it: the rate arithmetic, the per-queue and per-type figures of Stats
+// (Snapshot.Queue) and the ETA model (Estimator).
 package estimator
 
 import (
