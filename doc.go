@@ -88,192 +88,62 @@
 // or succeeded; dead and cancelled tasks release it, so a resubmission runs
 // again. The database's unique index decides, also between processes.
 //
-// # Retention and archival
-//
-// The elected leader moves succeeded and cancelled tasks to an archive
-// table Config.RetainSucceeded after they finished, and dead ones
-// Config.RetainDead after (both 30 days by default; dead letters at least
-// 7 days), in batches while workers run. Get still finds an archived task
-// (TaskInfo.Archived); lists and counts no longer do, Cancel and Retry
-// return ErrWrongState, and it no longer holds its idempotency key: the
-// retention is the window in which a repeated key returns the existing
-// task. Archived tasks are deleted only when Config.DeleteArchivedAfter is
-// set; Client.Archived counts what was moved and deleted.
-//
 // # Transactions
 //
 // EnqueueTx and EnqueueManyTx insert inside the caller's transaction (a
-// *sql.Tx, or pgx.Tx with PostgreSQL): the task
-// exists if and only if the transaction commits. Inside a handler,
-// CompleteTx marks the task succeeded inside the caller's transaction, so
-// the handler's own writes and the completion commit together or not at
-// all; it fails with ErrLeaseLost if the task is no longer this worker's.
-// For SQLite, begin these transactions on the driver's DB() (the
-// driver.DBer interface): SQLite has one writer, and a transaction on
-// another connection would wait for keel's. Every keel write of the process
-// waits while such a transaction is open: keep it short, and do not call
-// Enqueue, Cancel or Retry (the non-Tx methods) while holding it.
+// *sql.Tx, or pgx.Tx with PostgreSQL): the task exists if and only if the
+// transaction commits. Inside a handler, CompleteTx marks the task
+// succeeded in the caller's transaction, fenced: it fails with
+// ErrLeaseLost if the task is no longer this worker's. For SQLite, begin
+// these transactions on the driver's DB() and keep them short.
 //
 // # Durable steps
 //
 // Step cuts a long handler into steps: each finished step stores its JSON
-// result with the task (fenced like a completion), and a retried, rescued
-// or requeued attempt gets the stored result back without running the step
-// again, so the task continues after the last finished step. A task's
-// step results take at most MaxStepsBytes (1 MiB); TaskInfo.Steps lists
-// them. HTTP targets store steps through the API (Client.SaveStep behind
-// POST /v1/tasks/{id}/steps).
+// result with the task, and a retried, rescued or requeued attempt gets
+// the stored result back without running the step again.
 //
 // # Workers and graceful stop
 //
 // Start runs, for every queue in Config.Queues, a worker that claims ready
-// tasks in batches up to its MaxWorkers and runs each attempt under a
-// lease that one batched heartbeat per process renews. Outcomes are stored
-// in batches too (group commit), and every write that ends an attempt is
+// tasks in batches and runs each attempt under a lease that one batched
+// heartbeat per process renews. Every write that ends an attempt is
 // fenced: it applies only while the task is still running under this
 // worker and attempt. If a process dies, the elected leader's rescuer sends
-// its tasks back to pending once their leases expire (to dead on their last
-// attempt). Stop stops claiming, waits for running handlers until its
-// context ends, then cancels them and releases their tasks to pending
-// without using an attempt.
-//
-// A task enqueued in the same process wakes its worker at once, and one
-// this process schedules for later (Delay, RunAt, retries, snoozes,
-// rescues) wakes it by timer when due, whatever the poll interval; tasks
-// enqueued by other processes are found by polling every
-// Config.PollInterval. A handler that ignores its ended context past
-// Config.TimeoutGrace is a runaway: its attempt is recorded and its slot
-// reused, and while Config.MaxRunawayHandlers of them run the client
-// claims nothing (Client.RunawayHandlers counts them).
+// its tasks back to pending once their leases expire. Stop stops claiming,
+// waits for running handlers until its context ends, then cancels them and
+// releases their tasks to pending without using an attempt.
 //
 // # Operating
 //
-// Queues and Types list every queue and task type with their counts by
-// state and runtime settings. UpdateQueue pauses, resumes or caps a
-// queue's concurrency or rate across the cluster; UpdateType pauses a task
-// type, caps its concurrency or rate across the cluster or overrides its
-// timeout, max attempts and backoff; StartRamp raises a type's concurrency
-// step by step while its failure ratio stays low. These settings live in the
-// database: every client with workers re-reads them every
-// Config.SettingsInterval (2s), so a change made anywhere applies on every
-// node without a restart. RetryMatching and PurgeMatching requeue or
-// delete dead letters in bulk by type, queue and finish time, a page at a
-// time, or a chosen set by Filter.IDs. GetByKey finds the task holding an
-// IdempotencyKey. Latency computes pickup and run time P50/P95 and the
-// attempts used over the newest finished tasks (a bounded read on the
-// finish-time index). Stats reports, per queue and type, the tasks by View (ready,
-// scheduled, retrying, running, dead), the finish rates over the last 1, 5
-// and 15 minutes of work, the oldest ready task, the time to drain and the
-// dead letters of the last hour (Alert above AlertDeadPerHour). It reads
-// live counters kept in the transaction of every task write, never the task
-// table, and the leader reconciles them with the table every
-// Config.ReconcileInterval. keel's own tasks (ReservedQueue: alert
-// deliveries, on_dead hooks, the drill) count in no figure of Stats,
-// History, Counts or Latency, nor in the metrics' task series: Stats.Keel
-// shows them apart. Estimate (and ETA) tells when a pending task is
-// expected to start and finish, or that its queue is paused, served by no
-// live worker, or has no history to estimate from yet.
+// Queues, Types, UpdateQueue and UpdateType list and change queues and
+// types across the cluster (pause, concurrency, rate, timeout, attempts,
+// backoff); StartRamp raises a type's concurrency step by step; Brake,
+// SetBrake and Brakes hold a type back while its downstream fails.
+// RetryMatching and PurgeMatching act on dead letters in bulk. Stats,
+// History, Latency and Estimate (ETA) report from live counters, never
+// from the task table; keel's own tasks (ReservedQueue) count in none of
+// the users' figures. Observe registers an Observer of task events, which
+// package metrics turns into Prometheus series; attempts and enqueues are
+// OpenTelemetry spans through Config.TracerProvider. The leader evaluates
+// AlertRules and delivers alerts to Config.Alerts.Notifiers as durable
+// tasks; Drill proves the path. Config.Schedules holds periodic tasks, each
+// tick enqueued once across the cluster. OnDead enqueues a follow-up for
+// every dead task of a type. The leader archives finished tasks after
+// Config.RetainSucceeded and Config.RetainDead.
 //
-// # Traces
-//
-// keel makes OpenTelemetry spans with Config.TracerProvider (default the
-// global provider, a no-op unless the program set one): "keel.enqueue
-// <type>" for every enqueued task, a child of the span in the enqueue's
-// context, and "keel.attempt <type>" for every attempt. The enqueue
-// span's W3C trace context is stored in the task's meta (traceparent,
-// tracestate), so every attempt, in any process, is a child of it; the
-// attempt's span is in the handler's context, so the handler's own spans
-// continue the trace. Without any span nothing is stored.
-// # Metrics and events
-//
-// Client.Observe registers an Observer told about this client's task
-// events (enqueued, started, attempt, rescued, cancelled). Package
-// github.com/keelq/keel/metrics turns them into a prometheus.Collector
-// (keel_tasks_enqueued_total, keel_attempts_total, ...), with cluster-wide
-// gauges read from Stats; keel serve serves it at GET /metrics. Every
-// task state change is also one log record on Config.Logger, with the
-// keys task_id, type, queue, attempt, node, duration_ms, outcome, state,
-// error and trace_id: success DEBUG, retry WARN, dead ERROR, cancel INFO.
-//
-// # Alerts and the drill
-//
-// The leader evaluates AlertRules (DefaultAlertRules: more than 3 dead
-// letters in an hour per type and overall, a ready task older than 10m, a
-// failure ratio above 50% of at least 20 attempts in 5m, a queue with
-// ready tasks and no live worker, a lost node) from the live counters
-// every Config.Alerts.Interval; each alert fires once and resolves once
-// (Client.Alerts lists them). Every event goes to the log and to each
-// Config.Alerts.Notifiers (WebhookNotifier, or any Notifier) as a keel
-// task of its own in ReservedQueue, retried with backoff and durable
-// across restarts; a notifier whose deliveries keep failing or are given
-// up fires notifier_failing (logged at WARN). SetAlertRules changes the rules in every process at
-// runtime. Client.Drill dead-letters a few tasks of a reserved type on
-// purpose and reports whether, and how fast, the alert reached every
-// notifier.
-//
-// # Periodic tasks
-//
-// Config.Schedules holds Schedule values: a task type enqueued on every
-// tick of a cron spec (robfig/cron syntax, five fields or six with
-// seconds, or "@every 10s", "@hourly"...) read in a time zone. Start
-// stores them; the elected leader enqueues each tick once across all
-// processes: one transaction moves the schedule's last tick forward with
-// a compare-and-set and inserts the tick's task, so a second leader finds
-// the tick taken. Ticks missed while no leader ran collapse into one task
-// for the latest (MissedRunOnce, the default) or none (MissedSkip).
-// Client.Schedules lists them with their next runs; PauseSchedule,
-// ResumeSchedule (which does not run the paused period) and
-// TriggerSchedule act on one in every process.
-//
-// # When a task dies
-//
-// OnDead("x.failed") on Handle or Declare enqueues one follow-up task of
-// type "x.failed" (payload DeadTask: the dead task's id, type, queue,
-// attempt, last error and payload) for every dead task of the type, in the
-// same transaction as the dead-lettering, whether the worker or the
-// leader's rescuer writes it. Config.OnDead is a hook run, durably, for
-// every dead task of the types a client handles. A follow-up's death gets
-// no follow-up of its own.
-//
-// # The automatic brake
-//
-// The brake judges tasks, not attempts: each task gives at most its first
-// attempt's failure (an error or a timeout) and its success as evidence.
-// When a type's failed share of a node's last 20 pieces reaches the
-// threshold (default 80%), the node opens its brake: its tasks are not
-// claimed for a cooldown (default 30s) and a brake_open alert fires; then
-// a trickle of probe tasks runs, due retries first, widening with each
-// success, until fresh tasks succeed again and the brake closes; probes
-// failing in a row with no success reopen it. Brake and NoBrake set a
-// type's thresholds; Client.SetBrake changes them at runtime,
-// Client.Brakes lists brakes and Client.CloseBrake closes one by hand. The
-// guide docs/brake.md shows it at work.
+// Each of these has a guide in the repository's docs folder: tasks.md,
+// idempotency.md, steps.md, schedules.md, limits.md (limits, rates, ramps,
+// the brake), operations.md (alerts, the drill, on_dead, retention, crash
+// safety, the CLI), observability.md (metrics, logs, traces, stats and
+// ETA), databases.md, http-api.md, sources.md, dashboard.md,
+// configuration.md and performance.md.
 //
 // # Defaults
 //
-// Every Config field's comment ends with its default:
-//
-//	MaxAttempts        4 (one run and three retries)
-//	Timeout            60s per attempt
-//	BackoffBase/Max    30s doubling per retry, ±20% jitter, never above 1h
-//	MaxSnoozes         100 per task; the next snooze dead-letters it
-//	LeaseTTL           30s, renewed every HeartbeatInterval (10s)
-//	PollInterval       1s
-//	RescueInterval     10s
-//	ReconcileInterval  5m
-//	MaintainInterval   1m
-//	HistoryRetention   192h (8 days)
-//	RetainSucceeded    720h (30 days; also the idempotency window of a
-//	                   succeeded task: an archived task holds no key)
-//	RetainDead         720h (30 days, at least 7)
-//	DeleteArchivedAfter 0: archived tasks are never deleted
-//	ArchiveInterval    1m, ArchiveBatch 1000
-//	SettingsInterval   2s
-//	ClaimBatch         100
-//	TimeoutGrace       5s
-//	MaxRunawayHandlers the sum of the queues' MaxWorkers
-//	MaxPayloadBytes    1 MiB
-//	Alerts             DefaultAlertRules to the log, evaluated every 15s
-//	Queues             {"default": 10 workers}
-//	TracerProvider     otel.GetTracerProvider() (a no-op unless set)
+// Every Config field's comment ends with its default. The main ones:
+// MaxAttempts 4, Timeout 60s per attempt, backoff 30s doubling to 1h with
+// ±20% jitter, LeaseTTL 30s renewed every 10s, PollInterval 1s,
+// RetainSucceeded and RetainDead 30 days, Queues {"default": 10 workers},
+// MaxPayloadBytes 1 MiB.
 package keel
