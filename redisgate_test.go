@@ -294,8 +294,11 @@ func TestRedisGateRedisFrozen(t *testing.T) {
 			slices.Sort(took)
 			p99 := took[(len(took)*99+99)/100-1]
 			t.Logf("enqueue with Redis frozen: p50 %v, p99 %v, max %v", took[len(took)/2], p99, took[len(took)-1])
-			if p99 >= timeout+100*time.Millisecond {
-				t.Errorf("enqueue p99 %v with Redis frozen, want under Timeout %v + 100ms (all: %v)", p99, timeout, took)
+			// Without the gate's bound a call waits for go-redis's own read
+			// timeout (3s) or longer; the second on top of Timeout is the
+			// database's insert on a loaded machine, not a speed figure.
+			if p99 >= timeout+time.Second {
+				t.Errorf("enqueue p99 %v with Redis frozen, want under Timeout %v + 1s (all: %v)", p99, timeout, took)
 			}
 			if st := c.RedisGateStats(); st.Skipped != 40 {
 				t.Errorf("stats %+v, want 40 skipped", st)

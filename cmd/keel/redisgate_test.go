@@ -112,8 +112,11 @@ func TestServeRedisGateFrozen(t *testing.T) {
 	slices.Sort(took)
 	p99 := took[(len(took)*99+99)/100-1]
 	t.Logf("enqueue through keel serve with Redis frozen: p50 %v, p99 %v", took[len(took)/2], p99)
-	if p99 >= timeout+100*time.Millisecond {
-		t.Errorf("enqueue p99 %v with Redis frozen, want under the gate's timeout %v + 100ms (all: %v)", p99, timeout, took)
+	// Without the gate's bound a call waits for go-redis's own read timeout
+	// (3s) or longer; the second on top of the gate's timeout is the
+	// request and the insert on a loaded machine, not a speed figure.
+	if p99 >= timeout+time.Second {
+		t.Errorf("enqueue p99 %v with Redis frozen, want under the gate's timeout %v + 1s (all: %v)", p99, timeout, took)
 	}
 	if err := srv.Thaw(); err != nil {
 		t.Fatal(err)
