@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/catalog"
 	"github.com/keelq/keel/internal/check"
 )
 
@@ -135,106 +137,40 @@ type TypeInfo struct {
 // Queues lists every queue that holds tasks, is configured on this client,
 // or has settings, ordered by name.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
-	counts, settings, err := c.overview(ctx)
+	workers := map[string]int{}
+	for name := range c.cfg.Queues {
+		workers[name] = c.workers(name)
+	}
+	queues, err := catalog.Lister{Store: c.drv, Wrap: unavailable}.Queues(ctx, workers)
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*QueueInfo{}
-	get := func(name string) *QueueInfo {
-		if q, ok := byName[name]; ok {
-			return q
-		}
-		q := &QueueInfo{Name: name, Counts: map[State]int64{}, MaxWorkers: c.workers(name)}
-		byName[name] = q
-		return q
+	out := make([]QueueInfo, len(queues))
+	for i, q := range queues {
+		out[i] = QueueInfo(q)
 	}
-	for name := range c.cfg.Queues {
-		get(name)
-	}
-	for _, r := range counts {
-		get(r.Queue).Counts[r.State] += r.Count
-	}
-	for _, s := range settings {
-		if s.Kind != driver.SettingQueue {
-			continue
-		}
-		q := get(s.Name)
-		q.Paused, q.Concurrency, q.Rate, q.Burst, q.UpdatedAt = s.Paused, s.Concurrency, s.Rate, s.Burst, s.UpdatedAt
-	}
-	out := make([]QueueInfo, 0, len(byName))
-	for _, q := range byName {
-		out = append(out, *q)
-	}
-	slices.SortFunc(out, func(a, b QueueInfo) int { return compareStrings(a.Name, b.Name) })
 	return out, nil
 }
 
 // Types lists every task type that holds tasks, is known to this client,
 // or has settings, ordered by name.
 func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
-	counts, settings, err := c.overview(ctx)
+	types, err := catalog.Lister{Store: c.drv, Wrap: unavailable}.Types(ctx, slices.Collect(maps.Keys(c.types)))
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*TypeInfo{}
-	get := func(name string) *TypeInfo {
-		if t, ok := byName[name]; ok {
-			return t
-		}
-		t := &TypeInfo{Name: name, Counts: map[State]int64{}}
-		byName[name] = t
-		return t
+	out := make([]TypeInfo, len(types))
+	for i, t := range types {
+		out[i] = typeInfo(t)
 	}
-	for name := range c.types {
-		get(name)
-	}
-	for _, r := range counts {
-		get(r.Type).Counts[r.State] += r.Count
-	}
-	for _, s := range settings {
-		if s.Kind != driver.SettingType {
-			continue
-		}
-		t := get(s.Name)
-		t.Paused, t.Concurrency, t.Timeout, t.MaxAttempts, t.UpdatedAt = s.Paused, s.Concurrency, s.Timeout, s.MaxAttempts, s.UpdatedAt
-		t.Rate, t.Burst = s.Rate, s.Burst
-		t.BackoffBase, t.BackoffMax = s.BackoffBase, s.BackoffMax
-	}
-	if err := c.addFallbacksAndBrakes(ctx, get); err != nil {
-		return nil, err
-	}
-	out := make([]TypeInfo, 0, len(byName))
-	for _, t := range byName {
-		out = append(out, *t)
-	}
-	slices.SortFunc(out, func(a, b TypeInfo) int { return compareStrings(a.Name, b.Name) })
 	return out, nil
 }
 
-func (c *Client) overview(ctx context.Context) ([]driver.QueueCount, []driver.Setting, error) {
-	rows, err := c.drv.Counts(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("keel: count tasks: %w", unavailable(ctx, err))
-	}
-	var counts []driver.QueueCount
-	for _, r := range rows {
-		counts = append(counts, driver.QueueCount{Queue: r.Queue, Type: r.Type, State: kindState(r.Kind), Count: r.N})
-	}
-	settings, err := c.drv.ListSettings(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("keel: list settings: %w", unavailable(ctx, err))
-	}
-	return counts, settings, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// typeInfo is the public form of a listed type.
+func typeInfo(t catalog.Type) TypeInfo {
+	return TypeInfo{Name: t.Name, Counts: t.Counts, Paused: t.Paused, Concurrency: t.Concurrency, Rate: t.Rate, Burst: t.Burst,
+		Timeout: t.Timeout, MaxAttempts: t.MaxAttempts, BackoffBase: t.BackoffBase, BackoffMax: t.BackoffMax,
+		UpdatedAt: t.UpdatedAt, OnDead: t.OnDead, Brake: brakeFromRow(t.Brake)}
 }
 
 // QueueUpdate changes a queue's runtime settings; nil fields keep theirs.
@@ -276,10 +212,8 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	if e := c.eng.Load(); e != nil {
 		e.ApplySetting(*s)
 	}
-	return &QueueInfo{
-		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, Rate: s.Rate, Burst: s.Burst,
-		UpdatedAt: s.UpdatedAt, MaxWorkers: c.workers(name),
-	}, nil
+	q := QueueInfo(catalog.QueueOf(name, *s, c.workers(name)))
+	return &q, nil
 }
 
 // workers is how many of queue's tasks this client runs at once: 0 when it
@@ -361,10 +295,8 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 	if e := c.eng.Load(); e != nil {
 		e.ApplySetting(*s)
 	}
-	return &TypeInfo{
-		Name: name, Counts: map[State]int64{}, Paused: s.Paused, Concurrency: s.Concurrency, Timeout: s.Timeout, MaxAttempts: s.MaxAttempts,
-		BackoffBase: s.BackoffBase, BackoffMax: s.BackoffMax, UpdatedAt: s.UpdatedAt, Rate: s.Rate, Burst: s.Burst,
-	}, nil
+	t := typeInfo(catalog.TypeOf(name, *s))
+	return &t, nil
 }
 
 // MaxRate is the highest rate a queue or type takes, in tasks per second;

@@ -211,25 +211,3 @@ func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, e
 func brakeDefaults() driver.BrakeConfig {
 	return driver.BrakeConfig{Window: DefaultBrakeWindow, Threshold: DefaultBrakeThreshold, Cooldown: DefaultBrakeCooldown}
 }
-
-// addFallbacksAndBrakes fills in the types' stored on_dead and brakes
-// (get adds a type not listed yet): for Types.
-func (c *Client) addFallbacksAndBrakes(ctx context.Context, get func(name string) *TypeInfo) error {
-	declared, err := c.drv.ListTypes(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("keel: list declared types: %w", unavailable(ctx, err))
-	}
-	for _, d := range declared {
-		if d.OnDead != "" {
-			get(d.Name).OnDead = d.OnDead
-		}
-	}
-	brakes, err := c.Brakes(ctx)
-	if err != nil {
-		return err
-	}
-	for _, b := range brakes {
-		get(b.Type).Brake = b
-	}
-	return nil
-}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backlog"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // HistoryPoint is one step of the history Client.History returns: the
@@ -59,56 +59,15 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	if n > maxHistoryPoints {
 		return nil, invalid("history from %v in steps of %v is %d points, more than %d", since.Format(time.RFC3339), step, n, maxHistoryPoints)
 	}
-	rows, err := c.drv.Minutes(ctx, first)
+	points, err := estimator.History(ctx, c.drv, estimator.HistoryParams{First: first, Step: step, N: n, Skip: IsKeelTask})
 	if err != nil {
 		return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
 	}
-	sums := make([]driver.MinuteRow, n)
-	for _, m := range rows {
-		if IsKeelTask(m.Queue, m.Type) {
-			continue
-		}
-		if i := int(time.Unix(m.Minute*60, 0).Sub(first) / step); i >= 0 && i < n {
-			sums[i].Add(m)
-		}
-	}
 	out := make([]HistoryPoint, n)
-	for i, m := range sums {
-		out[i] = HistoryPoint{At: first.Add(time.Duration(i) * step), Enqueued: m.Enqueued, Hits: m.Hits,
-			Attempts: m.Attempts, Ended: m.Ended, Failed: m.Failed, Succeeded: m.Succeeded, Dead: m.Dead,
-			Cancelled: m.Cancelled, DurationMS: m.DurationMS}
-	}
-	if store, ok := c.drv.(driver.BacklogStore); ok {
-		if err := backlogHistory(ctx, store, first, step, out); err != nil {
-			return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
-		}
+	for i, p := range points {
+		out[i] = HistoryPoint(p)
 	}
 	return out, nil
-}
-
-// backlogHistory sets the sampled peaks of out's steps (which start at
-// first, step apart) and marks the steps before the history's first minute.
-func backlogHistory(ctx context.Context, store driver.BacklogStore, first time.Time, step time.Duration, out []HistoryPoint) error {
-	start, ok, err := store.FirstMinute(ctx)
-	if err != nil {
-		return err
-	}
-	for i := range out {
-		if !ok || !out[i].At.Add(step).After(time.Unix(start*60, 0)) {
-			out[i].Unrecorded = true
-		}
-	}
-	peaks, err := store.BacklogPeaks(ctx, driver.DueMinute(first))
-	if err != nil {
-		return err
-	}
-	for _, p := range peaks {
-		if i := int(time.Unix(p.Minute*60, 0).Sub(first) / step); i >= 0 && i < len(out) {
-			out[i].PendingPeak = max(out[i].PendingPeak, p.Pending)
-			out[i].Sampled = true
-		}
-	}
-	return nil
 }
 
 // newBacklogSampler returns the sampler of the peaks History reports,

@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // LatencyParams configures Client.Latency; zero fields take their
@@ -24,7 +24,7 @@ type LatencyParams struct {
 
 // AttemptBuckets is how many buckets a distribution of attempts has:
 // 1, 2, 3, 4, and 5 or more attempts.
-const AttemptBuckets = 5
+const AttemptBuckets = estimator.AttemptBuckets
 
 // Latency is pickup and run time percentiles and the attempts tasks used,
 // computed over a bounded sample: the newest finished (succeeded or dead)
@@ -84,72 +84,10 @@ func (c *Client) Latency(ctx context.Context, p LatencyParams) (*Latency, error)
 	if err != nil {
 		return nil, fmt.Errorf("keel: read recent finished tasks: %w", unavailable(ctx, err))
 	}
-	users := rows[:0]
-	for _, r := range rows {
-		if !IsKeelTask(r.Queue, r.Type) {
-			users = append(users, r)
-		}
+	e := estimator.LatencyOf(slices.DeleteFunc(rows, func(r driver.FinishedSample) bool { return IsKeelTask(r.Queue, r.Type) }))
+	l := &Latency{Sample: e.Sample, Oldest: e.Oldest, Newest: e.Newest, All: LatencyFigures(e.All), Succeeded: e.Succeeded, Dead: e.Dead}
+	for _, q := range e.Queues {
+		l.Queues = append(l.Queues, QueueLatency{Queue: q.Queue, LatencyFigures: LatencyFigures(q.Figures)})
 	}
-	return latencyOf(users), nil
-}
-
-// latencyOf computes Latency from finished tasks in any order.
-func latencyOf(rows []driver.FinishedSample) *Latency {
-	l := &Latency{Sample: len(rows)}
-	type durations struct{ pickup, run []time.Duration }
-	all := &durations{}
-	byQueue := map[string]*durations{}
-	for _, r := range rows {
-		if l.Oldest.IsZero() || r.FinishedAt.Before(l.Oldest) {
-			l.Oldest = r.FinishedAt
-		}
-		if r.FinishedAt.After(l.Newest) {
-			l.Newest = r.FinishedAt
-		}
-		b := min(max(r.Attempt, 1), AttemptBuckets) - 1
-		switch r.State {
-		case driver.StateSucceeded:
-			l.Succeeded[b]++
-		case driver.StateDead:
-			l.Dead[b]++
-		}
-		q := byQueue[r.Queue]
-		if q == nil {
-			q = &durations{}
-			byQueue[r.Queue] = q
-		}
-		if r.AttemptedAt.IsZero() {
-			continue
-		}
-		due := r.CreatedAt
-		if r.RunAt.After(due) {
-			due = r.RunAt
-		}
-		// Clocks of different nodes may disagree by a little: never below 0.
-		pickup, run := max(r.AttemptedAt.Sub(due), 0), max(r.FinishedAt.Sub(r.AttemptedAt), 0)
-		for _, d := range []*durations{all, q} {
-			d.pickup, d.run = append(d.pickup, pickup), append(d.run, run)
-		}
-	}
-	figures := func(d *durations) LatencyFigures {
-		slices.Sort(d.pickup)
-		slices.Sort(d.run)
-		return LatencyFigures{Tasks: len(d.pickup),
-			PickupP50: percentile(d.pickup, 50), PickupP95: percentile(d.pickup, 95),
-			RunP50: percentile(d.run, 50), RunP95: percentile(d.run, 95)}
-	}
-	l.All = figures(all)
-	for _, name := range slices.Sorted(maps.Keys(byQueue)) {
-		l.Queues = append(l.Queues, QueueLatency{Queue: name, LatencyFigures: figures(byQueue[name])})
-	}
-	return l
-}
-
-// percentile is the nearest-rank p-th percentile of sorted; 0 when empty.
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 × n), at least 1
-	return sorted[max(rank, 1)-1]
+	return l, nil
 }

@@ -4,7 +4,10 @@
 // Stats, the ETA model and the alert rules all judge from a Snapshot, so
 // none of them reads the task table. It also holds what is computed from
 // it: the rate arithmetic, the per-queue and per-type figures of Stats
-// (Snapshot.Queue) and the ETA model (Estimator).
+// (Snapshot.Queue) and the ETA model (Estimator). Beside the snapshot it
+// computes the other figures keel reports: the latency percentiles of a
+// sample of finished tasks (LatencyOf) and the history in steps with its
+// backlog peaks (History).
 package estimator
 
 import (

@@ -1,10 +1,11 @@
-package keel
+package estimator_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/estimator"
 )
 
 // TestLatencyOf: pickup is the last attempt's start less the later of
@@ -30,11 +31,11 @@ func TestLatencyOf(t *testing.T) {
 		driver.FinishedSample{Queue: "b", State: driver.StateDead, Attempt: 0, CreatedAt: s(0), RunAt: s(0), FinishedAt: s(1)},
 		driver.FinishedSample{Queue: "b", State: driver.StateSucceeded, Attempt: 4, CreatedAt: s(10), RunAt: s(10), AttemptedAt: s(9), FinishedAt: s(11)},
 	)
-	l := latencyOf(rows)
+	l := estimator.LatencyOf(rows)
 	if l.Sample != 24 || !l.Oldest.Equal(s(1)) || !l.Newest.Equal(s(240)) {
 		t.Fatalf("sample %d from %v to %v", l.Sample, l.Oldest, l.Newest)
 	}
-	if l.Succeeded != [AttemptBuckets]int64{20, 1, 0, 1, 0} || l.Dead != [AttemptBuckets]int64{1, 0, 0, 0, 1} {
+	if l.Succeeded != [estimator.AttemptBuckets]int64{20, 1, 0, 1, 0} || l.Dead != [estimator.AttemptBuckets]int64{1, 0, 0, 0, 1} {
 		t.Fatalf("attempts: succeeded %v dead %v", l.Succeeded, l.Dead)
 	}
 	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
@@ -42,20 +43,20 @@ func TestLatencyOf(t *testing.T) {
 		t.Fatalf("queues %+v", l.Queues)
 	}
 	// a: pickups 1..20 s, runs 2..40 s: P50 is the 10th, P95 the 19th.
-	if got, want := l.Queues[0].LatencyFigures, (LatencyFigures{Tasks: 20, PickupP50: sec(10), PickupP95: sec(19), RunP50: sec(20), RunP95: sec(38)}); got != want {
+	if got, want := l.Queues[0].Figures, (estimator.LatencyFigures{Tasks: 20, PickupP50: sec(10), PickupP95: sec(19), RunP50: sec(20), RunP95: sec(38)}); got != want {
 		t.Errorf("queue a: %+v, want %+v", got, want)
 	}
 	// b: pickups 0, 4, 10 s; runs 1, 2, 30 s (the task that never ran is
 	// not timed).
-	if got, want := l.Queues[1].LatencyFigures, (LatencyFigures{Tasks: 3, PickupP50: sec(4), PickupP95: sec(10), RunP50: sec(2), RunP95: sec(30)}); got != want {
+	if got, want := l.Queues[1].Figures, (estimator.LatencyFigures{Tasks: 3, PickupP50: sec(4), PickupP95: sec(10), RunP50: sec(2), RunP95: sec(30)}); got != want {
 		t.Errorf("queue b: %+v, want %+v", got, want)
 	}
 	// All 23 timed: pickups 0,1..20,4,10 sorted → 12th is 10 s (0,1,...,
 	// with 4 and 10 twice), 22nd is 19 s.
-	if got, want := l.All, (LatencyFigures{Tasks: 23, PickupP50: sec(10), PickupP95: sec(19), RunP50: sec(20), RunP95: sec(38)}); got != want {
+	if got, want := l.All, (estimator.LatencyFigures{Tasks: 23, PickupP50: sec(10), PickupP95: sec(19), RunP50: sec(20), RunP95: sec(38)}); got != want {
 		t.Errorf("all: %+v, want %+v", got, want)
 	}
-	if e := latencyOf(nil); e.Sample != 0 || e.All != (LatencyFigures{}) || e.Queues != nil {
+	if e := estimator.LatencyOf(nil); e.Sample != 0 || e.All != (estimator.LatencyFigures{}) || e.Queues != nil {
 		t.Errorf("empty: %+v", e)
 	}
 }
@@ -63,11 +64,11 @@ func TestLatencyOf(t *testing.T) {
 func TestPercentile(t *testing.T) {
 	d := []time.Duration{1, 2, 3, 4}
 	for _, c := range []struct{ p, want int }{{50, 2}, {95, 4}, {1, 1}, {100, 4}} {
-		if got := percentile(d, c.p); got != time.Duration(c.want) {
+		if got := estimator.Percentile(d, c.p); got != time.Duration(c.want) {
 			t.Errorf("P%d of 1..4: %v, want %v", c.p, got, c.want)
 		}
 	}
-	if percentile([]time.Duration{7}, 95) != 7 || percentile(nil, 50) != 0 {
+	if estimator.Percentile([]time.Duration{7}, 95) != 7 || estimator.Percentile(nil, 50) != 0 {
 		t.Error("one value or none")
 	}
 }
