@@ -80,6 +80,12 @@ func setup(t *testing.T, replies ...reply) *bundle {
 
 func setupLogged(t *testing.T, log *slog.Logger, replies ...reply) *bundle {
 	t.Helper()
+	return setupTTL(t, log, ttl, replies...)
+}
+
+// setupTTL is setupLogged with leases of leaseTTL.
+func setupTTL(t *testing.T, log *slog.Logger, leaseTTL time.Duration, replies ...reply) *bundle {
+	t.Helper()
 	clk := servicetest.NewClock(t0)
 	b := &bundle{
 		clk:  clk,
@@ -87,7 +93,7 @@ func setupLogged(t *testing.T, log *slog.Logger, replies ...reply) *bundle {
 		lost: make(chan lost, 100),
 	}
 	b.hb = heartbeat.New(heartbeat.Config{
-		Driver: b.drv, Owner: "node-1", Interval: interval, LeaseTTL: ttl, Clock: b.clk, Logger: log,
+		Driver: b.drv, Owner: "node-1", Interval: interval, LeaseTTL: leaseTTL, Clock: b.clk, Logger: log,
 		Running: func() []int64 {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -154,27 +160,47 @@ func TestRenewsEveryInterval(t *testing.T) {
 }
 
 // TestSlowRenewalWarns: a renewal that takes more than half of the
-// leases' margin (lease TTL minus interval: 20s here) is a lease too short
-// for the database's write latency, and is said so, once a minute.
+// leases' margin (lease TTL minus interval: 14s here) is a lease too short
+// for the database's write latency, and is said so, once a minute. Every
+// renewal takes less than the interval and the test moves the clock to
+// the next tick exactly, so each beat starts on a tick of the test's and
+// no renewal's time runs past the next one (which would start a beat the
+// test did not ask for).
 func TestSlowRenewalWarns(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	b := setupLogged(t, log, reply{took: 9 * time.Second}, reply{took: 11 * time.Second}, reply{took: 12 * time.Second},
-		reply{}, reply{}, reply{}, reply{took: 15 * time.Second})
+	b := setupTTL(t, log, 24*time.Second, reply{took: 6 * time.Second}, reply{took: 8 * time.Second}, reply{took: 9 * time.Second},
+		reply{}, reply{}, reply{}, reply{}, reply{took: 9500 * time.Millisecond})
 	b.setRunning(1)
-	b.tick(t) // 9s of 20s: fine
-	b.tick(t) // 11s: warns
-	b.tick(t) // 12s, within the minute: already said
-	for range 3 {
-		b.tick(t)
+	beats := 0
+	tick := func() {
+		beats++
+		b.clk.Advance(t0.Add(time.Duration(beats) * interval).Sub(b.clk.Now()))
+		p := servicetest.Recv(t, b.drv.calls)
+		// The beat judges its latency when the renewal returns, then
+		// records the new expiry: wait for that before moving the clock
+		// again, or the next move is counted in this renewal's time.
+		deadline := time.Now().Add(5 * time.Second)
+		for !b.hb.LeaseExpiresAt(1, t0).Equal(p.LeaseExpiresAt) {
+			if time.Now().After(deadline) {
+				t.Fatalf("beat %d: the renewal until %v was not recorded", beats, p.LeaseExpiresAt)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
-	b.tick(t) // 15s, more than a minute after the first warning
+	tick() // at 10s, 6s of 14s: fine
+	tick() // at 20s, 8s: warns
+	tick() // at 30s, 9s, within the minute: already said
+	for range 4 {
+		tick()
+	}
+	tick() // at 80s, 9.5s: more than a minute after the first warning
 	b.hb.Stop()
 	out := logs.String()
-	if n := strings.Count(out, "lease renewal slow"); n != 2 || !strings.Contains(out, "took 11s of the 20s") ||
-		!strings.Contains(out, "took 15s of the 20s") || !strings.Contains(out, "raise the lease TTL") {
-		t.Fatalf("want two warnings, for 11s and 15s; logged:\n%s", out)
+	if n := strings.Count(out, "lease renewal slow"); n != 2 || !strings.Contains(out, "took 8s of the 14s") ||
+		!strings.Contains(out, "took 9.5s of the 14s") || !strings.Contains(out, "raise the lease TTL") {
+		t.Fatalf("want two warnings, for 8s and 9.5s; logged:\n%s", out)
 	}
 }
 
