@@ -7,6 +7,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/enqueue"
 )
 
 // Handlers maps task types to their handlers and per-type defaults.
@@ -80,14 +81,14 @@ func (h *Handlers) check(fn, taskType string, opts []Option) options {
 	if _, dup := h.m[taskType]; dup {
 		panic(fmt.Sprintf("keel: %s: task type %q registered twice", fn, taskType))
 	}
-	defaults := options{}.merge(opts)
-	if defaults.uniqueBy != nil || defaults.idemKey != nil || defaults.runAt != nil || defaults.delay != nil || defaults.meta != nil {
+	defaults := enqueue.Merge(options{}, opts)
+	if defaults.UniqueBy != nil || defaults.IdemKey != nil || defaults.RunAt != nil || defaults.Delay != nil || defaults.Meta != nil {
 		panic(fmt.Sprintf("keel: %s(%q): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only", fn, taskType))
 	}
-	if err := defaults.validate(); err != nil {
+	if err := defaults.Validate(); err != nil {
 		panic(fmt.Sprintf("keel: %s(%q): %v", fn, taskType, err))
 	}
-	if defaults.onDead != nil && *defaults.onDead == taskType {
+	if defaults.OnDead != nil && *defaults.OnDead == taskType {
 		panic(fmt.Sprintf("keel: %s(%q): OnDead names the type itself", fn, taskType))
 	}
 	return defaults
