@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/check"
+	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/estimator"
 )
 
@@ -34,13 +34,13 @@ import (
 const ReservedQueue = "keel"
 
 const (
-	reservedTypePrefix = "keel."
+	reservedTypePrefix = enqueue.KeelTypePrefix
 	notifyTypePrefix   = alerts.NotifyTypePrefix
 	logNotifierName    = alerts.LogNotifier
 )
 
 // reserved reports whether a type or queue name belongs to keel itself.
-func reservedType(t string) bool  { return strings.HasPrefix(t, reservedTypePrefix) }
+func reservedType(t string) bool  { return enqueue.ReservedType(t) }
 func reservedQueue(q string) bool { return q == ReservedQueue }
 
 // IsKeelTask reports whether a task of this queue and type is keel's own
@@ -216,7 +216,7 @@ func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 	if f.Limit == 0 {
 		f.Limit = 100
 	}
-	if err := checkTimeFilter("fired_after", f.Since); err != nil {
+	if err := enqueue.CheckTimeFilter("fired_after", f.Since); err != nil {
 		return nil, err
 	}
 	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}

@@ -49,14 +49,14 @@ const (
 // process it is. Default: the defaults.
 func Brake(window int, threshold float64, cooldown time.Duration) Option {
 	return func(o *options) {
-		o.brake = &driver.BrakeConfig{Window: window, Threshold: threshold, Cooldown: cooldown}
+		o.Brake = &driver.BrakeConfig{Window: window, Threshold: threshold, Cooldown: cooldown}
 	}
 }
 
 // NoBrake turns the automatic brake off for the type. Only meaningful on
 // Handle and Declare.
 func NoBrake() Option {
-	return func(o *options) { o.brake = &driver.BrakeConfig{Window: -1} }
+	return func(o *options) { o.Brake = &driver.BrakeConfig{Window: -1} }
 }
 
 // RuleBrakeOpen is the alert rule that fires while a type's brake is open

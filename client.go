@@ -2,14 +2,9 @@ package keel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -19,11 +14,11 @@ import (
 	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/estimator"
 	"github.com/keelq/keel/internal/ramp"
 	"github.com/keelq/keel/internal/redisgate"
 	"github.com/keelq/keel/internal/scheduler"
-	"github.com/keelq/keel/internal/shorten"
 	"github.com/keelq/keel/internal/tracing"
 )
 
@@ -33,6 +28,7 @@ type Client struct {
 	cfg   Config
 	drv   driver.Driver
 	types map[string]options    // known types and their defaults
+	prep  *enqueue.Preparer     // checks tasks and makes their inserts; reads types
 	decl  *declare.Declarations // stored type defaults: ours written, others' read
 	trace trace.Tracer          // from Config.TracerProvider
 
@@ -68,11 +64,13 @@ func NewClient(cfg Config) (*Client, error) {
 		c.types[t] = h.defaults
 		if cfg.OnDead != nil && h.run != nil {
 			o := h.defaults
-			o.onDeadHook = true
+			o.OnDeadHook = true
 			c.types[t] = o
 		}
 	}
-	c.decl = declare.New(declare.Config{Store: c.drv, Types: declaredTypes(c.types), MaxAge: cfg.SettingsInterval,
+	c.prep = &enqueue.Preparer{Types: c.types, MaxAttempts: cfg.MaxAttempts, Timeout: cfg.Timeout,
+		MaxPayloadBytes: cfg.MaxPayloadBytes, AnyType: cfg.AnyType}
+	c.decl = declare.New(declare.Config{Store: c.drv, Types: enqueue.DeclaredTypes(c.types), MaxAge: cfg.SettingsInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
 	c.snaps = &estimator.Reader{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable, Workers: func() map[string]int {
 		w := make(map[string]int, len(c.cfg.Queues))
@@ -173,14 +171,21 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	} else if err := c.decl.Declare(ctx); err != nil {
 		return nil, err
 	}
-	stored, err := c.decl.Stored(ctx, c.undeclared(jobs))
+	specs := make([]enqueue.Spec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = enqueue.Spec{Type: j.Type, Payload: j.Payload, Options: make([]func(*options), len(j.Options))}
+		for k, o := range j.Options {
+			specs[i].Options[k] = o
+		}
+	}
+	stored, err := c.decl.Stored(ctx, c.prep.Undeclared(specs))
 	if err != nil {
 		return nil, err
 	}
 	now := c.cfg.Now()
 	params := make([]driver.InsertParams, len(jobs))
-	for i, j := range jobs {
-		p, err := c.prepare(j, now, stored)
+	for i, j := range specs {
+		p, err := c.prep.PrepareEnqueue(j, now, stored)
 		if err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("task %d: %w", i, err)
@@ -227,176 +232,6 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 	return infos, nil
 }
 
-// undeclared returns the valid types of jobs that this client may enqueue
-// but registered without defaults: their stored declarations apply.
-func (c *Client) undeclared(jobs []TaskSpec) []string {
-	var out []string
-	for _, j := range jobs {
-		o, known := c.types[j.Type]
-		if ((known && !o.declared()) || (!known && c.cfg.AnyType && validName(j.Type))) && !slices.Contains(out, j.Type) {
-			out = append(out, j.Type)
-		}
-	}
-	return out
-}
-
-// prepare validates one job and turns it into insert parameters. Its
-// defaults are this client's registration of the type, or when that sets
-// none, the type's stored declaration (stored, from the declarations' cache).
-func (c *Client) prepare(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults) (driver.InsertParams, error) {
-	if o := (options{}).merge(j.Options); o.idemKey != nil && strings.HasPrefix(*o.idemKey, scheduleKeyPrefix) {
-		// A held tick key would fail the schedule's tick until released.
-		return driver.InsertParams{}, invalid("idempotency key %q: keys starting with %q are reserved for schedules' ticks", *o.idemKey, scheduleKeyPrefix)
-	}
-	return c.prepareTask(j, now, stored, c.cfg.AnyType)
-}
-
-// prepareTask is prepare; anyType accepts a type this client neither
-// handles nor declares (a schedule's task, which another process runs).
-func (c *Client) prepareTask(j TaskSpec, now time.Time, stored map[string]*driver.TypeDefaults, anyType bool) (driver.InsertParams, error) {
-	if !validName(j.Type) {
-		return driver.InsertParams{}, invalid("invalid task type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", j.Type)
-	}
-	if reservedType(j.Type) {
-		return driver.InsertParams{}, invalid("task type %q: names starting with %q are reserved for keel's own tasks", j.Type, reservedTypePrefix)
-	}
-	defaults, known := c.types[j.Type]
-	if !known && !anyType {
-		return driver.InsertParams{}, fmt.Errorf("%w %q: register a handler or declare it in Config.Types", ErrUnknownType, j.Type)
-	}
-	if !defaults.declared() {
-		defaults = storedOptions(stored[j.Type])
-	}
-	switch call := options.merge(options{}, j.Options); {
-	case call.backoff != nil:
-		return driver.InsertParams{}, invalid("Backoff is a per-type option: pass it to Handle, not Enqueue")
-	case call.maxSnoozes != nil:
-		return driver.InsertParams{}, invalid("MaxSnoozes is a per-type option: pass it to Handle, not Enqueue")
-	case call.onDead != nil:
-		return driver.InsertParams{}, invalid("OnDead is a per-type option: pass it to Handle or Declare, not Enqueue")
-	case call.brake != nil:
-		return driver.InsertParams{}, invalid("Brake is a per-type option: pass it to Handle or Declare, not Enqueue")
-	}
-	o := defaults.merge(j.Options)
-	if err := o.validate(); err != nil {
-		return driver.InsertParams{}, err
-	}
-	if err := checkStored(o); err != nil {
-		return driver.InsertParams{}, err
-	}
-	raw, err := encodePayload(j.Payload, c.cfg.MaxPayloadBytes)
-	if err != nil {
-		return driver.InsertParams{}, err
-	}
-	canon, err := digest.Canonical(raw)
-	if err != nil {
-		return driver.InsertParams{}, invalid("%v", err)
-	}
-	p := driver.InsertParams{
-		Queue:       DefaultQueue,
-		Type:        j.Type,
-		Payload:     canon,
-		MaxAttempts: c.cfg.MaxAttempts,
-		RunAt:       now,
-		Timeout:     c.cfg.Timeout,
-		Now:         now,
-		// The digest covers the type too, so one explicit key reused for
-		// another type is a conflict, not a duplicate.
-		PayloadDigest: digest.Sum(append([]byte(j.Type+"\x00"), canon...)),
-	}
-	if o.queue != nil {
-		p.Queue = *o.queue
-	}
-	if o.priority != nil {
-		p.Priority = *o.priority
-	}
-	if o.maxAttempts != nil {
-		p.MaxAttempts = *o.maxAttempts
-	}
-	if o.timeout != nil {
-		p.Timeout = *o.timeout
-	}
-	if o.runAt != nil {
-		p.RunAt = *o.runAt
-	}
-	if o.delay != nil {
-		p.RunAt = now.Add(*o.delay)
-		if err := checkRunAt(p.RunAt, " (now plus delay "+o.delay.String()+")"); err != nil {
-			return driver.InsertParams{}, err
-		}
-	}
-	switch {
-	case o.uniqueBy != nil:
-		p.IdemKey = digest.UniqueKey(j.Type, *o.uniqueBy, canon)
-	case o.idemKey != nil:
-		p.IdemKey = digest.ExplicitKey(*o.idemKey)
-	}
-	if o.meta != nil {
-		if p.Meta, err = json.Marshal(o.meta); err != nil {
-			return driver.InsertParams{}, invalid("meta: %v", err)
-		}
-	}
-	return p, nil
-}
-
-// checkStored refuses option values that some database cannot store as
-// given (NUL, invalid UTF-8), so every database answers alike. Names and
-// keys' lengths are checked by options.validate.
-func checkStored(o options) error {
-	if o.idemKey != nil {
-		if err := checkText("idempotency key", *o.idemKey); err != nil {
-			return err
-		}
-	}
-	for k, v := range o.meta {
-		if err := checkText("meta key", k); err != nil {
-			return err
-		}
-		if err := checkText(fmt.Sprintf("meta %q", shorten.String(k, maxEcho)), v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkText refuses a string some database cannot store: invalid UTF-8
-// (stored replaced, or refused) or the NUL character (refused by
-// PostgreSQL).
-func checkText(what, s string) error {
-	switch {
-	case !utf8.ValidString(s):
-		return invalid("%s is not valid UTF-8", what)
-	case strings.IndexByte(s, 0) >= 0:
-		return invalid("%s contains the NUL character (\\u0000)", what)
-	}
-	return nil
-}
-
-// encodePayload encodes a job's payload as JSON; nil is {}.
-func encodePayload(payload any, maxBytes int) ([]byte, error) {
-	var raw []byte
-	switch v := payload.(type) {
-	case json.RawMessage:
-		raw = v
-	case []byte:
-		raw = v
-	case nil:
-		// No payload is an empty object: a handler decodes it into its
-		// struct, and an HTTP target receives a JSON object.
-		raw = []byte("{}")
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, invalid("payload cannot be encoded as JSON: %v", err)
-		}
-		raw = b
-	}
-	if len(raw) > maxBytes {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrPayloadTooLarge, len(raw), maxBytes)
-	}
-	return raw, nil
-}
-
 // Get returns the task with id, or ErrNotFound. An archived task (moved
 // out of the task table after its retention) is found too, with Archived
 // set.
@@ -420,7 +255,7 @@ func (c *Client) GetByKey(ctx context.Context, key string) (*TaskInfo, error) {
 	if key == "" || len(key) > 255 {
 		return nil, invalid("idempotency key must be 1-255 bytes, got %d", len(key))
 	}
-	if err := checkText("idempotency key", key); err != nil {
+	if err := enqueue.CheckText("idempotency key", key); err != nil {
 		return nil, err
 	}
 	row, err := c.drv.GetByKey(ctx, digest.ExplicitKey(key))
@@ -472,7 +307,7 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if p.BeforeID < 0 || p.AfterID < 0 {
 		return nil, invalid("before_id and after_id must not be negative, got %d and %d", p.BeforeID, p.AfterID)
 	}
-	if err := checkTimeFilters("created_after", p.CreatedAfter, "created_before", p.CreatedBefore,
+	if err := enqueue.CheckTimeFilters("created_after", p.CreatedAfter, "created_before", p.CreatedBefore,
 		"finished_after", p.FinishedAfter, "finished_before", p.FinishedBefore); err != nil {
 		return nil, err
 	}
@@ -482,10 +317,10 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore) {
 		return nil, invalid("finished_after must be before finished_before")
 	}
-	if err := checkText("type filter", p.Type); err != nil {
+	if err := enqueue.CheckText("type filter", p.Type); err != nil {
 		return nil, err
 	}
-	if err := checkText("queue filter", p.Queue); err != nil {
+	if err := enqueue.CheckText("queue filter", p.Queue); err != nil {
 		return nil, err
 	}
 	if err := p.ValidateNames(); err != nil {

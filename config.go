@@ -15,6 +15,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
+	"github.com/keelq/keel/internal/enqueue"
 )
 
 // DefaultQueue is the queue tasks go to unless Queue says otherwise.
@@ -203,7 +204,7 @@ const (
 )
 
 // maxSnoozesLimit is the largest MaxSnoozes keel accepts.
-const maxSnoozesLimit = 1_000_000
+const maxSnoozesLimit = enqueue.MaxSnoozesLimit
 
 // validName reports whether s is a valid type or queue name: 1–128
 // characters of letters, digits and _ . : -, starting with a letter or digit.

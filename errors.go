@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/kerr"
 	"github.com/keelq/keel/internal/outcome"
-	"github.com/keelq/keel/internal/shorten"
 )
 
 // Errors returned by keel. Test for them with errors.Is.
@@ -30,12 +29,12 @@ var (
 	ErrUnavailable = driver.ErrUnavailable
 	// ErrInvalid wraps every rejected input: bad names, payloads, options and
 	// configuration. Nothing is written when it is returned.
-	ErrInvalid = errors.New("keel: invalid input")
+	ErrInvalid = kerr.ErrInvalid
 	// ErrUnknownType: the task type has no handler and is not declared in
 	// Config.Types.
-	ErrUnknownType = errors.New("keel: unknown task type")
+	ErrUnknownType = kerr.ErrUnknownType
 	// ErrPayloadTooLarge: the payload exceeds Config.MaxPayloadBytes.
-	ErrPayloadTooLarge = errors.New("keel: payload too large")
+	ErrPayloadTooLarge = kerr.ErrPayloadTooLarge
 	// ErrLeaseLost: the task is no longer held by this worker (its lease
 	// expired and another worker took it, or it was cancelled), so its
 	// completion was rejected.
@@ -47,21 +46,9 @@ var (
 	ErrNotWorker = errors.New("keel: client cannot start workers")
 )
 
-// maxEcho bounds how much of one rejected string an error repeats.
-const maxEcho = 128
-
-// invalid returns an ErrInvalid error; string arguments longer than
-// maxEcho bytes are shortened, so an error never echoes a huge input.
-func invalid(format string, args ...any) error {
-	short := make([]any, len(args))
-	for i, a := range args {
-		short[i] = a
-		if v := reflect.ValueOf(a); v.Kind() == reflect.String && v.Len() > maxEcho {
-			short[i] = shorten.String(v.String(), maxEcho)
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, short...))
-}
+// invalid returns an ErrInvalid error; long string arguments are
+// shortened, so an error never echoes a huge input.
+func invalid(format string, args ...any) error { return kerr.Invalid(format, args...) }
 
 // unavailable wraps a driver error that says the database could not be
 // reached with ErrUnavailable. An error after ctx ended is the caller's,

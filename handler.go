@@ -7,6 +7,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/enqueue"
 )
 
 // Handlers maps task types to their handlers and per-type defaults.
@@ -69,26 +70,13 @@ func Declare(h *Handlers, taskType string, opts ...Option) {
 	h.m[taskType] = &handlerEntry{typ: taskType, defaults: h.check("Declare", taskType, opts)}
 }
 
-// check validates a registration and returns the type's defaults.
+// check validates a registration and returns the type's defaults; it
+// panics with what is wrong.
 func (h *Handlers) check(fn, taskType string, opts []Option) options {
-	if !validName(taskType) {
-		panic(fmt.Sprintf("keel: %s: invalid task type %q", fn, taskType))
-	}
-	if reservedType(taskType) {
-		panic(fmt.Sprintf("keel: %s: task type %q: names starting with %q are reserved for keel's own tasks", fn, taskType, reservedTypePrefix))
-	}
-	if _, dup := h.m[taskType]; dup {
-		panic(fmt.Sprintf("keel: %s: task type %q registered twice", fn, taskType))
-	}
-	defaults := options{}.merge(opts)
-	if defaults.uniqueBy != nil || defaults.idemKey != nil || defaults.runAt != nil || defaults.delay != nil || defaults.meta != nil {
-		panic(fmt.Sprintf("keel: %s(%q): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only", fn, taskType))
-	}
-	if err := defaults.validate(); err != nil {
-		panic(fmt.Sprintf("keel: %s(%q): %v", fn, taskType, err))
-	}
-	if defaults.onDead != nil && *defaults.onDead == taskType {
-		panic(fmt.Sprintf("keel: %s(%q): OnDead names the type itself", fn, taskType))
+	_, dup := h.m[taskType]
+	defaults, err := enqueue.Registration(fn, taskType, dup, opts)
+	if err != nil {
+		panic(err.Error())
 	}
 	return defaults
 }

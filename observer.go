@@ -145,8 +145,8 @@ func (c *Client) knownWork() known.Work {
 		}
 		t := known.Type{Name: name}
 		switch {
-		case o.queue != nil:
-			t.Queue = *o.queue
+		case o.Queue != nil:
+			t.Queue = *o.Queue
 		case c.cfg.Handlers.m[name] != nil && c.cfg.Handlers.m[name].run != nil:
 			t.Queue = DefaultQueue // a handled type runs there unless told otherwise
 		}

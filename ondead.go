@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/ondead"
 )
 
@@ -37,7 +38,9 @@ import (
 // meaningful on Handle and Declare (the type's policy, stored with its
 // declared defaults so that every process applies it). The follow-up type
 // may not be the type itself nor one of keel's own. Default none.
-func OnDead(followUpType string) Option { return func(o *options) { o.onDead = ptr(followUpType) } }
+func OnDead(followUpType string) Option {
+	return func(o *options) { o.OnDead = enqueue.Ptr(followUpType) }
+}
 
 // DeadTask is the payload of an on_dead follow-up task: the dead task's
 // id, type, queue, attempt and last error, and its payload as enqueued.
@@ -57,8 +60,8 @@ var _ = DeadTask(ondead.Payload{})
 // client's registration when it declares any default, else the stored one
 // (nil: none). It says what a task's death enqueues (see internal/ondead).
 func (c *Client) declaration(ctx context.Context, taskType string) (*driver.TypeDefaults, error) {
-	if o, ok := c.types[taskType]; ok && o.declared() {
-		t := o.typeDefaults(taskType)
+	if o, ok := c.types[taskType]; ok && o.Declared() {
+		t := o.TypeDefaults(taskType)
 		return &t, nil
 	}
 	stored, err := c.decl.Stored(ctx, []string{taskType})

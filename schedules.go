@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/digest"
+	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/scheduler"
 )
 
@@ -307,10 +308,6 @@ func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, e
 	return info, nil
 }
 
-// scheduleKeyPrefix begins the idempotency keys of schedules' tasks;
-// users' keys cannot.
-const scheduleKeyPrefix = scheduler.KeyPrefix
-
 // scheduled tells this process's workers and observers about a task of
 // schedule name that was inserted (or found holding its key).
 func (c *Client) scheduled(name string, res *driver.InsertResult) {
@@ -329,13 +326,13 @@ func (c *Client) scheduled(name string, res *driver.InsertResult) {
 // (max attempts, timeout) apply, as for keel serve's enqueues.
 func (c *Client) scheduleTask(ctx context.Context, s *driver.ScheduleRow, key string, meta map[string]string, now time.Time) (*driver.InsertParams, error) {
 	var stored map[string]*driver.TypeDefaults
-	if o, known := c.types[s.Type]; !known || !o.declared() {
+	if o, known := c.types[s.Type]; !known || !o.Declared() {
 		var err error
 		if stored, err = c.decl.Stored(ctx, []string{s.Type}); err != nil {
 			return nil, err
 		}
 	}
-	p, err := c.prepareTask(TaskSpec{Type: s.Type, Payload: json.RawMessage(s.Payload), Options: []Option{
+	p, err := c.prep.Prepare(enqueue.Spec{Type: s.Type, Payload: json.RawMessage(s.Payload), Options: []func(*options){
 		Queue(s.Queue), Priority(s.Priority), IdempotencyKey(key), Meta(meta),
 	}}, now, stored, true)
 	if err != nil {

@@ -57,11 +57,11 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 	}
 	for t, o := range c.types {
-		if o.backoff != nil {
-			cfg.TypeBackoff[t] = *o.backoff
+		if o.Backoff != nil {
+			cfg.TypeBackoff[t] = *o.Backoff
 		}
-		if o.maxSnoozes != nil {
-			cfg.TypeMaxSnoozes[t] = *o.maxSnoozes
+		if o.MaxSnoozes != nil {
+			cfg.TypeMaxSnoozes[t] = *o.MaxSnoozes
 		}
 	}
 	dead := ondead.New(ondead.Config{Driver: c.drv, Now: c.cfg.Now, Declaration: c.declaration, Reserved: reservedType,
