@@ -1,0 +1,120 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/keelq/keel/driver"
+)
+
+// Leases: heartbeats, expired leases and their rescue. Their SQL is in
+// queries.go.
+
+// Heartbeat implements driver.Driver.
+func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	var held []int64
+	err := pgxQuerier{db: d.pool}.byID().query(ctx, d.sql.heartbeat, []any{d.now(p.Now), offset(p.LeaseExpiresAt, p.Now),
+		p.IDs, p.Owner}, func(scan func(...any) error) error {
+		var id int64
+		if err := scan(&id); err != nil {
+			return err
+		}
+		held = append(held, id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	return held, nil
+}
+
+// ListExpired implements driver.Driver.
+func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
+	var out []driver.TaskRow
+	var now time.Time
+	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.expired, []any{d.now(p.Now), p.Limit}, func(scan func(...any) error) error {
+		r := driver.TaskRow{State: driver.StateRunning}
+		var owner *string
+		var expires, attempted *time.Time
+		if err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &r.RunAt,
+			&owner, &expires, &attempted, &now); err != nil {
+			return err
+		}
+		r.RunAt = r.RunAt.UTC()
+		if owner != nil {
+			r.LeaseOwner = *owner
+		}
+		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	if now.IsZero() {
+		now = p.Now
+	}
+	return out, now.UTC(), nil
+}
+
+// Rescue implements driver.Driver.
+func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	if len(p.Tasks) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(p.Tasks))
+	for i, rt := range p.Tasks {
+		ids[i] = rt.Transition.ID
+	}
+	var out []driver.TaskRow
+	var queues []string
+	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		q := pgxQuerier{db: tx}
+		locked := map[int64]bool{}
+		err := q.query(ctx, d.sql.lockExpired, []any{d.now(p.Now), ids}, func(scan func(...any) error) error {
+			var id int64
+			if err := scan(&id); err != nil {
+				return err
+			}
+			locked[id] = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		for _, rt := range p.Tasks {
+			if !locked[rt.Transition.ID] {
+				continue
+			}
+			// Offsets are taken from the instant the expiry was judged,
+			// which the transition adds them back to.
+			applied, err := d.transition(ctx, q, rt.Owner, p.Now, rt.Transition)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				continue
+			}
+			row, err := d.getWith(ctx, q, rt.Transition.ID)
+			if err != nil {
+				return fmt.Errorf("rescue: %w", err)
+			}
+			out = append(out, *row)
+		}
+		rescued := make([]*driver.TaskRow, len(out))
+		for i := range out {
+			rescued[i] = &out[i]
+		}
+		queues, err = d.notifyReady(ctx, q, rescued, true)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.wakeLocal(queues)
+	return out, nil
+}

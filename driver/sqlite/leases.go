@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
+
+// Leases: heartbeats, expired leases and their rescue. Their SQL is in
+// queries.go.
+
+// Heartbeat implements driver.Driver.
+func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int64, error) {
+	ids := int64List(p.IDs)
+	var held []int64
+	err := d.write(ctx, func(tx querier) error {
+		held = held[:0]
+		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt), micros(p.Now), ids, p.Owner)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+			held = append(held, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// ListExpired implements driver.Driver.
+func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
+	rows, err := d.rdb.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	defer rows.Close()
+	var out []driver.TaskRow
+	for rows.Next() {
+		r := driver.TaskRow{State: driver.StateRunning}
+		var runAt int64
+		var owner sql.NullString
+		var expires, attempted sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &runAt,
+			&owner, &expires, &attempted); err != nil {
+			return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+		}
+		r.RunAt, r.LeaseOwner = fromMicros(runAt), owner.String
+		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
+	}
+	return out, p.Now, nil
+}
+
+// Rescue implements driver.Driver.
+func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.TaskRow, error) {
+	if len(p.Tasks) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(p.Tasks))
+	for i, rt := range p.Tasks {
+		ids[i] = rt.Transition.ID
+	}
+	var out []driver.TaskRow
+	err := d.write(ctx, func(tx querier) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, sqlLockExpired, int64List(ids), micros(p.Now))
+		if err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		expired := map[int64]bool{}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("rescue: %w", err)
+			}
+			expired[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("rescue: %w", err)
+		}
+		trs := make([]driver.Transition, 0, len(p.Tasks))
+		for _, rt := range p.Tasks {
+			if expired[rt.Transition.ID] {
+				trs = append(trs, rt.Transition)
+			}
+		}
+		tasks, err := countedTasks(ctx, tx, trs)
+		if err != nil {
+			return err
+		}
+		var tally sqlutil.Tally
+		for _, rt := range p.Tasks {
+			if !expired[rt.Transition.ID] {
+				continue
+			}
+			applied, err := transition(ctx, tx, rt.Owner, p.Now, rt.Transition)
+			if err != nil {
+				return err
+			}
+			if !applied {
+				continue
+			}
+			tally.Finished(tasks[rt.Transition.ID], rt.Transition, p.Now)
+			row, err := scanTask(tx.QueryRowContext(ctx, sqlGet, rt.Transition.ID).Scan)
+			if err != nil {
+				return fmt.Errorf("rescue: %w", err)
+			}
+			out = append(out, *row)
+		}
+		return count(ctx, tx, &tally)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
