@@ -28,6 +28,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Options tunes the driver. The zero value is the documented default.
@@ -60,6 +61,9 @@ type Driver struct {
 	opts        Options
 	idStep      int64 // @@auto_increment_increment
 	lockRetries atomic.Int64
+
+	// Ops are the methods shared with the other SQL drivers (shared.go).
+	sqlutil.Ops[querier]
 }
 
 // Open connects to dsn, applies the migrations and returns the driver.
@@ -87,6 +91,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	d := &Driver{db: db, opts: opts}
+	d.Ops = d.shared()
 	if err := db.QueryRowContext(ctx, `SELECT @@auto_increment_increment`).Scan(&d.idStep); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: connect: %w", err)

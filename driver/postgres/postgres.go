@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Options tunes the driver. The zero value is the documented default.
@@ -65,6 +66,9 @@ type Driver struct {
 	db       *sql.DB // lazily opened database/sql view of the pool
 	wakes    wakeHub
 	maint    maintState // what Maintain remembers between calls
+
+	// Ops are the methods shared with the other SQL drivers (shared.go).
+	sqlutil.Ops[querier]
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string), applies the
@@ -98,6 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, err
 	}
 	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize(), wakes: wakeHub{token: newToken()}}
+	d.Ops = d.shared()
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,51 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
+
+// shared are the operations this driver shares with the others
+// (sqlutil.Ops), with its statements (templates naming {schema}) and its
+// way to the database: the pool and its transactions, times as they are.
+func (d *Driver) shared() sqlutil.Ops[querier] {
+	return sqlutil.Ops[querier]{
+		DB: sqlutil.DB[querier]{
+			Pool: pgxQuerier{db: d.pool},
+			Read: d.read,
+			Write: func(ctx context.Context, fn func(q querier) error) error {
+				return beginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(pgxQuerier{db: tx}) })
+			},
+			Commit: d.scheduleTx,
+			Do:     func(ctx context.Context, fn func(q querier) error) error { return fn(pgxQuerier{db: d.pool}) },
+			Conn:   func(q querier) sqlutil.Conn { return pgConn{q: q, d: d} },
+			Time:   func(t time.Time) any { return t },
+			Mark:   func(n int) string { return "$" + strconv.Itoa(n) },
+		},
+		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL},
+		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+			out, queues, err := d.insertNotify(ctx, q, params, true)
+			return out, func() { d.wakeLocal(queues) }, err
+		},
+	}
+}
+
+// pgConn runs statement templates on q.
+type pgConn struct {
+	q querier
+	d *Driver
+}
+
+func (c pgConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return c.q.exec(ctx, c.d.q(query), args)
+}
+
+func (c pgConn) Rows(ctx context.Context, query string, args ...any) sqlutil.Rows {
+	return rowsOf(ctx, c.q, c.d.q(query), args...)
+}

@@ -1,0 +1,35 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
+)
+
+// shared are the operations this driver shares with the others
+// (sqlutil.Ops), with its statements and its way to the database: reads
+// on the reader pool, every write through the single writer, times as
+// Unix microseconds.
+func (d *Driver) shared() sqlutil.Ops[querier] {
+	write := func(ctx context.Context, fn func(q querier) error) error { return d.write(ctx, fn) }
+	return sqlutil.Ops[querier]{
+		DB: sqlutil.DB[querier]{
+			Pool: d.rdb,
+			Read: func(ctx context.Context, fn func(q querier) error) error {
+				return d.read(ctx, func(tx *sql.Tx) error { return fn(tx) })
+			},
+			Write: write, Commit: write, Do: write,
+			Conn: func(q querier) sqlutil.Conn { return sqlutil.SQL(q) },
+			Time: func(t time.Time) any { return micros(t) },
+			Mark: sqlutil.Question,
+		},
+		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL},
+		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+			out, err := insert(ctx, q, params)
+			return out, nil, err
+		},
+	}
+}
