@@ -39,7 +39,9 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Time: func(t time.Time) any { return t.UTC() },
 			Mark: sqlutil.Question,
 		},
-		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL},
+		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
+			Nodes: d.nodeSQL()},
+		Migrations: d.Migrations,
 		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := d.insert(ctx, q, params)
 			return out, nil, err

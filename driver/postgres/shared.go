@@ -28,7 +28,9 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Time:   func(t time.Time) any { return t },
 			Mark:   func(n int) string { return "$" + strconv.Itoa(n) },
 		},
-		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL},
+		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
+			Nodes: d.nodeSQL()},
+		Migrations: d.Migrations,
 		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, queues, err := d.insertNotify(ctx, q, params, true)
 			return out, func() { d.wakeLocal(queues) }, err

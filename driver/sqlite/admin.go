@@ -169,7 +169,7 @@ func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) 
 func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
 	rows := sqlutil.Query(ctx, d.rdb, sqlListTypes)
 	if names != nil {
-		rows = sqlutil.Query(ctx, d.rdb, sqlListTypesNamed, stringList(names))
+		rows = sqlutil.Query(ctx, d.rdb, sqlListTypesNamed, sqlutil.JSONStrings(names))
 	}
 	out, err := sqlutil.Collect(rows, scanTypeDefaults)
 	if err != nil {

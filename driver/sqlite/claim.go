@@ -38,11 +38,11 @@ func (d *Driver) claimCounted(ctx context.Context, tx querier, p driver.ClaimPar
 	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
 	switch {
 	case include != nil && p.Retried:
-		query, args = sqlClaimRetried, append(args, stringList(include))
+		query, args = sqlClaimRetried, append(args, sqlutil.JSONStrings(include))
 	case include != nil:
-		query, args = sqlClaimTypes, append(args, stringList(include))
+		query, args = sqlClaimTypes, append(args, sqlutil.JSONStrings(include))
 	case len(exclude) > 0:
-		query, args = sqlClaimExcluding, append(args, stringList(exclude))
+		query, args = sqlClaimExcluding, append(args, sqlutil.JSONStrings(exclude))
 	}
 	var out []driver.TaskRow
 	if err := d.claim(ctx, tx, query, args, p, &out); err != nil {

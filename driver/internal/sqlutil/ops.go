@@ -15,6 +15,9 @@ type Ops[Q any] struct {
 	// Insert inserts tasks in the transaction q; after (nil: nothing) is
 	// run once that transaction committed.
 	Insert func(ctx context.Context, q Q, params []driver.InsertParams) (out []driver.InsertResult, after func(), err error)
+	// Migrations applies the driver's pending migrations and reports every
+	// known version.
+	Migrations func(ctx context.Context) ([]driver.Migration, error)
 }
 
 // Statements are a driver's SQL for Ops, by concern.
@@ -22,4 +25,6 @@ type Statements struct {
 	Alerts    AlertSQL
 	Brakes    BrakeSQL
 	Schedules ScheduleSQL
+	Backlog   BacklogSQL
+	Nodes     NodeSQL
 }

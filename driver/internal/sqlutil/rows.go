@@ -154,6 +154,12 @@ func ScanNode[T, Q any](scan Scan, at func(T) time.Time, queues func(Q) ([]strin
 	return &n, nil
 }
 
+// JSONStrings renders names as a JSON array.
+func JSONStrings(names []string) string {
+	b, _ := json.Marshal(names) //nolint:errcheck // strings always encode
+	return string(b)
+}
+
 // JSONQueues decodes a queue list stored as a JSON array.
 func JSONQueues(b []byte) ([]string, error) {
 	var qs []string
