@@ -37,7 +37,7 @@ func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.Task
 
 // claimTx claims in tx for p with its type filter (see
 // sqlutil.ClaimTypes) and keeps the live counters right.
-func (d *Driver) claimTx(ctx context.Context, tx *sql.Tx, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
+func (d *Driver) claimTx(ctx context.Context, tx querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
 	pick, pickArgs := claimPick(p, include, exclude)
 	var out []driver.TaskRow
 	now := d.now(p.Now)

@@ -39,10 +39,12 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Time: func(t time.Time) any { return t.UTC() },
 			Mark: sqlutil.Question,
 		},
-		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
-			Nodes: d.nodeSQL()},
-		Migrations: d.Migrations,
-		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
+			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
+			Archive: d.archiveSQL()},
+		ApplyMigrations: d.Migrations,
+		ClaimIn:         d.claimTx,
+		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := d.insert(ctx, q, params)
 			return out, nil, err
 		},

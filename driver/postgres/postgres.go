@@ -102,8 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, err
 	}
 	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize(), wakes: wakeHub{token: newToken()}}
-	d.Ops = d.shared()
-	if err := d.Migrate(ctx); err != nil {
+	if _, err := d.Migrations(ctx); err != nil {
 		return nil, err
 	}
 	var seq string
@@ -111,6 +110,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, fmt.Errorf("postgres: find the task id sequence: %w", err)
 	}
 	d.sql = newQueries(d.q, seq)
+	d.Ops = d.shared()
 	d.db = stdlib.OpenDBFromPool(pool)
 	return d, nil
 }

@@ -23,15 +23,17 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 				return beginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(pgxQuerier{db: tx}) })
 			},
 			Commit: d.scheduleTx,
-			Do:     func(ctx context.Context, fn func(q querier) error) error { return fn(pgxQuerier{db: d.pool}) },
+			Do:     func(ctx context.Context, fn func(q querier) error) error { return fn(pgxQuerier{db: d.pool}.byID()) },
 			Conn:   func(q querier) sqlutil.Conn { return pgConn{q: q, d: d} },
 			Time:   func(t time.Time) any { return t },
 			Mark:   func(n int) string { return "$" + strconv.Itoa(n) },
 		},
-		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
-			Nodes: d.nodeSQL()},
-		Migrations: d.Migrations,
-		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
+			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
+			Archive: d.archiveSQL()},
+		ApplyMigrations: d.Migrations,
+		ClaimIn:         d.claim,
+		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, queues, err := d.insertNotify(ctx, q, params, true)
 			return out, func() { d.wakeLocal(queues) }, err
 		},

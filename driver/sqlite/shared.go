@@ -26,10 +26,12 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Time: func(t time.Time) any { return micros(t) },
 			Mark: sqlutil.Question,
 		},
-		SQL: sqlutil.Statements{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
-			Nodes: d.nodeSQL()},
-		Migrations: d.Migrations,
-		Insert: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
+			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
+			Archive: archiveSQL},
+		ApplyMigrations: d.Migrations,
+		ClaimIn:         d.claimCounted,
+		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := insert(ctx, q, params)
 			return out, nil, err
 		},

@@ -11,20 +11,25 @@ import (
 // itself each method its database does differently.
 type Ops[Q any] struct {
 	DB  DB[Q]
-	SQL Statements
-	// Insert inserts tasks in the transaction q; after (nil: nothing) is
+	SQL Statements[Q]
+	// InsertIn inserts tasks in the transaction q; after (nil: nothing) is
 	// run once that transaction committed.
-	Insert func(ctx context.Context, q Q, params []driver.InsertParams) (out []driver.InsertResult, after func(), err error)
-	// Migrations applies the driver's pending migrations and reports every
+	InsertIn func(ctx context.Context, q Q, params []driver.InsertParams) (out []driver.InsertResult, after func(), err error)
+	// ClaimIn claims up to p.Limit tasks in the transaction q for p with
+	// its type filter (see ClaimTypes), keeping the live counters right.
+	ClaimIn func(ctx context.Context, q Q, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error)
+	// ApplyMigrations applies the driver's pending migrations and reports every
 	// known version.
-	Migrations func(ctx context.Context) ([]driver.Migration, error)
+	ApplyMigrations func(ctx context.Context) ([]driver.Migration, error)
 }
 
 // Statements are a driver's SQL for Ops, by concern.
-type Statements struct {
+type Statements[Q any] struct {
 	Alerts    AlertSQL
 	Brakes    BrakeSQL
 	Schedules ScheduleSQL
 	Backlog   BacklogSQL
 	Nodes     NodeSQL
+	Limits    LimitSQL[Q]
+	Archive   ArchiveSQL[Q]
 }

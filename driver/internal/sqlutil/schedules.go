@@ -154,7 +154,7 @@ func (o *Ops[Q]) EnqueueTick(ctx context.Context, p driver.TickParams) (*driver.
 		if p.Task == nil {
 			return nil
 		}
-		out, then, err := o.Insert(ctx, q, []driver.InsertParams{*p.Task})
+		out, then, err := o.InsertIn(ctx, q, []driver.InsertParams{*p.Task})
 		if err != nil {
 			return err
 		}
