@@ -59,18 +59,6 @@ func (d *Driver) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return fn(tx)
 }
 
-// readRows reads the rows query selects, each scanned by scan, in a
-// read-only transaction of the reader pool.
-func readRows[R any](ctx context.Context, d *Driver, scan func(sqlutil.Scan) (*R, error), query string, args ...any) ([]R, error) {
-	var out []R
-	err := d.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = sqlutil.Collect(sqlutil.Query(ctx, tx, query, args...), scan)
-		return err
-	})
-	return out, err
-}
-
 // alertSQL are the alert statements of sqlutil.Ops.
 var alertSQL = sqlutil.AlertSQL{Get: sqlGetAlert, Open: sqlOpenAlert, List: sqlListAlerts, Update: sqlUpdateAlert,
 	Resolve: sqlResolveAlert, RecordDelivery: sqlRecordDelivery, GetMeta: sqlGetMeta, PutMeta: sqlPutMeta,

@@ -32,4 +32,5 @@ type Statements[Q any] struct {
 	Nodes     NodeSQL
 	Limits    LimitSQL[Q]
 	Archive   ArchiveSQL[Q]
+	Sources   SourceSQL[Q]
 }
