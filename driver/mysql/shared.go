@@ -41,7 +41,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		},
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
-			Archive: d.archiveSQL(), Sources: sourceSQL},
+			Archive: d.archiveSQL(), Sources: sourceSQL, Requests: requestSQL},
 		ApplyMigrations: d.Migrations,
 		ClaimIn:         d.claimTx,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {

@@ -30,7 +30,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		},
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
-			Archive: d.archiveSQL(), Sources: d.sourceSQL()},
+			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL},
 		ApplyMigrations: d.Migrations,
 		ClaimIn:         d.claim,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {

@@ -28,7 +28,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		},
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
-			Archive: archiveSQL, Sources: sourceSQL},
+			Archive: archiveSQL, Sources: sourceSQL, Requests: requestSQL},
 		ApplyMigrations: d.Migrations,
 		ClaimIn:         d.claimCounted,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {

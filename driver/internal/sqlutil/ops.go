@@ -33,4 +33,5 @@ type Statements[Q any] struct {
 	Limits    LimitSQL[Q]
 	Archive   ArchiveSQL[Q]
 	Sources   SourceSQL[Q]
+	Requests  RequestSQL
 }
