@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -145,34 +144,6 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 	return n, nil
 }
 
-// RecentFinished implements driver.Driver.
-func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	since := p.Since.UTC()
-	if p.Since.IsZero() {
-		since = time.Unix(0, 0).UTC()
-	}
-	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
-	err := sqlutil.Query(ctx, d.db, sqlRecentFinished, since, p.Limit, since, p.Limit, p.Limit)(func(scan sqlutil.Scan) error {
-		var s driver.FinishedSample
-		var state string
-		var attempted sql.NullTime
-		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &s.CreatedAt, &s.RunAt, &attempted, &s.FinishedAt); err != nil {
-			return err
-		}
-		s.State, s.AttemptedAt = driver.State(state), optTime(attempted)
-		s.CreatedAt, s.RunAt, s.FinishedAt = s.CreatedAt.UTC(), s.RunAt.UTC(), s.FinishedAt.UTC()
-		out = append(out, s)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	return out, nil
-}
-
 // matchArgs are the arguments of matchWhere, in order (each optional
 // filter twice), and the limit.
 func matchArgs(p driver.Filter) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 2) }
@@ -203,53 +174,28 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	return s, nil
 }
 
-// ListSettings implements driver.Driver.
-func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlListSettings), scanSetting)
-	if err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
-	return out, nil
-}
-
-// DeclareTypes implements driver.Driver: one upsert per type, in name
-// order, in one transaction. updated_at is the database clock unless
+// adminSQL are the settings, types and recent-task statements of
+// sqlutil.Ops. A type's updated_at is the database clock unless
 // Options.CallerClock is set.
-func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	types := sqlutil.SortedTypes(p)
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		for _, t := range types {
-			if _, err := tx.ExecContext(ctx, sqlDeclareType.text, sqlDeclareType.args(d.now(p.Now), sqlutil.TypeArgs(t)...)...); err != nil {
-				return fmt.Errorf("%s: %w", t.Name, err)
+func (d *Driver) adminSQL() sqlutil.AdminSQL {
+	return sqlutil.AdminSQL{ListSettings: sqlListSettings, ListTypes: sqlListTypes.text, Recent: sqlRecentFinished,
+		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults,
+		DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
+			return sqlDeclareType.text, sqlDeclareType.args(d.now(now), sqlutil.TypeArgs(t)...)
+		},
+		TypesNamed: func(names []string) (string, []any) {
+			q := sqlListTypesNamed.with("{names}", "?", len(names), 1)
+			return q.text, q.args(nil, appendStrings(nil, names)...)
+		},
+		RecentArgs: func(p driver.RecentParams) []any {
+			since := p.Since.UTC()
+			if p.Since.IsZero() {
+				since = time.Unix(0, 0).UTC()
 			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("declare types: %w", err)
+			return []any{since, p.Limit, since, p.Limit, p.Limit}
+		},
+		ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
+			return sqlutil.ScanFinished(scan, sqlutil.UTC, optTime)
+		},
 	}
-	return nil
-}
-
-// ListTypes implements driver.Driver.
-func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
-	rows := sqlutil.Query(ctx, d.db, sqlListTypes.text)
-	if names != nil {
-		if len(names) == 0 {
-			return nil, nil
-		}
-		q := sqlListTypesNamed.with("{names}", "?", len(names), 1)
-		rows = sqlutil.Query(ctx, d.db, q.text, q.args(nil, appendStrings(nil, names)...)...)
-	}
-	out, err := sqlutil.Collect(rows, scanTypeDefaults)
-	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
-		err = errors.Join(cerr, err) // a dial cut short reports only "i/o timeout"
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list types: %w", err)
-	}
-	return out, nil
 }

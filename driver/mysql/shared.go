@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -19,7 +20,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 	}
 	return sqlutil.Ops[querier]{
 		DB: sqlutil.DB[querier]{
-			Pool: d.db,
+			Pool: d.db, Lookup: d.db,
 			Read: func(ctx context.Context, fn func(q querier) error) error {
 				return d.read(ctx, func(tx *sql.Tx) error { return fn(tx) })
 			},
@@ -35,13 +36,14 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Do: func(ctx context.Context, fn func(q querier) error) error {
 				return d.retry(ctx, func() error { return fn(d.db) })
 			},
-			Conn: func(q querier) sqlutil.Conn { return sqlutil.SQL(q) },
+			Conn: func(q querier) sqlutil.Conn { return conn{sqlutil.SQL(q)} },
 			Time: func(t time.Time) any { return t.UTC() },
 			Mark: sqlutil.Question,
 		},
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
-			Archive: d.archiveSQL(), Sources: sourceSQL, Requests: requestSQL},
+			Archive: d.archiveSQL(), Sources: sourceSQL, Requests: requestSQL,
+			Tasks: d.taskSQL(), Admin: d.adminSQL()},
 		ApplyMigrations: d.Migrations,
 		ClaimIn:         d.claimTx,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
@@ -49,4 +51,27 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			return out, nil, err
 		},
 	}
+}
+
+// conn is a Conn whose errors after ctx ended also carry ctx's error (a
+// dial cut short reports only "i/o timeout"), as retry's do.
+type conn struct{ sqlutil.Conn }
+
+func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	n, err := c.Conn.Exec(ctx, query, args...)
+	return n, withCtxErr(ctx, err)
+}
+
+func (c conn) Rows(ctx context.Context, query string, args ...any) sqlutil.Rows {
+	rows := c.Conn.Rows(ctx, query, args...)
+	return func(row func(scan sqlutil.Scan) error) error { return withCtxErr(ctx, rows(row)) }
+}
+
+// withCtxErr joins ctx's error (see ctxErr) to err, unless err is nil or
+// carries it already.
+func withCtxErr(ctx context.Context, err error) error {
+	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return errors.Join(cerr, err)
+	}
+	return err
 }

@@ -26,18 +26,6 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 	return row, err
 }
 
-// GetByKey implements driver.Driver.
-func (d *Driver) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
-	got, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlGetByKey, key), scanTask)
-	if err != nil {
-		return nil, fmt.Errorf("get task by idempotency key: %w", err)
-	}
-	if len(got) == 0 {
-		return nil, driver.ErrNotFound
-	}
-	return &got[0], nil
-}
-
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGet, id), scanTask)
 	if err != nil {
@@ -140,16 +128,6 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 	return row, nil
 }
 
-// List implements driver.Driver.
-func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
-	q, args := sqlutil.ListQuery(sqlList, p, sqlutil.Question, func(t time.Time) any { return t })
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, q, args...), scanTask)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	return out, nil
-}
-
 // Lead implements driver.Driver: take or renew the lease row with one
 // conditional upsert, then read who holds it, in one transaction.
 func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
@@ -171,31 +149,13 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	return leading, nil
 }
 
-// Resign implements driver.Driver.
-func (d *Driver) Resign(ctx context.Context, name, owner string) error {
-	err := d.retry(ctx, func() error {
-		_, err := d.db.ExecContext(ctx, sqlResign, name, owner)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("resign leadership: %w", err)
-	}
-	return nil
-}
-
-// SaveStep implements driver.Driver.
-func (d *Driver) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
-	if err := p.Validate(); err != nil {
-		return false, fmt.Errorf("save step: %w", err)
-	}
-	res, err := d.db.ExecContext(ctx, sqlSaveStep.text, sqlSaveStep.args(d.now(p.Now), p.Name, string(p.Result),
-		p.ID, p.Fence, p.Owner, p.Owner)...)
-	if err != nil {
-		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
-	}
-	n, err := res.RowsAffected() // rows matched (clientFoundRows)
-	if err != nil {
-		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
-	}
-	return n == 1, nil
+// taskSQL are the task statements of sqlutil.Ops.
+func (d *Driver) taskSQL() sqlutil.TaskSQL {
+	return sqlutil.TaskSQL{ByKey: sqlGetByKey, Resign: sqlResign, Step: sqlSaveStep.text, Scan: scanTask,
+		ListQuery: func(p driver.Filter) (string, []any) {
+			return sqlutil.ListQuery(sqlList, p, sqlutil.Question, func(t time.Time) any { return t })
+		},
+		StepArgs: func(p driver.StepParams) []any {
+			return sqlSaveStep.args(d.now(p.Now), p.Name, string(p.Result), p.ID, p.Fence, p.Owner, p.Owner)
+		}}
 }

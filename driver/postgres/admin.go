@@ -95,30 +95,6 @@ func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, err
 	return n, nil
 }
 
-// RecentFinished implements driver.Driver.
-func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.recentFinished, []any{p.Since, p.Limit}, func(scan func(...any) error) error {
-		var s driver.FinishedSample
-		var state string
-		var attempted *time.Time
-		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &s.CreatedAt, &s.RunAt, &attempted, &s.FinishedAt); err != nil {
-			return err
-		}
-		s.State, s.AttemptedAt = driver.State(state), optTime(attempted)
-		s.CreatedAt, s.RunAt, s.FinishedAt = s.CreatedAt.UTC(), s.RunAt.UTC(), s.FinishedAt.UTC()
-		out = append(out, s)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	return out, nil
-}
-
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
 func matchArgs(p driver.Filter) []any { return sqlutil.MatchArgs(p, sqlutil.NullTime, 1) }
 
@@ -146,46 +122,19 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	return s, nil
 }
 
-// ListSettings implements driver.Driver.
-func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listSettings), scanSetting)
-	if err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
-	return out, nil
-}
-
-// DeclareTypes implements driver.Driver: one upsert per type, in name
-// order, in one transaction. updated_at is the database clock unless
+// adminSQL are the settings, types and recent-task statements of
+// sqlutil.Ops. A type's updated_at is the database clock unless
 // Options.CallerClock is set.
-func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
-	if err := p.Validate(); err != nil {
-		return err
+func (d *Driver) adminSQL() sqlutil.AdminSQL {
+	return sqlutil.AdminSQL{ListSettings: d.sql.listSettings, ListTypes: d.sql.listTypes, Recent: d.sql.recentFinished,
+		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults,
+		DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
+			return d.sql.declareType, append([]any{d.now(now)}, sqlutil.TypeArgs(t)...)
+		},
+		TypesNamed: func(names []string) (string, []any) { return d.sql.listTypesNamed, []any{names} },
+		RecentArgs: func(p driver.RecentParams) []any { return []any{p.Since, p.Limit} },
+		ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
+			return sqlutil.ScanFinished(scan, sqlutil.UTC, optTime)
+		},
 	}
-	types := sqlutil.SortedTypes(p)
-	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		for _, t := range types {
-			if _, err := (pgxQuerier{db: tx}).exec(ctx, d.sql.declareType, append([]any{d.now(p.Now)}, sqlutil.TypeArgs(t)...)); err != nil {
-				return fmt.Errorf("%s: %w", t.Name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("declare types: %w", err)
-	}
-	return nil
-}
-
-// ListTypes implements driver.Driver.
-func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
-	rows := rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listTypes)
-	if names != nil {
-		rows = rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listTypesNamed, names)
-	}
-	out, err := sqlutil.Collect(rows, scanTypeDefaults)
-	if err != nil {
-		return nil, fmt.Errorf("list types: %w", err)
-	}
-	return out, nil
 }

@@ -17,7 +17,7 @@ import (
 func (d *Driver) shared() sqlutil.Ops[querier] {
 	return sqlutil.Ops[querier]{
 		DB: sqlutil.DB[querier]{
-			Pool: pgxQuerier{db: d.pool},
+			Pool: pgxQuerier{db: d.pool}, Lookup: pgxQuerier{db: d.pool}.byID(),
 			Read: d.read,
 			Write: func(ctx context.Context, fn func(q querier) error) error {
 				return beginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(pgxQuerier{db: tx}) })
@@ -30,7 +30,8 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		},
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
-			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL},
+			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL,
+			Tasks: d.taskSQL(), Admin: d.adminSQL()},
 		ApplyMigrations: d.Migrations,
 		ClaimIn:         d.claim,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {

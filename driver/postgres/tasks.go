@@ -26,18 +26,6 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 	return row, nil
 }
 
-// GetByKey implements driver.Driver.
-func (d *Driver) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
-	row, err := d.one(ctx, pgxQuerier{db: d.pool}.byID(), d.sql.byKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("get task by idempotency key: %w", err)
-	}
-	if row == nil {
-		return nil, driver.ErrNotFound
-	}
-	return row, nil
-}
-
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	row, err := d.one(ctx, q.byID(), d.sql.get, id)
 	if err != nil {
@@ -98,19 +86,6 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 	return row, nil
 }
 
-// List implements driver.Driver.
-func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
-	q, args := d.listSQL(p)
-	// Planned for its values each time (byID): a cached generic plan
-	// cannot tell a rare type or queue, best read on its index, from a
-	// common one, best read by walking the ids.
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}.byID(), q, args...), scanTask)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	return out, nil
-}
-
 // listSQL is List's query and arguments for p.
 func (d *Driver) listSQL(p driver.Filter) (string, []any) {
 	return sqlutil.ListQuery(d.sql.list, p, func(n int) string { return "$" + strconv.Itoa(n) },
@@ -132,23 +107,13 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	return leading, nil
 }
 
-// Resign implements driver.Driver.
-func (d *Driver) Resign(ctx context.Context, name, owner string) error {
-	if _, err := d.pool.Exec(ctx, d.sql.resign, name, owner); err != nil {
-		return fmt.Errorf("resign leadership: %w", unavailable(ctx, err))
-	}
-	return nil
-}
-
-// SaveStep implements driver.Driver.
-func (d *Driver) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
-	if err := p.Validate(); err != nil {
-		return false, fmt.Errorf("save step: %w", err)
-	}
-	n, err := pgxQuerier{db: d.pool}.byID().exec(ctx, d.sql.saveStep, []any{d.now(p.Now), p.Name, string(p.Result),
-		p.ID, p.Owner, p.Fence})
-	if err != nil {
-		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
-	}
-	return n == 1, nil
+// taskSQL are the task statements of sqlutil.Ops. List is planned for
+// its values each time (DB.Lookup): a cached generic plan cannot tell a
+// rare type or queue, best read on its index, from a common one, best read
+// by walking the ids.
+func (d *Driver) taskSQL() sqlutil.TaskSQL {
+	return sqlutil.TaskSQL{ByKey: d.sql.byKey, Resign: d.sql.resign, Step: d.sql.saveStep, Scan: scanTask, ListQuery: d.listSQL,
+		StepArgs: func(p driver.StepParams) []any {
+			return []any{d.now(p.Now), p.Name, string(p.Result), p.ID, p.Owner, p.Fence}
+		}}
 }

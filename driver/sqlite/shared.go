@@ -17,7 +17,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 	write := func(ctx context.Context, fn func(q querier) error) error { return d.write(ctx, fn) }
 	return sqlutil.Ops[querier]{
 		DB: sqlutil.DB[querier]{
-			Pool: d.rdb,
+			Pool: d.rdb, Lookup: d.rdb,
 			Read: func(ctx context.Context, fn func(q querier) error) error {
 				return d.read(ctx, func(tx *sql.Tx) error { return fn(tx) })
 			},
@@ -28,7 +28,8 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		},
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
-			Archive: archiveSQL, Sources: sourceSQL, Requests: requestSQL},
+			Archive: archiveSQL, Sources: sourceSQL, Requests: requestSQL,
+			Tasks: d.taskSQL(), Admin: adminSQL},
 		ApplyMigrations: d.Migrations,
 		ClaimIn:         d.claimCounted,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {

@@ -30,18 +30,6 @@ func getAny(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	return row, err
 }
 
-// GetByKey implements driver.Driver.
-func (d *Driver) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
-	row, err := scanTask(d.rdb.QueryRowContext(ctx, sqlByKey, key).Scan)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, driver.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get task by idempotency key: %w", err)
-	}
-	return row, nil
-}
-
 func getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	row, err := scanTask(q.QueryRowContext(ctx, sqlGet, id).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -134,16 +122,6 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 	return row, opErr
 }
 
-// List implements driver.Driver.
-func (d *Driver) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
-	q, args := d.listSQL(p)
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, q, args...), scanTask)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
-	}
-	return out, nil
-}
-
 // listSQL is List's query and arguments for p.
 func (d *Driver) listSQL(p driver.Filter) (string, []any) {
 	base := sqlList
@@ -184,37 +162,10 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	return leading, err
 }
 
-// Resign implements driver.Driver.
-func (d *Driver) Resign(ctx context.Context, name, owner string) error {
-	return d.write(ctx, func(tx querier) error {
-		if _, err := tx.ExecContext(ctx, sqlResign, name, owner); err != nil {
-			return fmt.Errorf("resign leadership: %w", err)
-		}
-		return nil
-	})
-}
-
-// SaveStep implements driver.Driver.
-func (d *Driver) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
-	if err := p.Validate(); err != nil {
-		return false, fmt.Errorf("save step: %w", err)
-	}
-	var applied bool
-	err := d.write(ctx, func(tx querier) error {
-		res, err := tx.ExecContext(ctx, sqlSaveStep, p.Name, string(p.Result), p.Now.UTC().Format(driver.StepTimeLayout),
-			micros(p.Now), p.ID, p.Fence, p.Owner)
-		if err != nil {
-			return fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
-		}
-		applied = n == 1
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	return applied, nil
+// taskSQL are the task statements of sqlutil.Ops.
+func (d *Driver) taskSQL() sqlutil.TaskSQL {
+	return sqlutil.TaskSQL{ByKey: sqlByKey, Resign: sqlResign, Step: sqlSaveStep, Scan: scanTask, ListQuery: d.listSQL,
+		StepArgs: func(p driver.StepParams) []any {
+			return []any{p.Name, string(p.Result), p.Now.UTC().Format(driver.StepTimeLayout), micros(p.Now), p.ID, p.Fence, p.Owner}
+		}}
 }

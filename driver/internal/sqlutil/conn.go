@@ -24,6 +24,9 @@ type Run[Q any] func(ctx context.Context, fn func(q Q) error) error
 type DB[Q any] struct {
 	// Pool runs single reads outside a transaction (SQLite: its readers).
 	Pool Q
+	// Lookup runs the reads of tasks by id or key, and List, outside a
+	// transaction: the pool, planned for each call's values on PostgreSQL.
+	Lookup Q
 	// Read runs fn's reads in one read-only snapshot.
 	Read Run[Q]
 	// Write runs fn in one write transaction (SQLite: a group commit of

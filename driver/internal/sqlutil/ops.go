@@ -34,4 +34,6 @@ type Statements[Q any] struct {
 	Archive   ArchiveSQL[Q]
 	Sources   SourceSQL[Q]
 	Requests  RequestSQL
+	Tasks     TaskSQL
+	Admin     AdminSQL
 }

@@ -259,3 +259,58 @@ func CancelledAttempt(old *driver.TaskRow, now time.Time) (any, error) {
 	}
 	return string(b), nil
 }
+
+// TaskSQL are a driver's task statements beside the hot path: ByKey
+// (key) selects the task holding an idempotency key for Scan, ListQuery
+// is List's query and arguments, Resign (name, owner) gives up a
+// leadership, Step stores a step with StepArgs.
+type TaskSQL struct {
+	ByKey, Resign, Step string
+	Scan                func(Scan) (*driver.TaskRow, error)
+	ListQuery           func(p driver.Filter) (string, []any)
+	StepArgs            func(p driver.StepParams) []any
+}
+
+// GetByKey implements driver.Driver.
+func (o *Ops[Q]) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
+	row, err := One(o.DB.Conn(o.DB.Lookup).Rows(ctx, o.SQL.Tasks.ByKey, key), o.SQL.Tasks.Scan)
+	if err != nil {
+		return nil, fmt.Errorf("get task by idempotency key: %w", err)
+	}
+	if row == nil {
+		return nil, driver.ErrNotFound
+	}
+	return row, nil
+}
+
+// List implements driver.Driver.
+func (o *Ops[Q]) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
+	query, args := o.SQL.Tasks.ListQuery(p)
+	out, err := Collect(o.DB.Conn(o.DB.Lookup).Rows(ctx, query, args...), o.SQL.Tasks.Scan)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Resign implements driver.Driver.
+func (o *Ops[Q]) Resign(ctx context.Context, name, owner string) error {
+	if _, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Tasks.Resign, name, owner); err != nil {
+		return fmt.Errorf("resign leadership: %w", err)
+	}
+	return nil
+}
+
+// SaveStep implements driver.Driver: one fenced update, which applies
+// only while the caller holds the task's lease.
+func (o *Ops[Q]) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("save step: %w", err)
+	}
+	// Rows matched, on MySQL too (clientFoundRows).
+	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Tasks.Step, o.SQL.Tasks.StepArgs(p)...)
+	if err != nil {
+		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+	}
+	return n == 1, nil
+}
