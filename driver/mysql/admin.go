@@ -13,19 +13,6 @@ import (
 // Operator queries: ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountAhead implements driver.Driver. Readiness is judged by the database
-// clock unless Options.CallerClock is set, like claims.
-func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	var n int64
-	from := sqlutil.NullTime(p.From)
-	err := d.db.QueryRowContext(ctx, sqlCountAhead.text, sqlCountAhead.args(d.now(p.Now),
-		p.Queue, p.Priority, from, from, p.RunAt, p.RunAt, p.ID, p.Limit)...).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
-	}
-	return n, nil
-}
-
 // retryMatchingAttempts bounds how often RetryMatching runs again after a
 // concurrent insert took an idempotency key the batch was requeueing.
 const retryMatchingAttempts = 3
@@ -179,7 +166,13 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 // Options.CallerClock is set.
 func (d *Driver) adminSQL() sqlutil.AdminSQL {
 	return sqlutil.AdminSQL{ListSettings: sqlListSettings, ListTypes: sqlListTypes.text, Recent: sqlRecentFinished,
-		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults,
+		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults, Ahead: sqlCountAhead.text,
+		// Readiness is judged by the database clock unless
+		// Options.CallerClock is set, like claims.
+		AheadArgs: func(p driver.AheadParams) []any {
+			from := sqlutil.NullTime(p.From)
+			return sqlCountAhead.args(d.now(p.Now), p.Queue, p.Priority, from, from, p.RunAt, p.RunAt, p.ID, p.Limit)
+		},
 		DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
 			return sqlDeclareType.text, sqlDeclareType.args(d.now(now), sqlutil.TypeArgs(t)...)
 		},

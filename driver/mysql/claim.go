@@ -18,21 +18,18 @@ import (
 // Limit ready rows (FOR UPDATE SKIP LOCKED), mark them running and read
 // them back.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	include, exclude, ok := sqlutil.ClaimTypes(p)
-	if !ok {
-		return nil, nil // no type to claim
-	}
-	var out []driver.TaskRow
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = d.claimTx(ctx, tx, p, include, exclude)
-		return err
+	return sqlutil.ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
+		var out []driver.TaskRow
+		err := d.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			out, err = d.claimTx(ctx, tx, p, include, exclude)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim tasks: %w", err)
+		}
+		return out, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("claim tasks: %w", err)
-	}
-	driver.SortClaimed(out)
-	return out, nil
 }
 
 // claimTx claims in tx for p with its type filter (see

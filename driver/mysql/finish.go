@@ -18,17 +18,11 @@ import (
 // to learn which applied, and reading the now the whole batch is written
 // at), other transitions one statement each.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
-	var ok []int64
-	var ids []int64
+	var ok, ids []int64
 	var pairs []any
-	var others []driver.Transition
-	for _, t := range p.Transitions {
-		if sqlutil.PlainSuccess(t) {
-			ids, pairs = append(ids, t.ID), append(pairs, t.ID, t.Fence)
-		} else {
-			others = append(others, t)
-		}
-	}
+	others := sqlutil.SplitFinish(p.Transitions, func(t driver.Transition) {
+		ids, pairs = append(ids, t.ID), append(pairs, t.ID, t.Fence)
+	})
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		ok = ok[:0]
 		tasks, err := d.countedTasks(ctx, tx, p.Transitions)

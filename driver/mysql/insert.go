@@ -122,29 +122,6 @@ func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]dr
 	return out, nil
 }
 
-// InsertTx implements driver.Driver. The inserts run under a savepoint so
-// a failure leaves nothing of the batch in the caller's transaction. A
-// deadlock there rolls back the caller's whole transaction, so it is
-// returned, not retried.
-func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	tx, err := callerTx(dtx)
-	if err != nil {
-		return nil, err
-	}
-	var out []driver.InsertResult
-	err = sqlutil.InsertSavepoint(ctx, func(ctx context.Context, q string) error {
-		_, err := tx.ExecContext(ctx, q)
-		return err
-	}, func() error {
-		out, err = d.insert(ctx, tx, params)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // insert inserts params in the transaction q: tasks without idempotency
 // keys with multi-row INSERTs (they cannot conflict), the others one
 // INSERT each. Results keep the order of params.

@@ -43,29 +43,10 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 
 // ListExpired implements driver.Driver.
 func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
-	rows, err := d.db.QueryContext(ctx, sqlExpired.text, sqlExpired.args(d.now(p.Now), p.Limit)...)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-	}
-	defer rows.Close()
-	var out []driver.TaskRow
-	now := p.Now
-	for rows.Next() {
-		r := driver.TaskRow{State: driver.StateRunning}
-		var owner sql.NullString
-		var expires, attempted sql.NullTime
-		if err := rows.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &r.RunAt,
-			&owner, &expires, &attempted, &now); err != nil {
-			return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-		}
-		r.RunAt, r.LeaseOwner = r.RunAt.UTC(), owner.String
-		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-	}
-	return out, now.UTC(), nil
+	return sqlutil.ListExpired(sqlutil.Query(ctx, d.db, sqlExpired.text, sqlExpired.args(d.now(p.Now), p.Limit)...), p,
+		func(scan sqlutil.Scan, now *time.Time) (*driver.TaskRow, error) {
+			return sqlutil.ScanExpired(scan, sqlutil.UTC, optTime, now)
+		})
 }
 
 // Rescue implements driver.Driver.
@@ -73,10 +54,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	if len(p.Tasks) == 0 {
 		return nil, nil
 	}
-	ids := make([]int64, len(p.Tasks))
-	for i, rt := range p.Tasks {
-		ids[i] = rt.Transition.ID
-	}
+	ids := sqlutil.RescueIDs(p)
 	var out []driver.TaskRow
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]

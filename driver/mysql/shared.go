@@ -45,6 +45,8 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Archive: d.archiveSQL(), Sources: sourceSQL, Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL()},
 		ApplyMigrations: d.Migrations,
+		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
+		InsertCaller:    d.insert,
 		ClaimIn:         d.claimTx,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := d.insert(ctx, q, params)

@@ -17,19 +17,6 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountAhead implements driver.Driver. Readiness is judged by the database
-// clock unless Options.CallerClock is set, like claims.
-func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	var n int64
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countAhead,
-		[]any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID, p.From, p.Limit},
-		func(scan func(...any) error) error { return scan(&n) })
-	if err != nil {
-		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
-	}
-	return n, nil
-}
-
 // retryMatchingAttempts bounds how often RetryMatching runs again after a
 // concurrent insert took an idempotency key the batch was requeueing.
 const retryMatchingAttempts = 3
@@ -127,7 +114,12 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 // Options.CallerClock is set.
 func (d *Driver) adminSQL() sqlutil.AdminSQL {
 	return sqlutil.AdminSQL{ListSettings: d.sql.listSettings, ListTypes: d.sql.listTypes, Recent: d.sql.recentFinished,
-		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults,
+		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults, Ahead: d.sql.countAhead,
+		// Readiness is judged by the database clock unless
+		// Options.CallerClock is set, like claims.
+		AheadArgs: func(p driver.AheadParams) []any {
+			return []any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID, p.From, p.Limit}
+		},
 		DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
 			return d.sql.declareType, append([]any{d.now(now)}, sqlutil.TypeArgs(t)...)
 		},

@@ -13,16 +13,9 @@ import (
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	include, exclude, ok := sqlutil.ClaimTypes(p)
-	if !ok {
-		return nil, nil // no type to claim
-	}
-	out, err := d.claim(ctx, pgxQuerier{db: d.pool}, p, include, exclude)
-	if err != nil {
-		return nil, err
-	}
-	driver.SortClaimed(out)
-	return out, nil
+	return sqlutil.ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
+		return d.claim(ctx, pgxQuerier{db: d.pool}, p, include, exclude)
+	})
 }
 
 // claim runs the claim for p with its type filter (see sqlutil.ClaimTypes)

@@ -18,17 +18,11 @@ import (
 // Finish implements driver.Driver: successes without a result in one
 // statement, other transitions one statement each, in one transaction.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
-	var ok []int64
-	var ids []int64
+	var ok, ids []int64
 	var keys []string
-	var others []driver.Transition
-	for _, t := range p.Transitions {
-		if sqlutil.PlainSuccess(t) {
-			ids, keys = append(ids, t.ID), append(keys, strconv.FormatInt(t.ID, 10)+":"+strconv.FormatInt(t.Fence, 10))
-		} else {
-			others = append(others, t)
-		}
-	}
+	others := sqlutil.SplitFinish(p.Transitions, func(t driver.Transition) {
+		ids, keys = append(ids, t.ID), append(keys, strconv.FormatInt(t.ID, 10)+":"+strconv.FormatInt(t.Fence, 10))
+	})
 	finish := func(q querier) error {
 		ok = ok[:0]
 		if len(ids) > 0 {

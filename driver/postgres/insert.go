@@ -54,28 +54,6 @@ func (d *Driver) insertTx(ctx context.Context, params []driver.InsertParams) ([]
 	return out, nil
 }
 
-// InsertTx implements driver.Driver. The inserts run under a savepoint so
-// a failure leaves nothing of the batch in the caller's transaction.
-func (d *Driver) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	q, err := callerTx(dtx)
-	if err != nil {
-		return nil, err
-	}
-	var out []driver.InsertResult
-	err = sqlutil.InsertSavepoint(ctx, func(ctx context.Context, sql string) error {
-		_, err := q.exec(ctx, sql, nil)
-		return err
-	}, func() error {
-		// Visible only when the caller commits: a notification for all.
-		out, _, err = d.insertNotify(ctx, q, params, false)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // insert inserts params in the transaction q: tasks without idempotency
 // keys with one COPY when there are enough of them (they cannot conflict)
 // and q is a pgx transaction, the others one INSERT each. Results keep the

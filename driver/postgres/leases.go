@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Leases: heartbeats, expired leases and their rescue. Their SQL is in
@@ -33,31 +34,10 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 
 // ListExpired implements driver.Driver.
 func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
-	var out []driver.TaskRow
-	var now time.Time
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.expired, []any{d.now(p.Now), p.Limit}, func(scan func(...any) error) error {
-		r := driver.TaskRow{State: driver.StateRunning}
-		var owner *string
-		var expires, attempted *time.Time
-		if err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &r.RunAt,
-			&owner, &expires, &attempted, &now); err != nil {
-			return err
-		}
-		r.RunAt = r.RunAt.UTC()
-		if owner != nil {
-			r.LeaseOwner = *owner
-		}
-		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
-		out = append(out, r)
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-	}
-	if now.IsZero() {
-		now = p.Now
-	}
-	return out, now.UTC(), nil
+	return sqlutil.ListExpired(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.expired, d.now(p.Now), p.Limit), p,
+		func(scan sqlutil.Scan, now *time.Time) (*driver.TaskRow, error) {
+			return sqlutil.ScanExpired(scan, sqlutil.UTC, optTime, now)
+		})
 }
 
 // Rescue implements driver.Driver.
@@ -65,10 +45,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	if len(p.Tasks) == 0 {
 		return nil, nil
 	}
-	ids := make([]int64, len(p.Tasks))
-	for i, rt := range p.Tasks {
-		ids[i] = rt.Transition.ID
-	}
+	ids := sqlutil.RescueIDs(p)
 	var out []driver.TaskRow
 	var queues []string
 	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {

@@ -33,7 +33,13 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL()},
 		ApplyMigrations: d.Migrations,
-		ClaimIn:         d.claim,
+		CallerTx:        callerTx,
+		// Visible only when the caller commits: a notification for all.
+		InsertCaller: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+			out, _, err := d.insertNotify(ctx, q, params, false)
+			return out, err
+		},
+		ClaimIn: d.claim,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, queues, err := d.insertNotify(ctx, q, params, true)
 			return out, func() { d.wakeLocal(queues) }, err

@@ -12,16 +12,6 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountAhead implements driver.Driver.
-func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	var n int64
-	if err := d.rdb.QueryRowContext(ctx, sqlCountAhead, p.Queue, p.Priority, micros(p.RunAt), p.ID,
-		micros(p.Now), micros(p.From), p.Limit).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
-	}
-	return n, nil
-}
-
 // RetryMatching implements driver.Driver.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
 	if err := p.ValidateBulk(); err != nil {
@@ -113,7 +103,10 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 // adminSQL are the settings, types and recent-task statements of
 // sqlutil.Ops.
 var adminSQL = sqlutil.AdminSQL{ListSettings: sqlListSettings, ListTypes: sqlListTypes, Recent: sqlRecentFinished,
-	ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults,
+	ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults, Ahead: sqlCountAhead,
+	AheadArgs: func(p driver.AheadParams) []any {
+		return []any{p.Queue, p.Priority, micros(p.RunAt), p.ID, micros(p.Now), micros(p.From), p.Limit}
+	},
 	DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
 		return sqlDeclareType, append(sqlutil.TypeArgs(t), micros(now))
 	},

@@ -14,21 +14,15 @@ import (
 
 // Claim implements driver.Driver.
 func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	include, exclude, ok := sqlutil.ClaimTypes(p)
-	if !ok {
-		return nil, nil // no type to claim
-	}
-	var out []driver.TaskRow
-	err := d.write(ctx, func(tx querier) error {
-		var err error
-		out, err = d.claimCounted(ctx, tx, p, include, exclude)
-		return err
+	return sqlutil.ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
+		var out []driver.TaskRow
+		err := d.write(ctx, func(tx querier) error {
+			var err error
+			out, err = d.claimCounted(ctx, tx, p, include, exclude)
+			return err
+		})
+		return out, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	driver.SortClaimed(out)
-	return out, nil
 }
 
 // claimCounted claims in tx for p with its type filter (see

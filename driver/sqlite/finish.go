@@ -15,18 +15,11 @@ import (
 // Finish implements driver.Driver. Successes without a result go in one
 // statement; other transitions one statement each, all in one group commit.
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
-	var ok []int64
-	var ids []int64
+	var ok, ids []int64
 	var pairs [][2]int64
-	var others []driver.Transition
-	for _, t := range p.Transitions {
-		if sqlutil.PlainSuccess(t) {
-			ids = append(ids, t.ID)
-			pairs = append(pairs, [2]int64{t.ID, t.Fence})
-		} else {
-			others = append(others, t)
-		}
-	}
+	others := sqlutil.SplitFinish(p.Transitions, func(t driver.Transition) {
+		ids, pairs = append(ids, t.ID), append(pairs, [2]int64{t.ID, t.Fence})
+	})
 	idsJSON, pairsJSON := int64List(ids), pairList(pairs)
 	err := d.write(ctx, func(tx querier) error {
 		ok = ok[:0]

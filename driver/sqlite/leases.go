@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -41,29 +40,10 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 
 // ListExpired implements driver.Driver.
 func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
-	rows, err := d.rdb.QueryContext(ctx, sqlExpired, micros(p.Now), p.Limit)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-	}
-	defer rows.Close()
-	var out []driver.TaskRow
-	for rows.Next() {
-		r := driver.TaskRow{State: driver.StateRunning}
-		var runAt int64
-		var owner sql.NullString
-		var expires, attempted sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.MaxAttempts, &r.Fence, &runAt,
-			&owner, &expires, &attempted); err != nil {
-			return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-		}
-		r.RunAt, r.LeaseOwner = fromMicros(runAt), owner.String
-		r.LeaseExpiresAt, r.AttemptedAt = optTime(expires), optTime(attempted)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("list expired leases: %w", err)
-	}
-	return out, p.Now, nil
+	return sqlutil.ListExpired(sqlutil.Query(ctx, d.rdb, sqlExpired, micros(p.Now), p.Limit), p,
+		func(scan sqlutil.Scan, _ *time.Time) (*driver.TaskRow, error) {
+			return sqlutil.ScanExpired(scan, fromMicros, optTime)
+		})
 }
 
 // Rescue implements driver.Driver.
@@ -71,10 +51,7 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	if len(p.Tasks) == 0 {
 		return nil, nil
 	}
-	ids := make([]int64, len(p.Tasks))
-	for i, rt := range p.Tasks {
-		ids[i] = rt.Transition.ID
-	}
+	ids := sqlutil.RescueIDs(p)
 	var out []driver.TaskRow
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]

@@ -31,6 +31,8 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			Archive: archiveSQL, Sources: sourceSQL, Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: adminSQL},
 		ApplyMigrations: d.Migrations,
+		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
+		InsertCaller:    insert,
 		ClaimIn:         d.claimCounted,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := insert(ctx, q, params)

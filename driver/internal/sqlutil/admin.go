@@ -22,6 +22,18 @@ type AdminSQL struct {
 	ScanTypeDefaults                func(Scan) (*driver.TypeDefaults, error)
 	RecentArgs                      func(p driver.RecentParams) []any
 	ScanFinished                    func(Scan) (*driver.FinishedSample, error)
+	// Ahead counts the tasks ahead of one, with AheadArgs.
+	Ahead     string
+	AheadArgs func(p driver.AheadParams) []any
+}
+
+// CountAhead implements driver.Driver.
+func (o *Ops[Q]) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
+	n, err := scanOne[int64](o.DB.pool().Rows(ctx, o.SQL.Admin.Ahead, o.SQL.Admin.AheadArgs(p)...))
+	if err != nil {
+		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
+	}
+	return n, nil
 }
 
 // ListSettings implements driver.Driver.

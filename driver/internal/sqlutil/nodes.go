@@ -16,6 +16,12 @@ type NodeSQL struct {
 	// and its workers as a JSON object.
 	RegisterArgs func(p driver.NodeParams, queues []string, workers string) []any
 	Scan         func(Scan) (*driver.NodeRow, error)
+	// Prune deletes the nodes PruneNodes prunes (with PruneCounts it
+	// selects how many it deleted), PruneSources (none when empty) their
+	// source reports; PruneArgs are their arguments.
+	Prune, PruneSources string
+	PruneCounts         bool
+	PruneArgs           func(p driver.PruneNodesParams) (nodes, sources []any)
 }
 
 // RegisterNode implements driver.Driver.
@@ -50,4 +56,32 @@ func (o *Ops[Q]) RemoveNode(ctx context.Context, name string) error {
 		return fmt.Errorf("remove node: %w", err)
 	}
 	return nil
+}
+
+// PruneNodes implements driver.Driver: the nodes whose heartbeat is older
+// than p.OlderThan go, with their source reports.
+func (o *Ops[Q]) PruneNodes(ctx context.Context, p driver.PruneNodesParams) (int64, error) {
+	s := o.SQL.Nodes
+	var n int64
+	err := o.DB.Do(ctx, func(q Q) error {
+		c := o.DB.Conn(q)
+		nodes, sources := s.PruneArgs(p)
+		var err error
+		if s.PruneCounts {
+			n, err = scanOne[int64](c.Rows(ctx, s.Prune, nodes...))
+		} else {
+			n, err = c.Exec(ctx, s.Prune, nodes...)
+		}
+		if err != nil {
+			return fmt.Errorf("prune nodes: %w", err)
+		}
+		if s.PruneSources == "" {
+			return nil
+		}
+		if _, err := c.Exec(ctx, s.PruneSources, sources...); err != nil {
+			return fmt.Errorf("prune source reports: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }

@@ -15,6 +15,10 @@ type Ops[Q any] struct {
 	// InsertIn inserts tasks in the transaction q; after (nil: nothing) is
 	// run once that transaction committed.
 	InsertIn func(ctx context.Context, q Q, params []driver.InsertParams) (out []driver.InsertResult, after func(), err error)
+	// CallerTx is the driver's handle on a caller's transaction, and
+	// InsertCaller inserts tasks in one.
+	CallerTx     func(tx driver.Tx) (Q, error)
+	InsertCaller func(ctx context.Context, q Q, params []driver.InsertParams) ([]driver.InsertResult, error)
 	// ClaimIn claims up to p.Limit tasks in the transaction q for p with
 	// its type filter (see ClaimTypes), keeping the live counters right.
 	ClaimIn func(ctx context.Context, q Q, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error)
@@ -36,4 +40,16 @@ type Statements[Q any] struct {
 	Requests  RequestSQL
 	Tasks     TaskSQL
 	Admin     AdminSQL
+}
+
+// InsertTx implements driver.Driver: the inserts run under a savepoint of
+// the caller's transaction, so a failure leaves nothing of the batch in
+// it. A deadlock there may have rolled back the caller's whole
+// transaction, so it is returned, not retried.
+func (o *Ops[Q]) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	q, err := o.CallerTx(dtx)
+	if err != nil {
+		return nil, err
+	}
+	return InsertSavepointed(ctx, o.DB.Conn(q), func() ([]driver.InsertResult, error) { return o.InsertCaller(ctx, q, params) })
 }
