@@ -3,10 +3,8 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 
-	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
@@ -14,58 +12,6 @@ import (
 // the params' own (the leader's clock), also without Options.CallerClock.
 // Reads run in one read-only snapshot, so an alert and its deliveries
 // agree. Their SQL is in queries.go.
-
-// maxFireAttempts bounds FireAlert's insert-or-read loop (see FireAlert).
-const maxFireAttempts = 8
-
-// FireAlert implements driver.Driver: the insert fails on the unique
-// open_key when an alert of the rule and subject is open, and the open one
-// is read back in the same transaction. The failed insert leaves a shared
-// lock on that key, so the alert cannot be resolved before it is read.
-func (d *Driver) FireAlert(ctx context.Context, p driver.FireAlertParams) (*driver.AlertRow, bool, error) {
-	if err := p.Validate(); err != nil {
-		return nil, false, fmt.Errorf("fire alert: %w", err)
-	}
-	key := sqlutil.OpenKey(p.Rule, p.Subject)
-	var (
-		a      *driver.AlertRow
-		opened bool
-	)
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		for range maxFireAttempts {
-			res, err := tx.ExecContext(ctx, sqlFireAlert, p.Rule, p.Subject, key, p.Message, p.Hint,
-				sqlutil.NullBytes(p.Values), sqlutil.AlertTime(p.Now))
-			var as []driver.AlertRow
-			switch {
-			case err == nil:
-				id, err := res.LastInsertId()
-				if err != nil {
-					return err
-				}
-				if as, err = sqlutil.LoadAlerts(ctx, sqlutil.SQL(tx), alertSQL, sqlGetAlert, id); err != nil {
-					return err
-				}
-				opened = true
-			case isDuplicate(err):
-				if as, err = sqlutil.LoadAlerts(ctx, sqlutil.SQL(tx), alertSQL, sqlOpenAlert, key); err != nil {
-					return err
-				}
-				opened = false
-			default:
-				return err
-			}
-			if len(as) == 1 {
-				a = &as[0]
-				return nil
-			}
-		}
-		return fmt.Errorf("its open alert was resolved %d times while firing", maxFireAttempts)
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("fire alert %s %s: %w", p.Rule, p.Subject, err)
-	}
-	return a, opened, nil
-}
 
 // read runs fn in a read-only REPEATABLE READ transaction: one snapshot.
 func (d *Driver) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -78,10 +24,26 @@ func (d *Driver) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // alertSQL are the alert statements of sqlutil.Ops.
-var alertSQL = sqlutil.AlertSQL{Get: sqlGetAlert, Open: sqlOpenAlert, List: sqlListAlerts, Update: sqlUpdateAlert,
+var alertSQL = sqlutil.AlertSQL[querier]{Fire: sqlFireAlert, Get: sqlGetAlert, Open: sqlOpenAlert,
+	List: sqlListAlerts, Update: sqlUpdateAlert,
 	Resolve: sqlResolveAlert, RecordDelivery: sqlRecordDelivery, GetMeta: sqlGetMeta, PutMeta: sqlPutMeta,
 	DeleteMeta:     sqlDeleteMeta,
 	DeliveryIDLast: true,
+	// The insert fails on the unique open_key when an alert of the rule and
+	// subject is open, and the open one is read back in the same
+	// transaction. The failed insert leaves a shared lock on that key, so
+	// the alert cannot be resolved before it is read.
+	FireInsert: func(ctx context.Context, q querier, args []any) (int64, bool, error) {
+		res, err := q.ExecContext(ctx, sqlFireAlert, args...)
+		if isDuplicate(err) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		id, err := res.LastInsertId()
+		return id, err == nil, err
+	},
 	Deliveries: func(ids []int64) (string, []any) {
 		return strings.Replace(sqlDeliveries, "{ids}", sqlutil.Repeat("?", len(ids)), 1), idArgs(ids)
 	},

@@ -94,38 +94,16 @@ func (d *Driver) update(ctx context.Context, s stmt, now time.Time, id int64) (*
 // Cancel implements driver.Driver.
 func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.update(ctx, sqlCancel, now, id)
-	if errors.Is(err, driver.ErrNotFound) {
-		_, err := d.Get(ctx, id) // an archived task: wrong state
-		return nil, sqlutil.MissingOrWrongState(id, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cancel task %d: %w", id, err)
-	}
-	if row == nil {
-		_, err := d.Get(ctx, id)
-		return nil, sqlutil.MissingOrWrongState(id, err)
-	}
-	return row, nil
+	return sqlutil.Changed(ctx, "cancel", id, row, err, d.Get)
 }
 
 // Retry implements driver.Driver.
 func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.update(ctx, sqlRetry, now, id)
-	if errors.Is(err, driver.ErrNotFound) {
-		_, err := d.Get(ctx, id) // an archived task: wrong state
-		return nil, sqlutil.MissingOrWrongState(id, err)
-	}
 	if isDuplicate(err) {
-		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+		return nil, sqlutil.KeyTaken(id)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("retry task %d: %w", id, err)
-	}
-	if row == nil {
-		_, err := d.Get(ctx, id)
-		return nil, sqlutil.MissingOrWrongState(id, err)
-	}
-	return row, nil
+	return sqlutil.Changed(ctx, "retry", id, row, err, d.Get)
 }
 
 // Lead implements driver.Driver: take or renew the lease row with one

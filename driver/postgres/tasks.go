@@ -57,16 +57,8 @@ func (d *Driver) one(ctx context.Context, q querier, query string, args ...any) 
 
 // Cancel implements driver.Driver.
 func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
-	q := pgxQuerier{db: d.pool}
-	row, err := d.one(ctx, q.byID(), d.sql.cancel, d.now(now), id)
-	if err != nil {
-		return nil, fmt.Errorf("cancel task %d: %w", id, err)
-	}
-	if row == nil {
-		_, err := d.Get(ctx, id)
-		return nil, sqlutil.MissingOrWrongState(id, err)
-	}
-	return row, nil
+	row, err := d.one(ctx, pgxQuerier{db: d.pool}.byID(), d.sql.cancel, d.now(now), id)
+	return sqlutil.Changed(ctx, "cancel", id, row, err, d.Get)
 }
 
 // Retry implements driver.Driver.
@@ -74,16 +66,9 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 	row, err := d.retryNotify(ctx, now, id)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return nil, fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+		return nil, sqlutil.KeyTaken(id)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("retry task %d: %w", id, err)
-	}
-	if row == nil {
-		_, err := d.Get(ctx, id)
-		return nil, sqlutil.MissingOrWrongState(id, err)
-	}
-	return row, nil
+	return sqlutil.Changed(ctx, "retry", id, row, err, d.Get)
 }
 
 // listSQL is List's query and arguments for p.

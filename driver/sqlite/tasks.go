@@ -96,7 +96,7 @@ func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.Ta
 				return fmt.Errorf("retry task %d: %w", id, err)
 			}
 			if n > 0 {
-				opErr = fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+				opErr = sqlutil.KeyTaken(id)
 				return nil
 			}
 		}

@@ -164,17 +164,26 @@ func MetaValue(b []byte) []byte {
 // value, now) and DeleteMeta (name). Deliveries is the query, and its
 // arguments, of the deliveries (DeliveryColumns) of the alerts ids, in
 // order. ScanAlert and ScanDelivery read their rows.
-type AlertSQL struct {
+type AlertSQL[Q any] struct {
 	Get, Open, List, Update, Resolve, RecordDelivery, GetMeta, PutMeta, DeleteMeta string
-	DeliveryIDLast                                                                 bool
-	Deliveries                                                                     func(ids []int64) (string, []any)
-	ScanAlert                                                                      func(Scan) (*driver.AlertRow, error)
-	ScanDelivery                                                                   func(Scan) (*driver.DeliveryRow, error)
+	// Fire (rule, subject, open key, message, hint, values, now) inserts
+	// an alert and selects it (AlertColumns), or nothing when an alert of
+	// the rule and subject is open. With FireInsert the driver runs Fire
+	// itself: it returns the new alert's id, or false when the open key is
+	// taken. FireOnPool runs each statement of FireAlert on its own (Do)
+	// instead of in one transaction.
+	Fire           string
+	FireInsert     func(ctx context.Context, q Q, args []any) (id int64, inserted bool, err error)
+	FireOnPool     bool
+	DeliveryIDLast bool
+	Deliveries     func(ids []int64) (string, []any)
+	ScanAlert      func(Scan) (*driver.AlertRow, error)
+	ScanDelivery   func(Scan) (*driver.DeliveryRow, error)
 }
 
 // LoadAlerts reads the alerts query selects (AlertColumns) on c, and
 // their deliveries.
-func LoadAlerts(ctx context.Context, c Conn, s AlertSQL, query string, args ...any) ([]driver.AlertRow, error) {
+func LoadAlerts[Q any](ctx context.Context, c Conn, s AlertSQL[Q], query string, args ...any) ([]driver.AlertRow, error) {
 	as, err := Collect(c.Rows(ctx, query, args...), s.ScanAlert)
 	if err != nil || len(as) == 0 {
 		return as, err
@@ -319,4 +328,62 @@ func (o *Ops[Q]) PutMeta(ctx context.Context, name string, value []byte, now tim
 		return fmt.Errorf("put meta %q: %w", name, err)
 	}
 	return nil
+}
+
+// maxFireAttempts bounds FireAlert's insert-or-read loop: a read finds no
+// open alert only when another leader resolved it between the two.
+const maxFireAttempts = 8
+
+// FireAlert implements driver.Driver: the insert does nothing (or fails)
+// when the unique open_key holds an open alert already, which is then read
+// back (see AlertSQL.Fire).
+func (o *Ops[Q]) FireAlert(ctx context.Context, p driver.FireAlertParams) (*driver.AlertRow, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, fmt.Errorf("fire alert: %w", err)
+	}
+	s, db := o.SQL.Alerts, o.DB
+	key := OpenKey(p.Rule, p.Subject)
+	args := []any{p.Rule, p.Subject, key, p.Message, p.Hint, NullBytes(p.Values), db.Time(AlertTime(p.Now))}
+	var (
+		a      *driver.AlertRow
+		opened bool
+	)
+	run := db.Write
+	if s.FireOnPool {
+		run = db.Do
+	}
+	err := run(ctx, func(q Q) error {
+		c := db.Conn(q)
+		for range maxFireAttempts {
+			var as []driver.AlertRow
+			var err error
+			if s.FireInsert == nil {
+				as, err = LoadAlerts(ctx, c, s, s.Fire, args...)
+			} else {
+				var id int64
+				var inserted bool
+				if id, inserted, err = s.FireInsert(ctx, q, args); err == nil && inserted {
+					as, err = LoadAlerts(ctx, c, s, s.Get, id)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			opened = len(as) == 1
+			if !opened {
+				if as, err = LoadAlerts(ctx, c, s, s.Open, key); err != nil {
+					return err
+				}
+			}
+			if len(as) == 1 {
+				a = &as[0]
+				return nil
+			}
+		}
+		return fmt.Errorf("its open alert was resolved %d times while firing", maxFireAttempts)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("fire alert %s %s: %w", p.Rule, p.Subject, err)
+	}
+	return a, opened, nil
 }

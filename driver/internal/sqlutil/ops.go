@@ -29,7 +29,7 @@ type Ops[Q any] struct {
 
 // Statements are a driver's SQL for Ops, by concern.
 type Statements[Q any] struct {
-	Alerts    AlertSQL
+	Alerts    AlertSQL[Q]
 	Brakes    BrakeSQL
 	Schedules ScheduleSQL
 	Backlog   BacklogSQL

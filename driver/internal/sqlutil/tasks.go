@@ -314,3 +314,26 @@ func (o *Ops[Q]) SaveStep(ctx context.Context, p driver.StepParams) (bool, error
 	}
 	return n == 1, nil
 }
+
+// Changed is what Cancel or Retry (op) of task id returns when its
+// conditional update returned row (nil: it matched nothing) and err
+// (driver.ErrNotFound: no such task in keel_tasks): row, or why there is
+// none, read back with get (see MissingOrWrongState: an archived task is
+// in the wrong state).
+func Changed(ctx context.Context, op string, id int64, row *driver.TaskRow, err error,
+	get func(ctx context.Context, id int64) (*driver.TaskRow, error)) (*driver.TaskRow, error) {
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return nil, fmt.Errorf("%s task %d: %w", op, id, err)
+	}
+	if row == nil {
+		_, err := get(ctx, id)
+		return nil, MissingOrWrongState(id, err)
+	}
+	return row, nil
+}
+
+// KeyTaken is Retry's error for task id when a newer task holds its
+// idempotency key.
+func KeyTaken(id int64) error {
+	return fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+}
