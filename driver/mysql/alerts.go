@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -12,16 +11,6 @@ import (
 // the params' own (the leader's clock), also without Options.CallerClock.
 // Reads run in one read-only snapshot, so an alert and its deliveries
 // agree. Their SQL is in queries.go.
-
-// read runs fn in a read-only REPEATABLE READ transaction: one snapshot.
-func (d *Driver) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
-	return fn(tx)
-}
 
 // alertSQL are the alert statements of sqlutil.Ops.
 var alertSQL = sqlutil.AlertSQL[querier]{Fire: sqlFireAlert, Get: sqlGetAlert, Open: sqlOpenAlert,

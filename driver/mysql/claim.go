@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -13,24 +12,6 @@ import (
 
 // Claim and Claimed: taking ready tasks under a lease. Their SQL is in
 // queries.go.
-
-// Claim implements driver.Driver: in one short transaction, lock up to
-// Limit ready rows (FOR UPDATE SKIP LOCKED), mark them running and read
-// them back.
-func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	return sqlutil.ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
-		var out []driver.TaskRow
-		err := d.inTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			out, err = d.claimTx(ctx, tx, p, include, exclude)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("claim tasks: %w", err)
-		}
-		return out, nil
-	})
-}
 
 // claimTx claims in tx for p with its type filter (see
 // sqlutil.ClaimTypes) and keeps the live counters right.

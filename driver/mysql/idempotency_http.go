@@ -21,19 +21,11 @@ WHERE scope = ? AND idem_key = ?
 const sqlGetRequest = `SELECT state, digest, status, coalesce(headers, ''), coalesce(body, '')
 FROM keel_idempotency WHERE scope = ? AND idem_key = ?`
 
-const sqlFinishRequest = `UPDATE keel_idempotency SET state = 'done', status = ?, headers = ?, body = ?
-WHERE scope = ? AND idem_key = ? AND owner = ? AND state = 'in_flight'`
-
-const sqlReleaseRequest = `DELETE FROM keel_idempotency
-WHERE scope = ? AND idem_key = ? AND owner = ? AND state = 'in_flight'`
-
-const sqlPurgeRequests = `DELETE FROM keel_idempotency WHERE expires_at <= ?`
-
 var _ driver.IdempotencyStore = (*Driver)(nil)
 
 // requestSQL are the idempotent request statements of sqlutil.Ops.
 var requestSQL = sqlutil.RequestSQL{Insert: sqlInsertRequest, TakeOver: sqlTakeOverRequest, Get: sqlGetRequest,
-	Finish: sqlFinishRequest, Release: sqlReleaseRequest, Purge: sqlPurgeRequests,
+	Finish: sqlutil.QFinishRequest, Release: sqlutil.QReleaseRequest, Purge: sqlutil.QPurgeRequests,
 	TakeOverArgs: func(p driver.BeginRequestParams, now, expires, locked any) []any {
 		return []any{p.Owner, now, expires, locked, p.Digest, p.Scope, p.Key, now, now, p.Digest}
 	},

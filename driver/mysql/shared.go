@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -22,7 +23,8 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		DB: sqlutil.DB[querier]{
 			Pool: d.db, Lookup: d.db,
 			Read: func(ctx context.Context, fn func(q querier) error) error {
-				return d.read(ctx, func(tx *sql.Tx) error { return fn(tx) })
+				// One REPEATABLE READ snapshot.
+				return sqlutil.ReadTx(ctx, d.db, sql.LevelRepeatableRead, func(tx *sql.Tx) error { return fn(tx) })
 			},
 			Write: tx,
 			Commit: func(ctx context.Context, fn func(q querier) error) error {
@@ -47,7 +49,13 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		ApplyMigrations: d.Migrations,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
 		InsertCaller:    d.insert,
-		ClaimIn:         d.claimTx,
+		ClaimOn: func(ctx context.Context, fn func(q querier) error) error {
+			if err := tx(ctx, fn); err != nil {
+				return fmt.Errorf("claim tasks: %w", err)
+			}
+			return nil
+		},
+		ClaimIn: d.claimTx,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := d.insert(ctx, q, params)
 			return out, nil, err

@@ -19,22 +19,16 @@ import (
 const (
 	sqlInsertRejected = `INSERT INTO keel_rejected (` + sqlutil.RejectedInsertColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlFindRejected = `SELECT id FROM keel_rejected WHERE source = ? AND digest = ?`
 	sqlListRejected = `SELECT ` + sqlutil.RejectedColumns + ` FROM keel_rejected
 WHERE (? = '' OR source = ?) AND (? = 0 OR resubmitted_at IS NULL) AND (? = 0 OR id < ?)
 ORDER BY id DESC LIMIT ?`
-	sqlGetRejected     = `SELECT ` + sqlutil.RejectedColumns + ` FROM keel_rejected WHERE id = ?`
-	sqlResolveRejected = `UPDATE keel_rejected SET resubmitted_at = ?, task_id = ? WHERE id = ? AND resubmitted_at IS NULL`
-	sqlRejectedExists  = `SELECT count(*) FROM keel_rejected WHERE id = ?`
-	sqlDeleteRejected  = `DELETE FROM keel_rejected WHERE id = ?`
-	sqlReportSource    = `INSERT INTO keel_sources (` + sqlutil.SourceColumns + `)
+	sqlReportSource = `INSERT INTO keel_sources (` + sqlutil.SourceColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON DUPLICATE KEY UPDATE
     kind = VALUES(kind), type = VALUES(type), state = VALUES(state), last_error = VALUES(last_error),
     accepted = VALUES(accepted), duplicate = VALUES(duplicate), rejected = VALUES(rejected), nacked = VALUES(nacked),
     ack_p50_us = VALUES(ack_p50_us), ack_p99_us = VALUES(ack_p99_us),
     started_at = VALUES(started_at), updated_at = VALUES(updated_at)`
-	sqlListSources = `SELECT ` + sqlutil.SourceColumns + ` FROM keel_sources ORDER BY source, node`
 )
 
 // timeArg is a time as a DATETIME(6) argument (the connection's zone is
@@ -52,8 +46,8 @@ func scanSource(scan sqlutil.Scan) (*driver.SourceRow, error) {
 var _ driver.SourceStore = (*Driver)(nil)
 
 // sourceSQL are the source statements of sqlutil.Ops.
-var sourceSQL = sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRejected: sqlGetRejected, Resolve: sqlResolveRejected,
-	Exists: sqlRejectedExists, DeleteRejected: sqlDeleteRejected, Report: sqlReportSource, ListSources: sqlListSources,
+var sourceSQL = sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRejected: sqlutil.QGetRejected, Resolve: sqlutil.QResolveRejected,
+	Exists: sqlutil.QRejectedExists, DeleteRejected: sqlutil.QDeleteRejected, Report: sqlReportSource, ListSources: sqlutil.QListSourceReport,
 	ScanRejected: scanRejected, ScanSource: scanSource,
 	FilterArgs: func(f driver.RejectedFilter) []any {
 		a := sqlutil.RejectedFilterArgs(f) // source, open, before, limit
@@ -61,7 +55,7 @@ var sourceSQL = sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRej
 	},
 	InsertRejected: func(ctx context.Context, tx querier, params []driver.RejectedParams) ([]driver.RejectedResult, error) {
 		return sqlutil.InsertRejectedSQL(ctx, tx, params, sqlutil.RejectedSQL{
-			Insert: sqlInsertRejected, Find: sqlFindRejected, At: timeArg, Duplicate: isDuplicate,
+			Insert: sqlInsertRejected, Find: sqlutil.QFindRejected, At: timeArg, Duplicate: isDuplicate,
 		})
 	},
 }

@@ -11,13 +11,6 @@ import (
 // Claim and Claimed: taking ready tasks under a lease. Their SQL is in
 // queries.go.
 
-// Claim implements driver.Driver.
-func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	return sqlutil.ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
-		return d.claim(ctx, pgxQuerier{db: d.pool}, p, include, exclude)
-	})
-}
-
 // claim runs the claim for p with its type filter (see sqlutil.ClaimTypes)
 // on q.
 func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {

@@ -39,6 +39,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			out, _, err := d.insertNotify(ctx, q, params, false)
 			return out, err
 		},
+		ClaimOn: func(ctx context.Context, fn func(q querier) error) error { return fn(pgxQuerier{db: d.pool}) },
 		ClaimIn: d.claim,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, queues, err := d.insertNotify(ctx, q, params, true)

@@ -12,19 +12,6 @@ import (
 // Claim and Claimed: taking ready tasks under a lease. Their SQL is in
 // queries.go.
 
-// Claim implements driver.Driver.
-func (d *Driver) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
-	return sqlutil.ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
-		var out []driver.TaskRow
-		err := d.write(ctx, func(tx querier) error {
-			var err error
-			out, err = d.claimCounted(ctx, tx, p, include, exclude)
-			return err
-		})
-		return out, err
-	})
-}
-
 // claimCounted claims in tx for p with its type filter (see
 // sqlutil.ClaimTypes) and keeps the live counters right. Only the writer
 // calls it.

@@ -19,7 +19,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		DB: sqlutil.DB[querier]{
 			Pool: d.rdb, Lookup: d.rdb,
 			Read: func(ctx context.Context, fn func(q querier) error) error {
-				return d.read(ctx, func(tx *sql.Tx) error { return fn(tx) })
+				return sqlutil.ReadTx(ctx, d.rdb, sql.LevelDefault, func(tx *sql.Tx) error { return fn(tx) })
 			},
 			Write: write, Commit: write, Do: write,
 			Conn: func(q querier) sqlutil.Conn { return sqlutil.SQL(q) },
@@ -33,6 +33,7 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		ApplyMigrations: d.Migrations,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
 		InsertCaller:    insert,
+		ClaimOn:         write,
 		ClaimIn:         d.claimCounted,
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, err := insert(ctx, q, params)

@@ -16,22 +16,16 @@ import (
 const (
 	sqlInsertRejected = `INSERT INTO keel_rejected (` + sqlutil.RejectedInsertColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, digest) DO NOTHING`
-	sqlFindRejected = `SELECT id FROM keel_rejected WHERE source = ? AND digest = ?`
 	sqlListRejected = `SELECT ` + sqlutil.RejectedColumns + ` FROM keel_rejected
 WHERE (?1 = '' OR source = ?1) AND (?2 = 0 OR resubmitted_at IS NULL) AND (?3 = 0 OR id < ?3)
 ORDER BY id DESC LIMIT ?4`
-	sqlGetRejected     = `SELECT ` + sqlutil.RejectedColumns + ` FROM keel_rejected WHERE id = ?`
-	sqlResolveRejected = `UPDATE keel_rejected SET resubmitted_at = ?, task_id = ? WHERE id = ? AND resubmitted_at IS NULL`
-	sqlRejectedExists  = `SELECT count(*) FROM keel_rejected WHERE id = ?`
-	sqlDeleteRejected  = `DELETE FROM keel_rejected WHERE id = ?`
-	sqlReportSource    = `INSERT INTO keel_sources (` + sqlutil.SourceColumns + `)
+	sqlReportSource = `INSERT INTO keel_sources (` + sqlutil.SourceColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, node) DO UPDATE SET
     kind = excluded.kind, type = excluded.type, state = excluded.state, last_error = excluded.last_error,
     accepted = excluded.accepted, duplicate = excluded.duplicate, rejected = excluded.rejected, nacked = excluded.nacked,
     ack_p50_us = excluded.ack_p50_us, ack_p99_us = excluded.ack_p99_us,
     started_at = excluded.started_at, updated_at = excluded.updated_at`
-	sqlListSources = `SELECT ` + sqlutil.SourceColumns + ` FROM keel_sources ORDER BY source, node`
 )
 
 // microsArg is a time as SQLite stores it.
@@ -48,12 +42,12 @@ func scanSource(scan sqlutil.Scan) (*driver.SourceRow, error) {
 var _ driver.SourceStore = (*Driver)(nil)
 
 // sourceSQL are the source statements of sqlutil.Ops.
-var sourceSQL = sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRejected: sqlGetRejected, Resolve: sqlResolveRejected,
-	Exists: sqlRejectedExists, DeleteRejected: sqlDeleteRejected, Report: sqlReportSource, ListSources: sqlListSources,
+var sourceSQL = sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRejected: sqlutil.QGetRejected, Resolve: sqlutil.QResolveRejected,
+	Exists: sqlutil.QRejectedExists, DeleteRejected: sqlutil.QDeleteRejected, Report: sqlReportSource, ListSources: sqlutil.QListSourceReport,
 	ScanRejected: scanRejected, ScanSource: scanSource,
 	InsertRejected: func(ctx context.Context, tx querier, params []driver.RejectedParams) ([]driver.RejectedResult, error) {
 		return sqlutil.InsertRejectedSQL(ctx, tx, params, sqlutil.RejectedSQL{
-			Insert: sqlInsertRejected, Find: sqlFindRejected, At: microsArg,
+			Insert: sqlInsertRejected, Find: sqlutil.QFindRejected, At: microsArg,
 		})
 	},
 }

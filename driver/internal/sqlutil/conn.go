@@ -2,6 +2,7 @@ package sqlutil
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -92,4 +93,15 @@ func One[R any](rows Rows, scan func(Scan) (*R, error)) (*R, error) {
 		return nil, err
 	}
 	return &out[0], nil
+}
+
+// ReadTx runs fn in a read-only transaction of db at the isolation level
+// given (the database's default when zero): a Read of DB.
+func ReadTx(ctx context.Context, db *sql.DB, level sql.IsolationLevel, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: level, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	return fn(tx)
 }

@@ -19,6 +19,9 @@ type Ops[Q any] struct {
 	// InsertCaller inserts tasks in one.
 	CallerTx     func(tx driver.Tx) (Q, error)
 	InsertCaller func(ctx context.Context, q Q, params []driver.InsertParams) ([]driver.InsertResult, error)
+	// ClaimOn runs Claim's ClaimIn: in SQLite's writer, a MySQL
+	// transaction, on PostgreSQL's pool (one statement).
+	ClaimOn Run[Q]
 	// ClaimIn claims up to p.Limit tasks in the transaction q for p with
 	// its type filter (see ClaimTypes), keeping the live counters right.
 	ClaimIn func(ctx context.Context, q Q, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error)
@@ -52,4 +55,18 @@ func (o *Ops[Q]) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 		return nil, err
 	}
 	return InsertSavepointed(ctx, o.DB.Conn(q), func() ([]driver.InsertResult, error) { return o.InsertCaller(ctx, q, params) })
+}
+
+// Claim implements driver.Driver: ClaimIn, run by ClaimOn, for p's type
+// filter; the claimed tasks come back sorted (see ClaimSorted).
+func (o *Ops[Q]) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
+	return ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
+		var out []driver.TaskRow
+		err := o.ClaimOn(ctx, func(q Q) error {
+			var err error
+			out, err = o.ClaimIn(ctx, q, p, include, exclude)
+			return err
+		})
+		return out, err
+	})
 }
