@@ -152,7 +152,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 			return err
 		}
 		var err error
-		s, err = scanSetting(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name).Scan)
+		s, err = sqlutil.ScanSettingUTC(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name).Scan)
 		return err
 	})
 	if err != nil {
@@ -166,7 +166,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 // Options.CallerClock is set.
 func (d *Driver) adminSQL() sqlutil.AdminSQL {
 	return sqlutil.AdminSQL{ListSettings: sqlListSettings, ListTypes: sqlListTypes.text, Recent: sqlRecentFinished,
-		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults, Ahead: sqlCountAhead.text,
+		ScanSetting: sqlutil.ScanSettingUTC, ScanTypeDefaults: sqlutil.ScanTypeDefaultsUTC, Ahead: sqlCountAhead.text,
 		// Readiness is judged by the database clock unless
 		// Options.CallerClock is set, like claims.
 		AheadArgs: func(p driver.AheadParams) []any {
@@ -188,7 +188,7 @@ func (d *Driver) adminSQL() sqlutil.AdminSQL {
 			return []any{since, p.Limit, since, p.Limit, p.Limit}
 		},
 		ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
-			return sqlutil.ScanFinished(scan, sqlutil.UTC, optTime)
+			return sqlutil.ScanFinished(scan, sqlutil.UTC, sqlutil.OptUTC)
 		},
 	}
 }

@@ -36,5 +36,5 @@ var alertSQL = sqlutil.AlertSQL[querier]{Fire: sqlFireAlert, Get: sqlGetAlert, O
 	Deliveries: func(ids []int64) (string, []any) {
 		return strings.Replace(sqlDeliveries, "{ids}", sqlutil.Repeat("?", len(ids)), 1), idArgs(ids)
 	},
-	ScanAlert: scanAlert, ScanDelivery: scanDelivery,
+	ScanAlert: sqlutil.ScanAlertUTC, ScanDelivery: sqlutil.ScanDeliveryUTC,
 }

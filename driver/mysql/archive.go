@@ -16,7 +16,7 @@ import (
 // getArchived reads an archived task, or returns driver.ErrNotFound.
 func (d *Driver) getArchived(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGetArchived, id), func(scan sqlutil.Scan) (*driver.TaskRow, error) {
-		return sqlutil.ScanArchivedTask(scan, sqlutil.UTC, optTime)
+		return sqlutil.ScanArchivedTask(scan, sqlutil.UTC, sqlutil.OptUTC)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get archived task %d: %w", id, err)

@@ -92,7 +92,7 @@ func claimPick(p driver.ClaimParams, include, exclude []string) (stmt, []any) {
 
 // Claimed implements driver.Driver.
 func (d *Driver) Claimed(ctx context.Context, p driver.ClaimedParams) ([]driver.TaskRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlClaimed.text, sqlClaimed.args(d.now(p.Now), p.Owner, p.Queue, p.Limit)...), scanTask)
+	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlClaimed.text, sqlClaimed.args(d.now(p.Now), p.Owner, p.Queue, p.Limit)...), sqlutil.ScanTaskUTC)
 	if err != nil {
 		return nil, fmt.Errorf("read back claimed tasks: %w", err)
 	}

@@ -60,34 +60,16 @@ func (d *Driver) countedTasks(ctx context.Context, q querier, ts []driver.Transi
 	s := sqlCountedRows.with("{ids}", "?", len(missing), 1)
 	err := sqlutil.Query(ctx, q, s.text, s.args(nil, idArgs(missing)...)...)(func(scan sqlutil.Scan) error {
 		r := &driver.TaskRow{State: driver.StateRunning}
-		var attempted sql.NullTime
+		var attempted *time.Time
 		if err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.RunAt, &attempted); err != nil {
 			return err
 		}
-		r.RunAt, r.AttemptedAt = r.RunAt.UTC(), optTime(attempted)
+		r.RunAt, r.AttemptedAt = r.RunAt.UTC(), sqlutil.OptUTC(attempted)
 		out[r.ID] = r
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read finishing tasks: %w", err)
-	}
-	return out, nil
-}
-
-// Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.CountRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCounts), sqlutil.ScanCountRow)
-	if err != nil {
-		return nil, fmt.Errorf("read live counters: %w", err)
-	}
-	return out, nil
-}
-
-// Minutes implements driver.Driver.
-func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlMinutes, driver.DueMinute(since)), sqlutil.ScanMinuteRow)
-	if err != nil {
-		return nil, fmt.Errorf("read task history: %w", err)
 	}
 	return out, nil
 }

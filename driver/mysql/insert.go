@@ -92,7 +92,7 @@ func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertPara
 	var now time.Time
 	err = sqlutil.Query(ctx, q, sqlByKey.text, sqlByKey.args(d.now(p.Now), p.IdemKey)...)(func(scan sqlutil.Scan) error {
 		var err error
-		holder, err = scanTask(func(dest ...any) error { return scan(append(dest, &now)...) })
+		holder, err = sqlutil.ScanTaskUTC(func(dest ...any) error { return scan(append(dest, &now)...) })
 		return err
 	})
 	if err != nil {

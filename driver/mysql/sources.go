@@ -35,20 +35,12 @@ ON DUPLICATE KEY UPDATE
 // UTC).
 func timeArg(t time.Time) any { return t.UTC() }
 
-func scanRejected(scan sqlutil.Scan) (*driver.RejectedRow, error) {
-	return sqlutil.ScanRejected(scan, sqlutil.UTC, optTime)
-}
-
-func scanSource(scan sqlutil.Scan) (*driver.SourceRow, error) {
-	return sqlutil.ScanSource(scan, sqlutil.UTC)
-}
-
 var _ driver.SourceStore = (*Driver)(nil)
 
 // sourceSQL are the source statements of sqlutil.Ops.
 var sourceSQL = sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRejected: sqlutil.QGetRejected, Resolve: sqlutil.QResolveRejected,
 	Exists: sqlutil.QRejectedExists, DeleteRejected: sqlutil.QDeleteRejected, Report: sqlReportSource, ListSources: sqlutil.QListSourceReport,
-	ScanRejected: scanRejected, ScanSource: scanSource,
+	ScanRejected: sqlutil.ScanRejectedUTC, ScanSource: sqlutil.ScanSourceUTC,
 	FilterArgs: func(f driver.RejectedFilter) []any {
 		a := sqlutil.RejectedFilterArgs(f) // source, open, before, limit
 		return []any{a[0], a[0], a[1], a[2], a[2], a[3]}

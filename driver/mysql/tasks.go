@@ -27,7 +27,7 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 }
 
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGet, id), scanTask)
+	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGet, id), sqlutil.ScanTaskUTC)
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, err)
 	}
@@ -42,7 +42,7 @@ func (d *Driver) getMany(ctx context.Context, q querier, ids []int64) ([]driver.
 	s := sqlGetIDs.with("{ids}", "?", len(ids), 1)
 	out := make([]driver.TaskRow, 0, len(ids))
 	err := sqlutil.Query(ctx, q, s.text, s.args(nil, idArgs(ids)...)...)(func(scan sqlutil.Scan) error {
-		r, err := scanTask(scan)
+		r, err := sqlutil.ScanTaskUTC(scan)
 		if err != nil {
 			return err
 		}
@@ -64,7 +64,7 @@ func (d *Driver) update(ctx context.Context, s stmt, now time.Time, id int64) (*
 		var at time.Time
 		err := sqlutil.Query(ctx, tx, sqlGetLocked.text, sqlGetLocked.args(d.now(now), id)...)(func(scan sqlutil.Scan) error {
 			var err error
-			old, err = scanTask(func(dest ...any) error { return scan(append(dest, &at)...) })
+			old, err = sqlutil.ScanTaskUTC(func(dest ...any) error { return scan(append(dest, &at)...) })
 			return err
 		})
 		if err != nil {
@@ -129,7 +129,7 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 
 // taskSQL are the task statements of sqlutil.Ops.
 func (d *Driver) taskSQL() sqlutil.TaskSQL {
-	return sqlutil.TaskSQL{ByKey: sqlGetByKey, Resign: sqlResign, Step: sqlSaveStep.text, Scan: scanTask,
+	return sqlutil.TaskSQL{ByKey: sqlGetByKey, Resign: sqlResign, Step: sqlSaveStep.text, Scan: sqlutil.ScanTaskUTC,
 		ListQuery: func(p driver.Filter) (string, []any) {
 			return sqlutil.ListQuery(sqlList, p, sqlutil.Question, func(t time.Time) any { return t })
 		},

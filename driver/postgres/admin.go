@@ -97,7 +97,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 		p.Rate, p.Burst},
 		func(scan func(...any) error) error {
 			var err error
-			s, err = scanSetting(scan)
+			s, err = sqlutil.ScanSettingUTC(scan)
 			return err
 		})
 	if err == nil && s == nil {
@@ -114,7 +114,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 // Options.CallerClock is set.
 func (d *Driver) adminSQL() sqlutil.AdminSQL {
 	return sqlutil.AdminSQL{ListSettings: d.sql.listSettings, ListTypes: d.sql.listTypes, Recent: d.sql.recentFinished,
-		ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults, Ahead: d.sql.countAhead,
+		ScanSetting: sqlutil.ScanSettingUTC, ScanTypeDefaults: sqlutil.ScanTypeDefaultsUTC, Ahead: d.sql.countAhead,
 		// Readiness is judged by the database clock unless
 		// Options.CallerClock is set, like claims.
 		AheadArgs: func(p driver.AheadParams) []any {
@@ -126,7 +126,7 @@ func (d *Driver) adminSQL() sqlutil.AdminSQL {
 		TypesNamed: func(names []string) (string, []any) { return d.sql.listTypesNamed, []any{names} },
 		RecentArgs: func(p driver.RecentParams) []any { return []any{p.Since, p.Limit} },
 		ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
-			return sqlutil.ScanFinished(scan, sqlutil.UTC, optTime)
+			return sqlutil.ScanFinished(scan, sqlutil.UTC, sqlutil.OptUTC)
 		},
 	}
 }

@@ -29,5 +29,5 @@ var alertSQL = sqlutil.AlertSQL[querier]{Fire: sqlFireAlert, Get: sqlGetAlert, O
 	// key.
 	FireOnPool: true,
 	Deliveries: func(ids []int64) (string, []any) { return sqlDeliveries, []any{ids} },
-	ScanAlert:  scanAlert, ScanDelivery: scanDelivery,
+	ScanAlert:  sqlutil.ScanAlertUTC, ScanDelivery: sqlutil.ScanDeliveryUTC,
 }

@@ -18,7 +18,7 @@ func (d *Driver) getArchived(ctx context.Context, q querier, id int64) (*driver.
 	var row *driver.TaskRow
 	err := q.query(ctx, d.sql.getArchived, []any{id}, func(scan func(...any) error) error {
 		var err error
-		row, err = scanArchivedTask(scan)
+		row, err = sqlutil.ScanArchivedTaskUTC(scan)
 		return err
 	})
 	if err != nil {

@@ -41,7 +41,7 @@ func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, inc
 
 // Claimed implements driver.Driver.
 func (d *Driver) Claimed(ctx context.Context, p driver.ClaimedParams) ([]driver.TaskRow, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.claimed, d.now(p.Now), p.Owner, p.Queue, p.Limit), scanTask)
+	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.claimed, d.now(p.Now), p.Owner, p.Queue, p.Limit), sqlutil.ScanTaskUTC)
 	if err != nil {
 		return nil, fmt.Errorf("read back claimed tasks: %w", err)
 	}

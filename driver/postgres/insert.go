@@ -124,7 +124,7 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 			p.MaxAttempts, offset(p.RunAt, p.Now), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
 			p.PayloadDigest, sqlutil.NullBytes(p.Meta)}, func(scan func(...any) error) error {
 			var err error
-			row, err = scanTask(scan)
+			row, err = sqlutil.ScanTaskUTC(scan)
 			return err
 		})
 		if err != nil {
@@ -140,7 +140,7 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 		// The key is held: the unique index decided, load the holder.
 		err = q.byID().query(ctx, d.sql.byKey, []any{p.IdemKey}, func(scan func(...any) error) error {
 			var err error
-			row, err = scanTask(scan)
+			row, err = sqlutil.ScanTaskUTC(scan)
 			return err
 		})
 		if err != nil {

@@ -36,7 +36,7 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 func (d *Driver) ListExpired(ctx context.Context, p driver.ExpiredParams) ([]driver.TaskRow, time.Time, error) {
 	return sqlutil.ListExpired(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.expired, d.now(p.Now), p.Limit), p,
 		func(scan sqlutil.Scan, now *time.Time) (*driver.TaskRow, error) {
-			return sqlutil.ScanExpired(scan, sqlutil.UTC, optTime, now)
+			return sqlutil.ScanExpired(scan, sqlutil.UTC, sqlutil.OptUTC, now)
 		})
 }
 

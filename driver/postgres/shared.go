@@ -31,7 +31,8 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 		SQL: sqlutil.Statements[querier]{Alerts: alertSQL, Brakes: brakeSQL, Schedules: scheduleSQL, Backlog: backlogSQL,
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
 			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL,
-			Tasks: d.taskSQL(), Admin: d.adminSQL()},
+			Tasks: d.taskSQL(), Admin: d.adminSQL(),
+			Counters: sqlutil.CounterSQL{Counts: d.sql.counts, Minutes: d.sql.minutes}},
 		ApplyMigrations: d.Migrations,
 		CallerTx:        callerTx,
 		// Visible only when the caller commits: a notification for all.

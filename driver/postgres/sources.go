@@ -39,14 +39,6 @@ ON CONFLICT (source, node) DO UPDATE SET
 // timeArg is a time as a timestamptz argument.
 func timeArg(t time.Time) any { return t }
 
-func scanRejected(scan sqlutil.Scan) (*driver.RejectedRow, error) {
-	return sqlutil.ScanRejected(scan, sqlutil.UTC, optTime)
-}
-
-func scanSource(scan sqlutil.Scan) (*driver.SourceRow, error) {
-	return sqlutil.ScanSource(scan, sqlutil.UTC)
-}
-
 // rejectedID runs query, which returns at most one id.
 func (d *Driver) rejectedID(ctx context.Context, q querier, query string, args ...any) (int64, bool, error) {
 	var (
@@ -66,7 +58,7 @@ var _ driver.SourceStore = (*Driver)(nil)
 func (d *Driver) sourceSQL() sqlutil.SourceSQL[querier] {
 	return sqlutil.SourceSQL[querier]{ListRejected: sqlListRejected, GetRejected: sqlGetRejected, Resolve: sqlResolveRejected,
 		Exists: sqlRejectedExists, DeleteRejected: sqlDeleteRejected, Report: sqlReportSource, ListSources: sqlListSources,
-		ScanRejected: scanRejected, ScanSource: scanSource,
+		ScanRejected: sqlutil.ScanRejectedUTC, ScanSource: sqlutil.ScanSourceUTC,
 		ExistsBool: true,
 		InsertRejected: func(ctx context.Context, q querier, params []driver.RejectedParams) ([]driver.RejectedResult, error) {
 			return sqlutil.InsertRejected(params, sqlutil.RejectedSteps{

@@ -49,7 +49,7 @@ func (d *Driver) one(ctx context.Context, q querier, query string, args ...any) 
 	var row *driver.TaskRow
 	err := q.query(ctx, query, args, func(scan func(...any) error) error {
 		var err error
-		row, err = scanTask(scan)
+		row, err = sqlutil.ScanTaskUTC(scan)
 		return err
 	})
 	return row, err
@@ -97,7 +97,7 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 // rare type or queue, best read on its index, from a common one, best read
 // by walking the ids.
 func (d *Driver) taskSQL() sqlutil.TaskSQL {
-	return sqlutil.TaskSQL{ByKey: d.sql.byKey, Resign: d.sql.resign, Step: d.sql.saveStep, Scan: scanTask, ListQuery: d.listSQL,
+	return sqlutil.TaskSQL{ByKey: d.sql.byKey, Resign: d.sql.resign, Step: d.sql.saveStep, Scan: sqlutil.ScanTaskUTC, ListQuery: d.listSQL,
 		StepArgs: func(p driver.StepParams) []any {
 			return []any{d.now(p.Now), p.Name, string(p.Result), p.ID, p.Owner, p.Fence}
 		}}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -59,15 +58,6 @@ func countedTasks(ctx context.Context, tx querier, ts []driver.Transition) (map[
 		out[r.ID] = r
 	}
 	return out, rows.Err()
-}
-
-// Minutes implements driver.Driver.
-func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlMinutes, driver.DueMinute(since)), sqlutil.ScanMinuteRow)
-	if err != nil {
-		return nil, fmt.Errorf("read task history: %w", err)
-	}
-	return out, nil
 }
 
 // Reconcile implements driver.Driver: both counts are read in one read

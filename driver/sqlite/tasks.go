@@ -135,15 +135,6 @@ func (d *Driver) listSQL(p driver.Filter) (string, []any) {
 	return sqlutil.ListQuery(base, p, sqlutil.Question, func(t time.Time) any { return micros(t) })
 }
 
-// Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.CountRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlCounts), sqlutil.ScanCountRow)
-	if err != nil {
-		return nil, fmt.Errorf("read live counters: %w", err)
-	}
-	return out, nil
-}
-
 // Lead implements driver.Driver.
 func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	var leading bool

@@ -43,6 +43,7 @@ type Statements[Q any] struct {
 	Requests  RequestSQL
 	Tasks     TaskSQL
 	Admin     AdminSQL
+	Counters  CounterSQL
 }
 
 // InsertTx implements driver.Driver: the inserts run under a savepoint of

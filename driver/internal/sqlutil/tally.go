@@ -2,7 +2,9 @@ package sqlutil
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -305,4 +307,27 @@ func DescribedTasks(ts []driver.Transition) (known map[int64]*driver.TaskRow, mi
 		}
 	}
 	return known, missing
+}
+
+// CounterSQL are a driver's reads of the live counters: Counts selects the
+// counter rows (ScanCountRow), Minutes (minute) the history from a minute
+// on (ScanMinuteRow).
+type CounterSQL struct{ Counts, Minutes string }
+
+// Counts implements driver.Driver.
+func (o *Ops[Q]) Counts(ctx context.Context) ([]driver.CountRow, error) {
+	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Counters.Counts), ScanCountRow)
+	if err != nil {
+		return nil, fmt.Errorf("read live counters: %w", err)
+	}
+	return out, nil
+}
+
+// Minutes implements driver.Driver.
+func (o *Ops[Q]) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
+	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Counters.Minutes, driver.DueMinute(since)), ScanMinuteRow)
+	if err != nil {
+		return nil, fmt.Errorf("read task history: %w", err)
+	}
+	return out, nil
 }
