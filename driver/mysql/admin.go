@@ -13,21 +13,13 @@ import (
 // Operator queries: ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// retryMatchingAttempts bounds how often RetryMatching runs again after a
-// concurrent insert took an idempotency key the batch was requeueing.
-const retryMatchingAttempts = 3
-
 // RetryMatching implements driver.Driver: in one transaction, lock the
 // first matching tasks whose idempotency key no other task holds, keep the
 // first of those sharing a key, and requeue them like Retry.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	var n int64
-	var err error
-	for range retryMatchingAttempts {
-		err = d.inTx(ctx, func(tx *sql.Tx) error {
+	return sqlutil.Bulk("retry", p, sqlutil.RetryMatchingAttempts, isDuplicate, func() (int64, error) {
+		var n int64
+		err := d.inTx(ctx, func(tx *sql.Tx) error {
 			n = 0
 			pick := sqlRetryMatchingPick
 			args := matchArgs(p)
@@ -78,57 +70,47 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 			}
 			return count(ctx, tx, &tally)
 		})
-		if !isDuplicate(err) {
-			break
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	return n, nil
+		return n, err
+	})
 }
 
 // PurgeMatching implements driver.Driver: lock the first matching tasks,
 // then delete them, in one transaction.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	var n int64
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		n = 0
-		var ids []int64
-		var tally sqlutil.Tally
-		pick, args := sqlPurgeMatchingPick, matchArgs(p)
-		if len(p.IDs) > 0 {
-			pick = sqlPurgeMatchingPickIDs.with("{ids}", "?", len(p.IDs), 1)
-			args = append(idArgs(p.IDs), args...)
-		}
-		err := sqlutil.Query(ctx, tx, pick.text, pick.args(nil, args...)...)(func(scan sqlutil.Scan) error {
-			var id int64
-			o := sqlutil.RowState{State: p.State}
-			if err := scan(&id, &o.Queue, &o.Type); err != nil {
+	return sqlutil.Bulk("purge", p, 1, nil, func() (int64, error) {
+		var n int64
+		err := d.inTx(ctx, func(tx *sql.Tx) error {
+			n = 0
+			var ids []int64
+			var tally sqlutil.Tally
+			pick, args := sqlPurgeMatchingPick, matchArgs(p)
+			if len(p.IDs) > 0 {
+				pick = sqlPurgeMatchingPickIDs.with("{ids}", "?", len(p.IDs), 1)
+				args = append(idArgs(p.IDs), args...)
+			}
+			err := sqlutil.Query(ctx, tx, pick.text, pick.args(nil, args...)...)(func(scan sqlutil.Scan) error {
+				var id int64
+				o := sqlutil.RowState{State: p.State}
+				if err := scan(&id, &o.Queue, &o.Type); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+				tally.Delete(o)
+				return nil
+			})
+			if err != nil || len(ids) == 0 {
 				return err
 			}
-			ids = append(ids, id)
-			tally.Delete(o)
-			return nil
+			// The rows are locked: every one is deleted.
+			del := sqlPurgeMatchingDelete.with("{ids}", "?", len(ids), 1)
+			if _, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...); err != nil {
+				return err
+			}
+			n = int64(len(ids))
+			return count(ctx, tx, &tally)
 		})
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		// The rows are locked: every one is deleted.
-		del := sqlPurgeMatchingDelete.with("{ids}", "?", len(ids), 1)
-		if _, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...); err != nil {
-			return err
-		}
-		n = int64(len(ids))
-		return count(ctx, tx, &tally)
+		return n, err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	return n, nil
 }
 
 // matchArgs are the arguments of matchWhere, in order (each optional

@@ -17,25 +17,17 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// retryMatchingAttempts bounds how often RetryMatching runs again after a
-// concurrent insert took an idempotency key the batch was requeueing.
-const retryMatchingAttempts = 3
-
 // RetryMatching implements driver.Driver: one statement, and one
 // notification per queue that got ready tasks, in one transaction.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	args, query := append([]any{d.now(now)}, matchArgs(p)...), d.sql.retryMatching
-	if len(p.IDs) > 0 {
-		args, query = append(args, p.IDs), d.sql.retryMatchingIDs
-	}
-	var n int64
 	var queues []string
-	var err error
-	for range retryMatchingAttempts {
-		err = beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	n, err := sqlutil.Bulk("retry", p, sqlutil.RetryMatchingAttempts, isUniqueViolation, func() (int64, error) {
+		args, query := append([]any{d.now(now)}, matchArgs(p)...), d.sql.retryMatching
+		if len(p.IDs) > 0 {
+			args, query = append(args, p.IDs), d.sql.retryMatchingIDs
+		}
+		var n int64
+		err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{db: tx}
 			n, queues = 0, nil
 			err := q.query(ctx, query, args, func(scan func(...any) error) error {
@@ -54,13 +46,10 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 			}
 			return d.notifyQueues(ctx, q, queues, true)
 		})
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-			break
-		}
-	}
+		return n, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
+		return 0, err
 	}
 	d.wakeLocal(queues)
 	return n, nil
@@ -68,18 +57,13 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 
 // PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	args, query := append([]any{nil}, matchArgs(p)...), d.sql.purgeMatching
-	if len(p.IDs) > 0 {
-		args, query = append(args, p.IDs), d.sql.purgeMatchingIDs
-	}
-	n, err := pgxQuerier{db: d.pool}.exec(ctx, query, args)
-	if err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	return n, nil
+	return sqlutil.Bulk("purge", p, 1, nil, func() (int64, error) {
+		args, query := append([]any{nil}, matchArgs(p)...), d.sql.purgeMatching
+		if len(p.IDs) > 0 {
+			args, query = append(args, p.IDs), d.sql.purgeMatchingIDs
+		}
+		return pgxQuerier{db: d.pool}.exec(ctx, query, args)
+	})
 }
 
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
@@ -129,4 +113,11 @@ func (d *Driver) adminSQL() sqlutil.AdminSQL {
 			return sqlutil.ScanFinished(scan, sqlutil.UTC, sqlutil.OptUTC)
 		},
 	}
+}
+
+// isUniqueViolation reports whether err is a unique violation (23505): a
+// concurrent insert took an idempotency key.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }

@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -64,8 +61,7 @@ func (d *Driver) Cancel(ctx context.Context, id int64, now time.Time) (*driver.T
 // Retry implements driver.Driver.
 func (d *Driver) Retry(ctx context.Context, id int64, now time.Time) (*driver.TaskRow, error) {
 	row, err := d.retryNotify(ctx, now, id)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	if isUniqueViolation(err) {
 		return nil, sqlutil.KeyTaken(id)
 	}
 	return sqlutil.Changed(ctx, "retry", id, row, err, d.Get)

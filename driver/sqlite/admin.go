@@ -14,64 +14,62 @@ import (
 
 // RetryMatching implements driver.Driver.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	var n int64
-	err := d.write(ctx, func(tx querier) error {
-		n = 0
-		var tally sqlutil.Tally
-		query, args := sqlRetryMatching, append(matchArgs(p), micros(now))
-		if len(p.IDs) > 0 {
-			query, args = sqlRetryMatchingIDs, append(args, int64List(p.IDs))
-		}
-		err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
-			o := sqlutil.RowState{State: p.State}
-			if err := scan(&o.Queue, &o.Type, &o.Priority); err != nil {
+	return sqlutil.Bulk("retry", p, 1, nil, func() (int64, error) {
+		var n int64
+		err := d.write(ctx, func(tx querier) error {
+			n = 0
+			var tally sqlutil.Tally
+			query, args := sqlRetryMatching, append(matchArgs(p), micros(now))
+			if len(p.IDs) > 0 {
+				query, args = sqlRetryMatchingIDs, append(args, int64List(p.IDs))
+			}
+			err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
+				o := sqlutil.RowState{State: p.State}
+				if err := scan(&o.Queue, &o.Type, &o.Priority); err != nil {
+					return err
+				}
+				n++
+				r := o
+				r.State, r.RunAt = driver.StatePending, now
+				tally.Update(o, r, now, false)
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			n++
-			r := o
-			r.State, r.RunAt = driver.StatePending, now
-			tally.Update(o, r, now, false)
-			return nil
+			return count(ctx, tx, &tally)
 		})
-		if err != nil {
-			return fmt.Errorf("retry tasks: %w", err)
-		}
-		return count(ctx, tx, &tally)
+		return n, err
 	})
-	return n, err
 }
 
 // PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	var n int64
-	err := d.write(ctx, func(tx querier) error {
-		n = 0
-		var tally sqlutil.Tally
-		query, args := sqlPurgeMatching, matchArgs(p)
-		if len(p.IDs) > 0 {
-			query, args = sqlPurgeMatchingIDs, append(args, int64List(p.IDs))
-		}
-		err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
-			o := sqlutil.RowState{State: p.State}
-			if err := scan(&o.Queue, &o.Type); err != nil {
+	return sqlutil.Bulk("purge", p, 1, nil, func() (int64, error) {
+		var n int64
+		err := d.write(ctx, func(tx querier) error {
+			n = 0
+			var tally sqlutil.Tally
+			query, args := sqlPurgeMatching, matchArgs(p)
+			if len(p.IDs) > 0 {
+				query, args = sqlPurgeMatchingIDs, append(args, int64List(p.IDs))
+			}
+			err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
+				o := sqlutil.RowState{State: p.State}
+				if err := scan(&o.Queue, &o.Type); err != nil {
+					return err
+				}
+				n++
+				tally.Delete(o)
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			n++
-			tally.Delete(o)
-			return nil
+			return count(ctx, tx, &tally)
 		})
-		if err != nil {
-			return fmt.Errorf("purge tasks: %w", err)
-		}
-		return count(ctx, tx, &tally)
+		return n, err
 	})
-	return n, err
 }
 
 // matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.

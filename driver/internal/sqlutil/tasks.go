@@ -337,3 +337,28 @@ func Changed(ctx context.Context, op string, id int64, row *driver.TaskRow, err 
 func KeyTaken(id int64) error {
 	return fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
 }
+
+// RetryMatchingAttempts bounds how often RetryMatching runs again after a
+// concurrent insert took an idempotency key the batch was requeueing.
+const RetryMatchingAttempts = 3
+
+// Bulk runs a bulk operation (op: "retry" or "purge") over the tasks p
+// selects: it validates p and runs run, again (up to attempts in all)
+// while again (nil: never) says its error calls for it. It returns how
+// many tasks run changed.
+func Bulk(op string, p driver.Filter, attempts int, again func(error) bool, run func() (int64, error)) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
+		return 0, fmt.Errorf("%s tasks: %w", op, err)
+	}
+	var n int64
+	var err error
+	for range max(attempts, 1) {
+		if n, err = run(); err == nil || again == nil || !again(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s tasks: %w", op, err)
+	}
+	return n, nil
+}
