@@ -10,8 +10,8 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Claim and Claimed: taking ready tasks under a lease. Their SQL is in
-// queries.go.
+// Claiming ready tasks under a lease (Claim is sqlutil.Ops's, on the
+// claim here) and reading them back (Claimed). Their SQL is in queries.go.
 
 // claimTx claims in tx for p with its type filter (see
 // sqlutil.ClaimTypes) and keeps the live counters right.

@@ -11,8 +11,8 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Insert and InsertTx: the task inserts, multi-row and keyed. Their SQL is
-// in queries.go.
+// Insert: the task inserts, multi-row and keyed (InsertTx is
+// sqlutil.Ops's, on insert). Their SQL is in queries.go.
 
 // maxInsertRows is the most tasks one multi-row INSERT carries (14
 // placeholders each, well under MySQL's 65,535).

@@ -12,8 +12,8 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Insert and InsertTx: the task inserts. Their SQL is in queries.go; the
-// COPY of many tasks is in copy.go.
+// Insert: the task inserts (InsertTx is sqlutil.Ops's, on insert).
+// Their SQL is in queries.go; the COPY of many tasks is in copy.go.
 
 // Insert implements driver.Driver: all tasks in one transaction, run again
 // after a deadlock or serialization failure (keys are inserted in order, so

@@ -13,7 +13,8 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Insert and InsertTx: the task inserts. Their SQL is in queries.go.
+// Insert: the task inserts (InsertTx is sqlutil.Ops's, on insert).
+// Their SQL is in queries.go.
 
 // Insert implements driver.Driver. The writer may insert the tasks of
 // several concurrent Inserts with one statement (insertTogether).
