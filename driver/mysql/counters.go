@@ -142,11 +142,9 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		}
 		// Their sums plus the corrections, into shard 0.
 		fold := sqlutil.CountDiff(append(shards, diff...), nil)
-		if len(fold) > 0 {
-			text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRowFolded, len(fold)), 1)
-			if _, err := tx.ExecContext(ctx, text, sqlutil.CountArgs(fold)...); err != nil {
-				return err
-			}
+		c := sqlutil.SQL(tx)
+		if err := sqlutil.UpsertCountRows(ctx, c, sqlCountUpsert, countRowFolded, fold); err != nil {
+			return err
 		}
 		now := p.Now
 		if now.IsZero() {
@@ -155,12 +153,7 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		if err := foldMinutes(ctx, tx, driver.DueMinute(now), live); err != nil {
 			return err
 		}
-		if !p.MinutesBefore.IsZero() {
-			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sqlutil.DropMinutes(ctx, c, sqlDropMinutes, p)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile counters: %w", err)

@@ -76,12 +76,7 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		if _, err := tx.Exec(ctx, d.sql.foldMinutes, driver.DueMinute(reconcileNow(p))); err != nil {
 			return err
 		}
-		if !p.MinutesBefore.IsZero() {
-			if _, err := tx.Exec(ctx, d.sql.dropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sqlutil.DropMinutes(ctx, pgConn{q: pgxQuerier{db: tx}, d: d}, d.sql.dropMinutes, p)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile counters: %w", err)

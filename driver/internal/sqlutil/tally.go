@@ -331,3 +331,24 @@ func (o *Ops[Q]) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteR
 	}
 	return out, nil
 }
+
+// UpsertCountRows adds rows to the live counters on c with upsert, a
+// statement whose {rows} takes row once for each (nothing when there are
+// none).
+func UpsertCountRows(ctx context.Context, c Conn, upsert, row string, rows []driver.CountRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := c.Exec(ctx, strings.Replace(upsert, "{rows}", Repeat(row, len(rows)), 1), CountArgs(rows)...)
+	return err
+}
+
+// DropMinutes drops the history before p.MinutesBefore on c with drop
+// (minute), unless that is zero.
+func DropMinutes(ctx context.Context, c Conn, drop string, p driver.ReconcileParams) error {
+	if p.MinutesBefore.IsZero() {
+		return nil
+	}
+	_, err := c.Exec(ctx, drop, driver.DueMinute(p.MinutesBefore))
+	return err
+}
