@@ -15,16 +15,7 @@ import (
 
 // getArchived reads an archived task, or returns driver.ErrNotFound.
 func (d *Driver) getArchived(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGetArchived, id), func(scan sqlutil.Scan) (*driver.TaskRow, error) {
-		return sqlutil.ScanArchivedTask(scan, sqlutil.UTC, sqlutil.OptUTC)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get archived task %d: %w", id, err)
-	}
-	if len(got) == 0 {
-		return nil, driver.ErrNotFound
-	}
-	return &got[0], nil
+	return sqlutil.FindTask(sqlutil.Query(ctx, q, sqlGetArchived, id), sqlutil.ScanArchivedTaskUTC, "get archived task", id)
 }
 
 // archiveSQL are the archival statements of sqlutil.Ops. Archive locks

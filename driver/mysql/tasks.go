@@ -27,14 +27,7 @@ func (d *Driver) Get(ctx context.Context, id int64) (*driver.TaskRow, error) {
 }
 
 func (d *Driver) getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	got, err := sqlutil.Collect(sqlutil.Query(ctx, q, sqlGet, id), sqlutil.ScanTaskUTC)
-	if err != nil {
-		return nil, fmt.Errorf("get task %d: %w", id, err)
-	}
-	if len(got) == 0 {
-		return nil, driver.ErrNotFound
-	}
-	return &got[0], nil
+	return sqlutil.FindTask(sqlutil.Query(ctx, q, sqlGet, id), sqlutil.ScanTaskUTC, "get task", id)
 }
 
 // getMany loads the tasks with the given ids, in no particular order.

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -17,14 +15,9 @@ import (
 
 // getArchived reads an archived task, or returns driver.ErrNotFound.
 func getArchived(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	row, err := sqlutil.ScanArchivedTask(q.QueryRowContext(ctx, sqlGetArchived, id).Scan, fromMicros, optTime)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, driver.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get archived task %d: %w", id, err)
-	}
-	return row, nil
+	return sqlutil.FindTask(sqlutil.Query(ctx, q, sqlGetArchived, id), func(scan sqlutil.Scan) (*driver.TaskRow, error) {
+		return sqlutil.ScanArchivedTask(scan, fromMicros, optTime)
+	}, "get archived task", id)
 }
 
 // archiveSQL are the archival statements of sqlutil.Ops. Archive runs in

@@ -31,14 +31,7 @@ func getAny(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
 }
 
 func getWith(ctx context.Context, q querier, id int64) (*driver.TaskRow, error) {
-	row, err := scanTask(q.QueryRowContext(ctx, sqlGet, id).Scan)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, driver.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get task %d: %w", id, err)
-	}
-	return row, nil
+	return sqlutil.FindTask(sqlutil.Query(ctx, q, sqlGet, id), scanTask, "get task", id)
 }
 
 // Cancel implements driver.Driver.

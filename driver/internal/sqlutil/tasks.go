@@ -362,3 +362,17 @@ func Bulk(op string, p driver.Filter, attempts int, again func(error) bool, run 
 	}
 	return n, nil
 }
+
+// FindTask reads the one task row rows selects with scan:
+// driver.ErrNotFound when there is none. An error of the read is named
+// "<what> <id>" ("get task 7").
+func FindTask(rows Rows, scan func(Scan) (*driver.TaskRow, error), what string, id int64) (*driver.TaskRow, error) {
+	row, err := One(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s %d: %w", what, id, err)
+	}
+	if row == nil {
+		return nil, driver.ErrNotFound
+	}
+	return row, nil
+}
