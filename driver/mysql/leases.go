@@ -59,33 +59,16 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		lock := sqlLockExpired.with("{ids}", "?", len(ids), 1)
-		rows, err := tx.QueryContext(ctx, lock.text, lock.args(nil, append(idArgs(ids), p.Now)...)...)
+		expired, trs, err := sqlutil.StillExpired(p, sqlutil.Query(ctx, tx, lock.text, lock.args(nil, append(idArgs(ids), p.Now)...)...))
 		if err != nil {
 			return err
-		}
-		locked, err := scanIDs(rows)
-		if err != nil {
-			return err
-		}
-		expired := make(map[int64]bool, len(locked))
-		for _, id := range locked {
-			expired[id] = true
-		}
-		trs := make([]driver.Transition, 0, len(p.Tasks))
-		for _, rt := range p.Tasks {
-			if expired[rt.Transition.ID] {
-				trs = append(trs, rt.Transition)
-			}
 		}
 		tasks, err := d.countedTasks(ctx, tx, trs)
 		if err != nil {
 			return err
 		}
 		var tally sqlutil.Tally
-		for _, rt := range p.Tasks {
-			if !expired[rt.Transition.ID] {
-				continue
-			}
+		for _, rt := range expired {
 			// The transition runs at the instant the expiry was judged.
 			applied, err := d.transition(ctx, tx, rt.Owner, p.Now, p.Now, rt.Transition)
 			if err != nil {

@@ -51,22 +51,11 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		q := pgxQuerier{db: tx}
-		locked := map[int64]bool{}
-		err := q.query(ctx, d.sql.lockExpired, []any{d.now(p.Now), ids}, func(scan func(...any) error) error {
-			var id int64
-			if err := scan(&id); err != nil {
-				return err
-			}
-			locked[id] = true
-			return nil
-		})
+		expired, _, err := sqlutil.StillExpired(p, rowsOf(ctx, q, d.sql.lockExpired, d.now(p.Now), ids))
 		if err != nil {
 			return fmt.Errorf("rescue: %w", err)
 		}
-		for _, rt := range p.Tasks {
-			if !locked[rt.Transition.ID] {
-				continue
-			}
+		for _, rt := range expired {
 			// Offsets are taken from the instant the expiry was judged,
 			// which the transition adds them back to.
 			applied, err := d.transition(ctx, q, rt.Owner, p.Now, rt.Transition)

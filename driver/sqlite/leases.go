@@ -55,37 +55,16 @@ func (d *Driver) Rescue(ctx context.Context, p driver.RescueParams) ([]driver.Ta
 	var out []driver.TaskRow
 	err := d.write(ctx, func(tx querier) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, sqlLockExpired, int64List(ids), micros(p.Now))
+		expired, trs, err := sqlutil.StillExpired(p, sqlutil.Query(ctx, tx, sqlLockExpired, int64List(ids), micros(p.Now)))
 		if err != nil {
 			return fmt.Errorf("rescue: %w", err)
-		}
-		expired := map[int64]bool{}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("rescue: %w", err)
-			}
-			expired[id] = true
-		}
-		if err := rows.Close(); err != nil {
-			return fmt.Errorf("rescue: %w", err)
-		}
-		trs := make([]driver.Transition, 0, len(p.Tasks))
-		for _, rt := range p.Tasks {
-			if expired[rt.Transition.ID] {
-				trs = append(trs, rt.Transition)
-			}
 		}
 		tasks, err := countedTasks(ctx, tx, trs)
 		if err != nil {
 			return err
 		}
 		var tally sqlutil.Tally
-		for _, rt := range p.Tasks {
-			if !expired[rt.Transition.ID] {
-				continue
-			}
+		for _, rt := range expired {
 			applied, err := transition(ctx, tx, rt.Owner, p.Now, rt.Transition)
 			if err != nil {
 				return err

@@ -105,3 +105,29 @@ func ListExpired(rows Rows, p driver.ExpiredParams, scan func(s Scan, now *time.
 	}
 	return out, now.UTC(), nil
 }
+
+// StillExpired are the tasks of p whose lease is still expired: those
+// whose ids the lock of the expired leases, rows (one id a row), returned,
+// in p's order; and their transitions.
+func StillExpired(p driver.RescueParams, rows Rows) ([]driver.RescueTask, []driver.Transition, error) {
+	locked := map[int64]bool{}
+	err := rows(func(scan Scan) error {
+		var id int64
+		if err := scan(&id); err != nil {
+			return err
+		}
+		locked[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var tasks []driver.RescueTask
+	var trs []driver.Transition
+	for _, rt := range p.Tasks {
+		if locked[rt.Transition.ID] {
+			tasks, trs = append(tasks, rt), append(trs, rt.Transition)
+		}
+	}
+	return tasks, trs, nil
+}
