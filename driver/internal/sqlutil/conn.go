@@ -34,7 +34,8 @@ type DB[Q any] struct {
 	// its single writer).
 	Write Run[Q]
 	// Commit is Write for a unit of work that must not commit once ctx
-	// ended: a context that ended before the commit writes nothing.
+	// ended: a context that ended before the commit writes nothing
+	// (SQLite's writer commits what it took, as Write).
 	Commit Run[Q]
 	// Do runs fn's one write statement on its own: SQLite's writer,
 	// MySQL's pool run again after a deadlock, PostgreSQL's pool.
