@@ -18,9 +18,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, false, $9, $10, $10)
 ON CONFLICT (name) DO UPDATE SET
     last_tick = CASE WHEN keel_schedules.spec <> excluded.spec OR keel_schedules.time_zone <> excluded.time_zone
         THEN greatest(keel_schedules.last_tick, excluded.last_tick) ELSE keel_schedules.last_tick END,
-    spec = excluded.spec, time_zone = excluded.time_zone, type = excluded.type,
-    queue = excluded.queue, payload = excluded.payload, priority = excluded.priority, missed = excluded.missed,
-    updated_at = excluded.updated_at`
+` + sqlutil.UpsertScheduleSet
 	sqlListSchedules  = `SELECT ` + sqlutil.ScheduleColumns + ` FROM {schema}.keel_schedules ORDER BY name`
 	sqlGetSchedule    = `SELECT ` + sqlutil.ScheduleColumns + ` FROM {schema}.keel_schedules WHERE name = $1`
 	sqlPauseSchedule  = `UPDATE {schema}.keel_schedules SET paused = true, updated_at = $1 WHERE name = $2`

@@ -15,9 +15,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET
     last_tick = CASE WHEN keel_schedules.spec <> excluded.spec OR keel_schedules.time_zone <> excluded.time_zone
         THEN max(keel_schedules.last_tick, excluded.last_tick) ELSE keel_schedules.last_tick END,
-    spec = excluded.spec, time_zone = excluded.time_zone, type = excluded.type,
-    queue = excluded.queue, payload = excluded.payload, priority = excluded.priority, missed = excluded.missed,
-    updated_at = excluded.updated_at`
+` + sqlutil.UpsertScheduleSet
 	sqlListSchedules  = `SELECT ` + sqlutil.ScheduleColumns + ` FROM keel_schedules ORDER BY name`
 	sqlGetSchedule    = `SELECT ` + sqlutil.ScheduleColumns + ` FROM keel_schedules WHERE name = ?`
 	sqlPauseSchedule  = `UPDATE keel_schedules SET paused = 1, updated_at = ? WHERE name = ?`
