@@ -34,19 +34,11 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 		if len(ids) > 0 {
 			pick := sqlSucceedPick.with("{ids}", "?", len(ids), 1).with("{pairs}", "(?, ?)", len(ids), 2)
 			args := append(idArgs(ids), pairs...)
-			var held []int64
-			err := sqlutil.Query(ctx, tx, pick.text, pick.args(d.now(p.Now), append(args, p.Owner)...)...)(func(scan sqlutil.Scan) error {
-				var id int64
-				if err := scan(&id, &now); err != nil {
-					return err
-				}
-				held = append(held, id)
-				return nil
-			})
+			held, at, err := sqlutil.IDsAt(sqlutil.Query(ctx, tx, pick.text, pick.args(d.now(p.Now), append(args, p.Owner)...)...), len(ids))
 			if err != nil {
 				return err
 			}
-			now = now.UTC()
+			now = at
 			if len(held) > 0 {
 				mark := sqlSucceedMark.with("{ids}", "?", len(held), 1)
 				if _, err := tx.ExecContext(ctx, mark.text, mark.args(now, append(idArgs(held), p.Owner)...)...); err != nil {

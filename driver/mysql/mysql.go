@@ -251,6 +251,29 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
+// conn is a Conn whose errors after ctx ended also carry ctx's error (a
+// dial cut short reports only "i/o timeout"), as retry's do.
+type conn struct{ sqlutil.Conn }
+
+func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	n, err := c.Conn.Exec(ctx, query, args...)
+	return n, withCtxErr(ctx, err)
+}
+
+func (c conn) Rows(ctx context.Context, query string, args ...any) sqlutil.Rows {
+	rows := c.Conn.Rows(ctx, query, args...)
+	return func(row func(scan sqlutil.Scan) error) error { return withCtxErr(ctx, rows(row)) }
+}
+
+// withCtxErr joins ctx's error (see ctxErr) to err, unless err is nil or
+// carries it already.
+func withCtxErr(ctx context.Context, err error) error {
+	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return errors.Join(cerr, err)
+	}
+	return err
+}
+
 // inTx runs fn in a READ COMMITTED transaction, retried as a whole after a
 // deadlock or lock-wait timeout.
 func (d *Driver) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {

@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,27 +61,4 @@ func (d *Driver) shared() sqlutil.Ops[querier] {
 			return out, nil, err
 		},
 	}
-}
-
-// conn is a Conn whose errors after ctx ended also carry ctx's error (a
-// dial cut short reports only "i/o timeout"), as retry's do.
-type conn struct{ sqlutil.Conn }
-
-func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	n, err := c.Conn.Exec(ctx, query, args...)
-	return n, withCtxErr(ctx, err)
-}
-
-func (c conn) Rows(ctx context.Context, query string, args ...any) sqlutil.Rows {
-	rows := c.Conn.Rows(ctx, query, args...)
-	return func(row func(scan sqlutil.Scan) error) error { return withCtxErr(ctx, rows(row)) }
-}
-
-// withCtxErr joins ctx's error (see ctxErr) to err, unless err is nil or
-// carries it already.
-func withCtxErr(ctx context.Context, err error) error {
-	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
-		return errors.Join(cerr, err)
-	}
-	return err
 }

@@ -131,3 +131,19 @@ func StillExpired(p driver.RescueParams, rows Rows) ([]driver.RescueTask, []driv
 	}
 	return tasks, trs, nil
 }
+
+// IDsAt reads rows of an id and the statement's now: the ids in order
+// (room made for size of them) and that now in UTC (zero when no row).
+func IDsAt(rows Rows, size int) ([]int64, time.Time, error) {
+	ids := make([]int64, 0, size)
+	var now time.Time
+	err := rows(func(scan Scan) error {
+		var id int64
+		if err := scan(&id, &now); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	return ids, now.UTC(), err
+}
