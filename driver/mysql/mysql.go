@@ -91,7 +91,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	d := &Driver{db: db, opts: opts}
-	d.Ops = d.shared()
+	d.Ops = sqlutil.NewOps(d.shared())
 	if err := db.QueryRowContext(ctx, `SELECT @@auto_increment_increment`).Scan(&d.idStep); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: connect: %w", err)

@@ -10,15 +10,15 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// shared are the operations this driver shares with the others
-// (sqlutil.Ops), with its statements and its way to the database: the
-// pool, READ COMMITTED transactions and single statements, each run again
-// after a deadlock, times in UTC.
-func (d *Driver) shared() sqlutil.Ops[querier] {
+// shared is how the operations this driver shares with the others
+// (sqlutil.Ops) run here: its statements, the pool, READ COMMITTED
+// transactions and single statements, each run again after a deadlock,
+// times in UTC.
+func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 	tx := func(ctx context.Context, fn func(q querier) error) error {
 		return d.inTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
 	}
-	return sqlutil.Ops[querier]{
+	return sqlutil.OpsConfig[querier]{
 		DB: sqlutil.DB[querier]{
 			Pool: d.db, Lookup: d.db,
 			Read: func(ctx context.Context, fn func(q querier) error) error {

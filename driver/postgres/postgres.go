@@ -110,7 +110,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, fmt.Errorf("postgres: find the task id sequence: %w", err)
 	}
 	d.sql = newQueries(d.q, seq)
-	d.Ops = d.shared()
+	d.Ops = sqlutil.NewOps(d.shared())
 	d.db = stdlib.OpenDBFromPool(pool)
 	return d, nil
 }

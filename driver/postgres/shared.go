@@ -11,11 +11,11 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// shared are the operations this driver shares with the others
-// (sqlutil.Ops), with its statements (templates naming {schema}) and its
-// way to the database: the pool and its transactions, times as they are.
-func (d *Driver) shared() sqlutil.Ops[querier] {
-	return sqlutil.Ops[querier]{
+// shared is how the operations this driver shares with the others
+// (sqlutil.Ops) run here: its statements (templates naming {schema}), the
+// pool and its transactions, times as they are.
+func (d *Driver) shared() sqlutil.OpsConfig[querier] {
+	return sqlutil.OpsConfig[querier]{
 		DB: sqlutil.DB[querier]{
 			Pool: pgxQuerier{db: d.pool}, Lookup: pgxQuerier{db: d.pool}.byID(),
 			Read: d.read,

@@ -9,13 +9,12 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// shared are the operations this driver shares with the others
-// (sqlutil.Ops), with its statements and its way to the database: reads
-// on the reader pool, every write through the single writer, times as
-// Unix microseconds.
-func (d *Driver) shared() sqlutil.Ops[querier] {
+// shared is how the operations this driver shares with the others
+// (sqlutil.Ops) run here: its statements, reads on the reader pool, every
+// write through the single writer, times as Unix microseconds.
+func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 	write := func(ctx context.Context, fn func(q querier) error) error { return d.write(ctx, fn) }
-	return sqlutil.Ops[querier]{
+	return sqlutil.OpsConfig[querier]{
 		DB: sqlutil.DB[querier]{
 			Pool: d.rdb, Lookup: d.rdb,
 			Read: func(ctx context.Context, fn func(q querier) error) error {

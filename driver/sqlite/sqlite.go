@@ -168,7 +168,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	d.Ops = d.shared()
+	d.Ops = sqlutil.NewOps(d.shared())
 	if err := d.Migrate(ctx); err != nil {
 		wdb.Close()
 		rdb.Close()

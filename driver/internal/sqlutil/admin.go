@@ -29,7 +29,7 @@ type AdminSQL struct {
 
 // CountAhead implements driver.Driver.
 func (o *Ops[Q]) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	n, err := scanOne[int64](o.DB.pool().Rows(ctx, o.SQL.Admin.Ahead, o.SQL.Admin.AheadArgs(p)...))
+	n, err := scanOne[int64](o.c.DB.pool().Rows(ctx, o.c.SQL.Admin.Ahead, o.c.SQL.Admin.AheadArgs(p)...))
 	if err != nil {
 		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
 	}
@@ -38,7 +38,7 @@ func (o *Ops[Q]) CountAhead(ctx context.Context, p driver.AheadParams) (int64, e
 
 // ListSettings implements driver.Driver.
 func (o *Ops[Q]) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Admin.ListSettings), o.SQL.Admin.ScanSetting)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Admin.ListSettings), o.c.SQL.Admin.ScanSetting)
 	if err != nil {
 		return nil, fmt.Errorf("list settings: %w", err)
 	}
@@ -52,10 +52,10 @@ func (o *Ops[Q]) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) 
 		return err
 	}
 	types := SortedTypes(p)
-	err := o.DB.Write(ctx, func(q Q) error {
+	err := o.c.DB.Write(ctx, func(q Q) error {
 		for _, t := range types {
-			query, args := o.SQL.Admin.DeclareArgs(t, p.Now)
-			if _, err := o.DB.Conn(q).Exec(ctx, query, args...); err != nil {
+			query, args := o.c.SQL.Admin.DeclareArgs(t, p.Now)
+			if _, err := o.c.DB.Conn(q).Exec(ctx, query, args...); err != nil {
 				return fmt.Errorf("%s: %w", t.Name, err)
 			}
 		}
@@ -69,14 +69,14 @@ func (o *Ops[Q]) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) 
 
 // ListTypes implements driver.Driver.
 func (o *Ops[Q]) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
-	s := o.SQL.Admin
-	rows := o.DB.pool().Rows(ctx, s.ListTypes)
+	s := o.c.SQL.Admin
+	rows := o.c.DB.pool().Rows(ctx, s.ListTypes)
 	if names != nil {
 		if len(names) == 0 {
 			return nil, nil
 		}
 		query, args := s.TypesNamed(names)
-		rows = o.DB.pool().Rows(ctx, query, args...)
+		rows = o.c.DB.pool().Rows(ctx, query, args...)
 	}
 	out, err := Collect(rows, s.ScanTypeDefaults)
 	if err != nil {
@@ -91,8 +91,8 @@ func (o *Ops[Q]) RecentFinished(ctx context.Context, p driver.RecentParams) ([]d
 		return nil, fmt.Errorf("read recent finished tasks: %w", err)
 	}
 	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
-	err := o.DB.pool().Rows(ctx, o.SQL.Admin.Recent, o.SQL.Admin.RecentArgs(p)...)(func(scan Scan) error {
-		s, err := o.SQL.Admin.ScanFinished(scan)
+	err := o.c.DB.pool().Rows(ctx, o.c.SQL.Admin.Recent, o.c.SQL.Admin.RecentArgs(p)...)(func(scan Scan) error {
+		s, err := o.c.SQL.Admin.ScanFinished(scan)
 		if err != nil {
 			return err
 		}

@@ -200,9 +200,9 @@ func LoadAlerts[Q any](ctx context.Context, c Conn, s AlertSQL[Q], query string,
 // readAlerts reads alerts with LoadAlerts in one read-only snapshot.
 func (o *Ops[Q]) readAlerts(ctx context.Context, query string, args ...any) ([]driver.AlertRow, error) {
 	var as []driver.AlertRow
-	err := o.DB.Read(ctx, func(q Q) error {
+	err := o.c.DB.Read(ctx, func(q Q) error {
 		var err error
-		as, err = LoadAlerts(ctx, o.DB.Conn(q), o.SQL.Alerts, query, args...)
+		as, err = LoadAlerts(ctx, o.c.DB.Conn(q), o.c.SQL.Alerts, query, args...)
 		return err
 	})
 	return as, err
@@ -214,7 +214,7 @@ func (o *Ops[Q]) UpdateAlert(ctx context.Context, p driver.UpdateAlertParams) (b
 		return false, fmt.Errorf("update alert: %w", err)
 	}
 	// Rows matched, on MySQL too (clientFoundRows).
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Alerts.Update, p.Message, NullBytes(p.Values), o.DB.Time(AlertTime(p.Now)), p.ID)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.Update, p.Message, NullBytes(p.Values), o.c.DB.Time(AlertTime(p.Now)), p.ID)
 	if err != nil {
 		return false, fmt.Errorf("update alert %d: %w", p.ID, err)
 	}
@@ -227,7 +227,7 @@ func (o *Ops[Q]) ResolveAlert(ctx context.Context, p driver.ResolveAlertParams) 
 	if err := p.Validate(); err != nil {
 		return nil, false, fmt.Errorf("resolve alert: %w", err)
 	}
-	s, db := o.SQL.Alerts, o.DB
+	s, db := o.c.SQL.Alerts, o.c.DB
 	var (
 		as       []driver.AlertRow
 		resolved bool
@@ -253,7 +253,7 @@ func (o *Ops[Q]) ResolveAlert(ctx context.Context, p driver.ResolveAlertParams) 
 
 // GetAlert implements driver.Driver.
 func (o *Ops[Q]) GetAlert(ctx context.Context, id int64) (*driver.AlertRow, error) {
-	as, err := o.readAlerts(ctx, o.SQL.Alerts.Get, id)
+	as, err := o.readAlerts(ctx, o.c.SQL.Alerts.Get, id)
 	if err == nil && len(as) == 0 {
 		err = driver.ErrNotFound
 	}
@@ -268,7 +268,7 @@ func (o *Ops[Q]) ListAlerts(ctx context.Context, f driver.AlertFilter) ([]driver
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("list alerts: %w", err)
 	}
-	query, args := AlertListQuery(o.SQL.Alerts.List, f, o.DB.Mark, o.DB.Time)
+	query, args := AlertListQuery(o.c.SQL.Alerts.List, f, o.c.DB.Mark, o.c.DB.Time)
 	as, err := o.readAlerts(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list alerts: %w", err)
@@ -282,13 +282,13 @@ func (o *Ops[Q]) RecordDelivery(ctx context.Context, p driver.DeliveryParams) er
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("record delivery: %w", err)
 	}
-	args := []any{p.Event, p.Notifier, DeliveredAt(p, o.DB.Time), p.Error, o.DB.Time(AlertTime(p.Now))}
-	if o.SQL.Alerts.DeliveryIDLast {
+	args := []any{p.Event, p.Notifier, DeliveredAt(p, o.c.DB.Time), p.Error, o.c.DB.Time(AlertTime(p.Now))}
+	if o.c.SQL.Alerts.DeliveryIDLast {
 		args = append(args, p.AlertID)
 	} else {
 		args = append([]any{p.AlertID}, args...)
 	}
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Alerts.RecordDelivery, args...)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.RecordDelivery, args...)
 	if err == nil && n == 0 {
 		err = driver.ErrNotFound
 	}
@@ -300,7 +300,7 @@ func (o *Ops[Q]) RecordDelivery(ctx context.Context, p driver.DeliveryParams) er
 
 // GetMeta implements driver.Driver.
 func (o *Ops[Q]) GetMeta(ctx context.Context, name string) ([]byte, error) {
-	v, err := One(o.DB.pool().Rows(ctx, o.SQL.Alerts.GetMeta, name), func(scan Scan) (*[]byte, error) {
+	v, err := One(o.c.DB.pool().Rows(ctx, o.c.SQL.Alerts.GetMeta, name), func(scan Scan) (*[]byte, error) {
 		var v []byte
 		return &v, scan(&v)
 	})
@@ -320,9 +320,9 @@ func (o *Ops[Q]) PutMeta(ctx context.Context, name string, value []byte, now tim
 	}
 	var err error
 	if value == nil {
-		_, err = o.DB.exec(ctx, o.DB.Do, o.SQL.Alerts.DeleteMeta, name)
+		_, err = o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.DeleteMeta, name)
 	} else {
-		_, err = o.DB.exec(ctx, o.DB.Do, o.SQL.Alerts.PutMeta, name, value, o.DB.Time(AlertTime(now)))
+		_, err = o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.PutMeta, name, value, o.c.DB.Time(AlertTime(now)))
 	}
 	if err != nil {
 		return fmt.Errorf("put meta %q: %w", name, err)
@@ -341,7 +341,7 @@ func (o *Ops[Q]) FireAlert(ctx context.Context, p driver.FireAlertParams) (*driv
 	if err := p.Validate(); err != nil {
 		return nil, false, fmt.Errorf("fire alert: %w", err)
 	}
-	s, db := o.SQL.Alerts, o.DB
+	s, db := o.c.SQL.Alerts, o.c.DB
 	key := OpenKey(p.Rule, p.Subject)
 	args := []any{p.Rule, p.Subject, key, p.Message, p.Hint, NullBytes(p.Values), db.Time(AlertTime(p.Now))}
 	var (

@@ -53,9 +53,9 @@ func (o *Ops[Q]) Archive(ctx context.Context, p driver.ArchiveParams) (driver.Ar
 		return driver.ArchiveResult{}, fmt.Errorf("archive tasks: %w", err)
 	}
 	var res driver.ArchiveResult
-	err := o.DB.Write(ctx, func(q Q) error {
+	err := o.c.DB.Write(ctx, func(q Q) error {
 		res = driver.ArchiveResult{}
-		return o.SQL.Archive.Move(ctx, q, p, &res)
+		return o.c.SQL.Archive.Move(ctx, q, p, &res)
 	})
 	if err != nil {
 		return driver.ArchiveResult{}, fmt.Errorf("archive tasks: %w", err)
@@ -68,7 +68,7 @@ func (o *Ops[Q]) PurgeArchive(ctx context.Context, before time.Time, limit int) 
 	if err := driver.ValidatePurgeArchive(before, limit); err != nil {
 		return 0, fmt.Errorf("purge archive: %w", err)
 	}
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Archive.Purge, o.DB.Time(before), limit)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Archive.Purge, o.c.DB.Time(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("purge archive: %w", err)
 	}

@@ -38,13 +38,13 @@ func (o *Ops[Q]) RecordBacklog(ctx context.Context, s driver.BacklogSample) erro
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	err := o.DB.Do(ctx, func(q Q) error {
-		c := o.DB.Conn(q)
-		if _, err := c.Exec(ctx, o.SQL.Backlog.Record, s.Minute, s.Pending); err != nil {
+	err := o.c.DB.Do(ctx, func(q Q) error {
+		c := o.c.DB.Conn(q)
+		if _, err := c.Exec(ctx, o.c.SQL.Backlog.Record, s.Minute, s.Pending); err != nil {
 			return err
 		}
 		if s.DropBefore > 0 {
-			_, err := c.Exec(ctx, o.SQL.Backlog.Drop, s.DropBefore)
+			_, err := c.Exec(ctx, o.c.SQL.Backlog.Drop, s.DropBefore)
 			return err
 		}
 		return nil
@@ -57,7 +57,7 @@ func (o *Ops[Q]) RecordBacklog(ctx context.Context, s driver.BacklogSample) erro
 
 // BacklogPeaks implements driver.BacklogStore.
 func (o *Ops[Q]) BacklogPeaks(ctx context.Context, since int64) ([]driver.BacklogPeak, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Backlog.Peaks, since), ScanBacklogPeak)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Backlog.Peaks, since), ScanBacklogPeak)
 	if err != nil {
 		return nil, fmt.Errorf("read backlog peaks: %w", err)
 	}
@@ -68,7 +68,7 @@ func (o *Ops[Q]) BacklogPeaks(ctx context.Context, since int64) ([]driver.Backlo
 func (o *Ops[Q]) FirstMinute(ctx context.Context) (int64, bool, error) {
 	var m int64
 	var ok bool
-	err := o.DB.pool().Rows(ctx, o.SQL.Backlog.FirstMinute)(func(scan Scan) error {
+	err := o.c.DB.pool().Rows(ctx, o.c.SQL.Backlog.FirstMinute)(func(scan Scan) error {
 		var err error
 		m, ok, err = FirstMinute(scan)
 		return err

@@ -80,7 +80,7 @@ func (o *Ops[Q]) SetBrakeConfig(ctx context.Context, p driver.BrakeConfigParams)
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	s, db := o.SQL.Brakes, o.DB
+	s, db := o.c.SQL.Brakes, o.c.DB
 	err := db.Write(ctx, func(q Q) error {
 		c := db.Conn(q)
 		if _, err := c.Exec(ctx, s.Ensure, p.Type, db.Time(p.Now)); err != nil {
@@ -97,7 +97,7 @@ func (o *Ops[Q]) SetBrakeConfig(ctx context.Context, p driver.BrakeConfigParams)
 
 // ListBrakes implements driver.Braker.
 func (o *Ops[Q]) ListBrakes(ctx context.Context) ([]driver.BrakeRow, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Brakes.List), o.SQL.Brakes.Scan)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Brakes.List), o.c.SQL.Brakes.Scan)
 	if err != nil {
 		return nil, fmt.Errorf("list brakes: %w", err)
 	}
@@ -109,7 +109,7 @@ func (o *Ops[Q]) ChangeBrake(ctx context.Context, ch driver.BrakeChange) (bool, 
 	if err := ch.Validate(); err != nil {
 		return false, err
 	}
-	s, db := o.SQL.Brakes, o.DB
+	s, db := o.c.SQL.Brakes, o.c.DB
 	var applied bool
 	err := db.Write(ctx, func(q Q) error {
 		c := db.Conn(q)

@@ -101,7 +101,7 @@ func (o *Ops[Q]) BeginRequest(ctx context.Context, p driver.BeginRequestParams) 
 	if err := p.Validate(); err != nil {
 		return 0, nil, err
 	}
-	s, db := o.SQL.Requests, o.DB
+	s, db := o.c.SQL.Requests, o.c.DB
 	now, expires, locked := db.Time(p.Now.UTC()), db.Time(p.Now.UTC().Add(p.TTL)), db.Time(p.Now.UTC().Add(p.Lock))
 	affected := func(query string, args ...any) (bool, error) {
 		n, err := db.exec(ctx, db.Do, query, args...)
@@ -130,7 +130,7 @@ func (o *Ops[Q]) FinishRequest(ctx context.Context, p driver.FinishRequestParams
 	if body == nil {
 		body = []byte{}
 	}
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Requests.Finish, p.Response.Status, string(p.Response.Headers), body,
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Requests.Finish, p.Response.Status, string(p.Response.Headers), body,
 		p.Scope, p.Key, p.Owner)
 	if err != nil {
 		return false, fmt.Errorf("finish request %s %q: %w", p.Scope, p.Key, err)
@@ -140,7 +140,7 @@ func (o *Ops[Q]) FinishRequest(ctx context.Context, p driver.FinishRequestParams
 
 // ReleaseRequest implements driver.IdempotencyStore.
 func (o *Ops[Q]) ReleaseRequest(ctx context.Context, scope, key, owner string) (bool, error) {
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Requests.Release, scope, key, owner)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Requests.Release, scope, key, owner)
 	if err != nil {
 		return false, fmt.Errorf("release request %s %q: %w", scope, key, err)
 	}
@@ -149,7 +149,7 @@ func (o *Ops[Q]) ReleaseRequest(ctx context.Context, scope, key, owner string) (
 
 // PurgeRequests implements driver.IdempotencyStore.
 func (o *Ops[Q]) PurgeRequests(ctx context.Context, before time.Time) (int64, error) {
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Requests.Purge, o.DB.Time(before.UTC()))
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Requests.Purge, o.c.DB.Time(before.UTC()))
 	if err != nil {
 		return 0, fmt.Errorf("purge idempotent requests: %w", err)
 	}

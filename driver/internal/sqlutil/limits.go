@@ -101,10 +101,10 @@ func (o *Ops[Q]) ClaimLimited(ctx context.Context, p driver.LimitedClaimParams) 
 	if !ok {
 		return driver.LimitedClaim{}, nil // no type to claim
 	}
-	s := o.SQL.Limits
+	s := o.c.SQL.Limits
 	var res driver.LimitedClaim
-	err := o.DB.Write(ctx, func(q Q) error {
-		c := o.DB.Conn(q)
+	err := o.c.DB.Write(ctx, func(q Q) error {
+		c := o.c.DB.Conn(q)
 		var err error
 		res, err = ClaimLimited(p, LimitedSteps{
 			Lock: func(l driver.Limit) (driver.LimitState, bool, error) {
@@ -128,7 +128,7 @@ func (o *Ops[Q]) ClaimLimited(ctx context.Context, p driver.LimitedClaimParams) 
 			Claim: func(n int) ([]driver.TaskRow, error) {
 				cp := p.ClaimParams
 				cp.Limit = n
-				return o.ClaimIn(ctx, q, cp, include, exclude)
+				return o.c.ClaimIn(ctx, q, cp, include, exclude)
 			},
 			Spend: func(l driver.Limit, tokens float64, at int64) error {
 				args := []any{string(l.Kind), l.Name, tokens, at}

@@ -47,7 +47,7 @@ func Migrate(ctx context.Context, fsys fs.FS, dir string, m Applier) ([]driver.M
 // Migrate implements driver.Driver: it applies every embedded migration
 // not yet applied, as the driver's Migrations does.
 func (o *Ops[Q]) Migrate(ctx context.Context) error {
-	_, err := o.ApplyMigrations(ctx)
+	_, err := o.c.ApplyMigrations(ctx)
 	return err
 }
 

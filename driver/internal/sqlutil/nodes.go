@@ -34,8 +34,8 @@ func (o *Ops[Q]) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
-	s := o.SQL.Nodes
-	if _, err := o.DB.exec(ctx, o.DB.Do, s.Register, s.RegisterArgs(p, queues, workers)...); err != nil {
+	s := o.c.SQL.Nodes
+	if _, err := o.c.DB.exec(ctx, o.c.DB.Do, s.Register, s.RegisterArgs(p, queues, workers)...); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
 	return nil
@@ -43,7 +43,7 @@ func (o *Ops[Q]) RegisterNode(ctx context.Context, p driver.NodeParams) error {
 
 // ListNodes implements driver.Driver.
 func (o *Ops[Q]) ListNodes(ctx context.Context) ([]driver.NodeRow, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Nodes.List), o.SQL.Nodes.Scan)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Nodes.List), o.c.SQL.Nodes.Scan)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -52,7 +52,7 @@ func (o *Ops[Q]) ListNodes(ctx context.Context) ([]driver.NodeRow, error) {
 
 // RemoveNode implements driver.Driver.
 func (o *Ops[Q]) RemoveNode(ctx context.Context, name string) error {
-	if _, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Nodes.Remove, name); err != nil {
+	if _, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Nodes.Remove, name); err != nil {
 		return fmt.Errorf("remove node: %w", err)
 	}
 	return nil
@@ -61,10 +61,10 @@ func (o *Ops[Q]) RemoveNode(ctx context.Context, name string) error {
 // PruneNodes implements driver.Driver: the nodes whose heartbeat is older
 // than p.OlderThan go, with their source reports.
 func (o *Ops[Q]) PruneNodes(ctx context.Context, p driver.PruneNodesParams) (int64, error) {
-	s := o.SQL.Nodes
+	s := o.c.SQL.Nodes
 	var n int64
-	err := o.DB.Do(ctx, func(q Q) error {
-		c := o.DB.Conn(q)
+	err := o.c.DB.Do(ctx, func(q Q) error {
+		c := o.c.DB.Conn(q)
 		nodes, sources := s.PruneArgs(p)
 		var err error
 		if s.PruneCounts {

@@ -7,9 +7,17 @@ import (
 )
 
 // Ops are the driver.Driver methods whose logic the SQL drivers share: a
-// driver embeds them with its DB and its statements, and defines for
-// itself each method its database does differently.
-type Ops[Q any] struct {
+// driver embeds them (NewOps, with its OpsConfig) and defines for itself
+// each method its database does differently. Its fields stay unexported,
+// so that nothing of the wiring shows on a driver's exported API.
+type Ops[Q any] struct{ c OpsConfig[Q] }
+
+// NewOps returns the shared methods run with c.
+func NewOps[Q any](c OpsConfig[Q]) Ops[Q] { return Ops[Q]{c: c} }
+
+// OpsConfig is what a driver hands Ops: its handles, its statements and
+// its parts of the hot path.
+type OpsConfig[Q any] struct {
 	DB  DB[Q]
 	SQL Statements[Q]
 	// InsertIn inserts tasks in the transaction q; after (nil: nothing) is
@@ -51,11 +59,11 @@ type Statements[Q any] struct {
 // it. A deadlock there may have rolled back the caller's whole
 // transaction, so it is returned, not retried.
 func (o *Ops[Q]) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	q, err := o.CallerTx(dtx)
+	q, err := o.c.CallerTx(dtx)
 	if err != nil {
 		return nil, err
 	}
-	return InsertSavepointed(ctx, o.DB.Conn(q), func() ([]driver.InsertResult, error) { return o.InsertCaller(ctx, q, params) })
+	return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) { return o.c.InsertCaller(ctx, q, params) })
 }
 
 // Claim implements driver.Driver: ClaimIn, run by ClaimOn, for p's type
@@ -63,9 +71,9 @@ func (o *Ops[Q]) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 func (o *Ops[Q]) Claim(ctx context.Context, p driver.ClaimParams) ([]driver.TaskRow, error) {
 	return ClaimSorted(p, func(include, exclude []string) ([]driver.TaskRow, error) {
 		var out []driver.TaskRow
-		err := o.ClaimOn(ctx, func(q Q) error {
+		err := o.c.ClaimOn(ctx, func(q Q) error {
 			var err error
-			out, err = o.ClaimIn(ctx, q, p, include, exclude)
+			out, err = o.c.ClaimIn(ctx, q, p, include, exclude)
 			return err
 		})
 		return out, err

@@ -1,6 +1,6 @@
 // Package sqlutil holds what keel's SQL drivers share: the driver.Driver
 // methods whose logic is the same on every database (Ops, which each
-// driver embeds with its DB and Statements), the skeletons of the hot-path
+// driver embeds, built with NewOps from its OpsConfig), the skeletons of the hot-path
 // methods, reading task, setting, node and count rows, the List filter,
 // the bulk-operation arguments, the idempotency-key holder check, the
 // insert savepoint and the migration loop. Each driver keeps its own SQL

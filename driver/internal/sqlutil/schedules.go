@@ -49,7 +49,7 @@ func (o *Ops[Q]) UpsertSchedules(ctx context.Context, params []driver.SchedulePa
 	if err != nil {
 		return fmt.Errorf("store schedules: %w", err)
 	}
-	s, db := o.SQL.Schedules, o.DB
+	s, db := o.c.SQL.Schedules, o.c.DB
 	err = db.Commit(ctx, func(q Q) error {
 		for _, p := range sorted {
 			now := db.Time(AlertTime(p.Now))
@@ -72,7 +72,7 @@ func (o *Ops[Q]) UpsertSchedules(ctx context.Context, params []driver.SchedulePa
 
 // ListSchedules implements driver.Driver.
 func (o *Ops[Q]) ListSchedules(ctx context.Context) ([]driver.ScheduleRow, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Schedules.List), o.SQL.Schedules.Scan)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Schedules.List), o.c.SQL.Schedules.Scan)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -81,7 +81,7 @@ func (o *Ops[Q]) ListSchedules(ctx context.Context) ([]driver.ScheduleRow, error
 
 // GetSchedule implements driver.Driver.
 func (o *Ops[Q]) GetSchedule(ctx context.Context, name string) (*driver.ScheduleRow, error) {
-	row, err := One(o.DB.pool().Rows(ctx, o.SQL.Schedules.Get, name), o.SQL.Schedules.Scan)
+	row, err := One(o.c.DB.pool().Rows(ctx, o.c.SQL.Schedules.Get, name), o.c.SQL.Schedules.Scan)
 	if err == nil && row == nil {
 		err = driver.ErrNotFound
 	}
@@ -93,7 +93,7 @@ func (o *Ops[Q]) GetSchedule(ctx context.Context, name string) (*driver.Schedule
 
 // PauseSchedule implements driver.Driver.
 func (o *Ops[Q]) PauseSchedule(ctx context.Context, p driver.PauseScheduleParams) (*driver.ScheduleRow, error) {
-	s, db := o.SQL.Schedules, o.DB
+	s, db := o.c.SQL.Schedules, o.c.DB
 	var row *driver.ScheduleRow
 	err := db.Commit(ctx, func(q Q) error {
 		c := db.Conn(q)
@@ -121,7 +121,7 @@ func (o *Ops[Q]) PauseSchedule(ctx context.Context, p driver.PauseScheduleParams
 
 // DeleteSchedule implements driver.Driver.
 func (o *Ops[Q]) DeleteSchedule(ctx context.Context, name string) error {
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Schedules.Delete, name)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Schedules.Delete, name)
 	if err == nil && n == 0 {
 		err = driver.ErrNotFound
 	}
@@ -142,10 +142,10 @@ func (o *Ops[Q]) EnqueueTick(ctx context.Context, p driver.TickParams) (*driver.
 		advanced bool
 		after    func()
 	)
-	db := o.DB
+	db := o.c.DB
 	err := db.Commit(ctx, func(q Q) error {
 		res, advanced, after = nil, false, nil
-		n, err := db.Conn(q).Exec(ctx, o.SQL.Schedules.Advance, driver.ScheduleTime(p.Tick), db.Time(AlertTime(p.Now)),
+		n, err := db.Conn(q).Exec(ctx, o.c.SQL.Schedules.Advance, driver.ScheduleTime(p.Tick), db.Time(AlertTime(p.Now)),
 			p.Name, driver.ScheduleTime(p.Prev))
 		if err != nil || n == 0 {
 			return err
@@ -154,7 +154,7 @@ func (o *Ops[Q]) EnqueueTick(ctx context.Context, p driver.TickParams) (*driver.
 		if p.Task == nil {
 			return nil
 		}
-		out, then, err := o.InsertIn(ctx, q, []driver.InsertParams{*p.Task})
+		out, then, err := o.c.InsertIn(ctx, q, []driver.InsertParams{*p.Task})
 		if err != nil {
 			return err
 		}

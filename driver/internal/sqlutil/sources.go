@@ -265,9 +265,9 @@ func (o *Ops[Q]) InsertRejected(ctx context.Context, params []driver.RejectedPar
 		return nil, fmt.Errorf("insert rejected: %w", err)
 	}
 	var out []driver.RejectedResult
-	err := o.DB.Commit(ctx, func(q Q) error {
+	err := o.c.DB.Commit(ctx, func(q Q) error {
 		var err error
-		out, err = o.SQL.Sources.InsertRejected(ctx, q, params)
+		out, err = o.c.SQL.Sources.InsertRejected(ctx, q, params)
 		return err
 	})
 	if err != nil {
@@ -281,12 +281,12 @@ func (o *Ops[Q]) ListRejected(ctx context.Context, f driver.RejectedFilter) ([]d
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	s := o.SQL.Sources
+	s := o.c.SQL.Sources
 	args := RejectedFilterArgs(f)
 	if s.FilterArgs != nil {
 		args = s.FilterArgs(f)
 	}
-	out, err := Collect(o.DB.pool().Rows(ctx, s.ListRejected, args...), s.ScanRejected)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, s.ListRejected, args...), s.ScanRejected)
 	if err != nil {
 		return nil, fmt.Errorf("list rejected: %w", err)
 	}
@@ -295,7 +295,7 @@ func (o *Ops[Q]) ListRejected(ctx context.Context, f driver.RejectedFilter) ([]d
 
 // GetRejected implements driver.SourceStore.
 func (o *Ops[Q]) GetRejected(ctx context.Context, id int64) (*driver.RejectedRow, error) {
-	row, err := One(o.DB.pool().Rows(ctx, o.SQL.Sources.GetRejected, id), o.SQL.Sources.ScanRejected)
+	row, err := One(o.c.DB.pool().Rows(ctx, o.c.SQL.Sources.GetRejected, id), o.c.SQL.Sources.ScanRejected)
 	if err == nil && row == nil {
 		err = driver.ErrNotFound
 	}
@@ -312,14 +312,14 @@ func (o *Ops[Q]) ResolveRejected(ctx context.Context, id, taskID int64, now time
 	if err := ValidateResolve(taskID, now); err != nil {
 		return false, fmt.Errorf("resolve rejected %d: %w", id, err)
 	}
-	s := o.SQL.Sources
+	s := o.c.SQL.Sources
 	applied, err := ResolveRejected(func() (int64, error) {
-		return o.DB.exec(ctx, o.DB.Do, s.Resolve, o.DB.Time(AlertTime(now)), taskID, id)
+		return o.c.DB.exec(ctx, o.c.DB.Do, s.Resolve, o.c.DB.Time(AlertTime(now)), taskID, id)
 	}, func() (bool, error) {
 		if s.ExistsBool {
-			return scanOne[bool](o.DB.pool().Rows(ctx, s.Exists, id))
+			return scanOne[bool](o.c.DB.pool().Rows(ctx, s.Exists, id))
 		}
-		n, err := scanOne[int](o.DB.pool().Rows(ctx, s.Exists, id))
+		n, err := scanOne[int](o.c.DB.pool().Rows(ctx, s.Exists, id))
 		return n > 0, err
 	})
 	if err != nil {
@@ -330,7 +330,7 @@ func (o *Ops[Q]) ResolveRejected(ctx context.Context, id, taskID int64, now time
 
 // DeleteRejected implements driver.SourceStore.
 func (o *Ops[Q]) DeleteRejected(ctx context.Context, id int64) error {
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Sources.DeleteRejected, id)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Sources.DeleteRejected, id)
 	if err == nil && n == 0 {
 		err = driver.ErrNotFound
 	}
@@ -345,7 +345,7 @@ func (o *Ops[Q]) ReportSource(ctx context.Context, r driver.SourceReport) error 
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	if _, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Sources.Report, ReportArgs(r, o.DB.Time)...); err != nil {
+	if _, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Sources.Report, ReportArgs(r, o.c.DB.Time)...); err != nil {
 		return fmt.Errorf("report source %s on %s: %w", r.Source, r.Node, err)
 	}
 	return nil
@@ -353,7 +353,7 @@ func (o *Ops[Q]) ReportSource(ctx context.Context, r driver.SourceReport) error 
 
 // ListSources implements driver.SourceStore.
 func (o *Ops[Q]) ListSources(ctx context.Context) ([]driver.SourceRow, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Sources.ListSources), o.SQL.Sources.ScanSource)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Sources.ListSources), o.c.SQL.Sources.ScanSource)
 	if err != nil {
 		return nil, fmt.Errorf("list sources: %w", err)
 	}

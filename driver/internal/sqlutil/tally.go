@@ -316,7 +316,7 @@ type CounterSQL struct{ Counts, Minutes string }
 
 // Counts implements driver.Driver.
 func (o *Ops[Q]) Counts(ctx context.Context) ([]driver.CountRow, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Counters.Counts), ScanCountRow)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Counters.Counts), ScanCountRow)
 	if err != nil {
 		return nil, fmt.Errorf("read live counters: %w", err)
 	}
@@ -325,7 +325,7 @@ func (o *Ops[Q]) Counts(ctx context.Context) ([]driver.CountRow, error) {
 
 // Minutes implements driver.Driver.
 func (o *Ops[Q]) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
-	out, err := Collect(o.DB.pool().Rows(ctx, o.SQL.Counters.Minutes, driver.DueMinute(since)), ScanMinuteRow)
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Counters.Minutes, driver.DueMinute(since)), ScanMinuteRow)
 	if err != nil {
 		return nil, fmt.Errorf("read task history: %w", err)
 	}

@@ -273,7 +273,7 @@ type TaskSQL struct {
 
 // GetByKey implements driver.Driver.
 func (o *Ops[Q]) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
-	row, err := One(o.DB.Conn(o.DB.Lookup).Rows(ctx, o.SQL.Tasks.ByKey, key), o.SQL.Tasks.Scan)
+	row, err := One(o.c.DB.Conn(o.c.DB.Lookup).Rows(ctx, o.c.SQL.Tasks.ByKey, key), o.c.SQL.Tasks.Scan)
 	if err != nil {
 		return nil, fmt.Errorf("get task by idempotency key: %w", err)
 	}
@@ -285,8 +285,8 @@ func (o *Ops[Q]) GetByKey(ctx context.Context, key string) (*driver.TaskRow, err
 
 // List implements driver.Driver.
 func (o *Ops[Q]) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
-	query, args := o.SQL.Tasks.ListQuery(p)
-	out, err := Collect(o.DB.Conn(o.DB.Lookup).Rows(ctx, query, args...), o.SQL.Tasks.Scan)
+	query, args := o.c.SQL.Tasks.ListQuery(p)
+	out, err := Collect(o.c.DB.Conn(o.c.DB.Lookup).Rows(ctx, query, args...), o.c.SQL.Tasks.Scan)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -295,7 +295,7 @@ func (o *Ops[Q]) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, e
 
 // Resign implements driver.Driver.
 func (o *Ops[Q]) Resign(ctx context.Context, name, owner string) error {
-	if _, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Tasks.Resign, name, owner); err != nil {
+	if _, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Tasks.Resign, name, owner); err != nil {
 		return fmt.Errorf("resign leadership: %w", err)
 	}
 	return nil
@@ -308,7 +308,7 @@ func (o *Ops[Q]) SaveStep(ctx context.Context, p driver.StepParams) (bool, error
 		return false, fmt.Errorf("save step: %w", err)
 	}
 	// Rows matched, on MySQL too (clientFoundRows).
-	n, err := o.DB.exec(ctx, o.DB.Do, o.SQL.Tasks.Step, o.SQL.Tasks.StepArgs(p)...)
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Tasks.Step, o.c.SQL.Tasks.StepArgs(p)...)
 	if err != nil {
 		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
 	}
