@@ -1,10 +1,3 @@
-// Package driver defines the storage contract between keel's engine and a
-// database, and the row types both sides share.
-//
-// A driver is a list of queries: one method per operation, a params struct
-// per method, ctx first. Differences between databases stay inside the
-// driver; the engine never switches on a dialect. Every driver must pass the
-// conformance suite in driver/drivertest against a real database.
 package driver
 
 import (

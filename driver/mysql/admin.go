@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,34 +13,13 @@ import (
 // Operator queries: ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountAhead implements driver.Driver. Readiness is judged by the database
-// clock unless Options.CallerClock is set, like claims.
-func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	var n int64
-	from := sqlutil.NullTime(p.From)
-	err := d.db.QueryRowContext(ctx, sqlCountAhead.text, sqlCountAhead.args(d.now(p.Now),
-		p.Queue, p.Priority, from, from, p.RunAt, p.RunAt, p.ID, p.Limit)...).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
-	}
-	return n, nil
-}
-
-// retryMatchingAttempts bounds how often RetryMatching runs again after a
-// concurrent insert took an idempotency key the batch was requeueing.
-const retryMatchingAttempts = 3
-
 // RetryMatching implements driver.Driver: in one transaction, lock the
 // first matching tasks whose idempotency key no other task holds, keep the
 // first of those sharing a key, and requeue them like Retry.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	var n int64
-	var err error
-	for range retryMatchingAttempts {
-		err = d.inTx(ctx, func(tx *sql.Tx) error {
+	return sqlutil.Bulk("retry", p, sqlutil.RetryMatchingAttempts, isDuplicate, func() (int64, error) {
+		var n int64
+		err := d.inTx(ctx, func(tx *sql.Tx) error {
 			n = 0
 			pick := sqlRetryMatchingPick
 			args := matchArgs(p)
@@ -92,85 +70,47 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 			}
 			return count(ctx, tx, &tally)
 		})
-		if !isDuplicate(err) {
-			break
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	return n, nil
+		return n, err
+	})
 }
 
 // PurgeMatching implements driver.Driver: lock the first matching tasks,
 // then delete them, in one transaction.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	var n int64
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		n = 0
-		var ids []int64
-		var tally sqlutil.Tally
-		pick, args := sqlPurgeMatchingPick, matchArgs(p)
-		if len(p.IDs) > 0 {
-			pick = sqlPurgeMatchingPickIDs.with("{ids}", "?", len(p.IDs), 1)
-			args = append(idArgs(p.IDs), args...)
-		}
-		err := sqlutil.Query(ctx, tx, pick.text, pick.args(nil, args...)...)(func(scan sqlutil.Scan) error {
-			var id int64
-			o := sqlutil.RowState{State: p.State}
-			if err := scan(&id, &o.Queue, &o.Type); err != nil {
+	return sqlutil.Bulk("purge", p, 1, nil, func() (int64, error) {
+		var n int64
+		err := d.inTx(ctx, func(tx *sql.Tx) error {
+			n = 0
+			var ids []int64
+			var tally sqlutil.Tally
+			pick, args := sqlPurgeMatchingPick, matchArgs(p)
+			if len(p.IDs) > 0 {
+				pick = sqlPurgeMatchingPickIDs.with("{ids}", "?", len(p.IDs), 1)
+				args = append(idArgs(p.IDs), args...)
+			}
+			err := sqlutil.Query(ctx, tx, pick.text, pick.args(nil, args...)...)(func(scan sqlutil.Scan) error {
+				var id int64
+				o := sqlutil.RowState{State: p.State}
+				if err := scan(&id, &o.Queue, &o.Type); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+				tally.Delete(o)
+				return nil
+			})
+			if err != nil || len(ids) == 0 {
 				return err
 			}
-			ids = append(ids, id)
-			tally.Delete(o)
-			return nil
+			// The rows are locked: every one is deleted.
+			del := sqlPurgeMatchingDelete.with("{ids}", "?", len(ids), 1)
+			if _, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...); err != nil {
+				return err
+			}
+			n = int64(len(ids))
+			return count(ctx, tx, &tally)
 		})
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		// The rows are locked: every one is deleted.
-		del := sqlPurgeMatchingDelete.with("{ids}", "?", len(ids), 1)
-		if _, err := tx.ExecContext(ctx, del.text, del.args(nil, idArgs(ids)...)...); err != nil {
-			return err
-		}
-		n = int64(len(ids))
-		return count(ctx, tx, &tally)
+		return n, err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	return n, nil
-}
-
-// RecentFinished implements driver.Driver.
-func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	since := p.Since.UTC()
-	if p.Since.IsZero() {
-		since = time.Unix(0, 0).UTC()
-	}
-	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
-	err := sqlutil.Query(ctx, d.db, sqlRecentFinished, since, p.Limit, since, p.Limit, p.Limit)(func(scan sqlutil.Scan) error {
-		var s driver.FinishedSample
-		var state string
-		var attempted sql.NullTime
-		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &s.CreatedAt, &s.RunAt, &attempted, &s.FinishedAt); err != nil {
-			return err
-		}
-		s.State, s.AttemptedAt = driver.State(state), optTime(attempted)
-		s.CreatedAt, s.RunAt, s.FinishedAt = s.CreatedAt.UTC(), s.RunAt.UTC(), s.FinishedAt.UTC()
-		out = append(out, s)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	return out, nil
 }
 
 // matchArgs are the arguments of matchWhere, in order (each optional
@@ -194,7 +134,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 			return err
 		}
 		var err error
-		s, err = scanSetting(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name).Scan)
+		s, err = sqlutil.ScanSettingUTC(tx.QueryRowContext(ctx, sqlGetSetting, string(p.Kind), p.Name).Scan)
 		return err
 	})
 	if err != nil {
@@ -203,53 +143,34 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	return s, nil
 }
 
-// ListSettings implements driver.Driver.
-func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlListSettings), scanSetting)
-	if err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
-	return out, nil
-}
-
-// DeclareTypes implements driver.Driver: one upsert per type, in name
-// order, in one transaction. updated_at is the database clock unless
+// adminSQL are the settings, types and recent-task statements of
+// sqlutil.Ops. A type's updated_at is the database clock unless
 // Options.CallerClock is set.
-func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	types := sqlutil.SortedTypes(p)
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		for _, t := range types {
-			if _, err := tx.ExecContext(ctx, sqlDeclareType.text, sqlDeclareType.args(d.now(p.Now), sqlutil.TypeArgs(t)...)...); err != nil {
-				return fmt.Errorf("%s: %w", t.Name, err)
+func (d *Driver) adminSQL() sqlutil.AdminSQL {
+	return sqlutil.AdminSQL{ListSettings: sqlListSettings, ListTypes: sqlListTypes.text, Recent: sqlRecentFinished,
+		ScanSetting: sqlutil.ScanSettingUTC, ScanTypeDefaults: sqlutil.ScanTypeDefaultsUTC, Ahead: sqlCountAhead.text,
+		// Readiness is judged by the database clock unless
+		// Options.CallerClock is set, like claims.
+		AheadArgs: func(p driver.AheadParams) []any {
+			from := sqlutil.NullTime(p.From)
+			return sqlCountAhead.args(d.now(p.Now), p.Queue, p.Priority, from, from, p.RunAt, p.RunAt, p.ID, p.Limit)
+		},
+		DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
+			return sqlDeclareType.text, sqlDeclareType.args(d.now(now), sqlutil.TypeArgs(t)...)
+		},
+		TypesNamed: func(names []string) (string, []any) {
+			q := sqlListTypesNamed.with("{names}", "?", len(names), 1)
+			return q.text, q.args(nil, appendStrings(nil, names)...)
+		},
+		RecentArgs: func(p driver.RecentParams) []any {
+			since := p.Since.UTC()
+			if p.Since.IsZero() {
+				since = time.Unix(0, 0).UTC()
 			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("declare types: %w", err)
+			return []any{since, p.Limit, since, p.Limit, p.Limit}
+		},
+		ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
+			return sqlutil.ScanFinished(scan, sqlutil.UTC, sqlutil.OptUTC)
+		},
 	}
-	return nil
-}
-
-// ListTypes implements driver.Driver.
-func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
-	rows := sqlutil.Query(ctx, d.db, sqlListTypes.text)
-	if names != nil {
-		if len(names) == 0 {
-			return nil, nil
-		}
-		q := sqlListTypesNamed.with("{names}", "?", len(names), 1)
-		rows = sqlutil.Query(ctx, d.db, q.text, q.args(nil, appendStrings(nil, names)...)...)
-	}
-	out, err := sqlutil.Collect(rows, scanTypeDefaults)
-	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
-		err = errors.Join(cerr, err) // a dial cut short reports only "i/o timeout"
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list types: %w", err)
-	}
-	return out, nil
 }

@@ -60,34 +60,16 @@ func (d *Driver) countedTasks(ctx context.Context, q querier, ts []driver.Transi
 	s := sqlCountedRows.with("{ids}", "?", len(missing), 1)
 	err := sqlutil.Query(ctx, q, s.text, s.args(nil, idArgs(missing)...)...)(func(scan sqlutil.Scan) error {
 		r := &driver.TaskRow{State: driver.StateRunning}
-		var attempted sql.NullTime
+		var attempted *time.Time
 		if err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Attempt, &r.RunAt, &attempted); err != nil {
 			return err
 		}
-		r.RunAt, r.AttemptedAt = r.RunAt.UTC(), optTime(attempted)
+		r.RunAt, r.AttemptedAt = r.RunAt.UTC(), sqlutil.OptUTC(attempted)
 		out[r.ID] = r
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read finishing tasks: %w", err)
-	}
-	return out, nil
-}
-
-// Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.CountRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlCounts), sqlutil.ScanCountRow)
-	if err != nil {
-		return nil, fmt.Errorf("read live counters: %w", err)
-	}
-	return out, nil
-}
-
-// Minutes implements driver.Driver.
-func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.db, sqlMinutes, driver.DueMinute(since)), sqlutil.ScanMinuteRow)
-	if err != nil {
-		return nil, fmt.Errorf("read task history: %w", err)
 	}
 	return out, nil
 }
@@ -160,11 +142,9 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		}
 		// Their sums plus the corrections, into shard 0.
 		fold := sqlutil.CountDiff(append(shards, diff...), nil)
-		if len(fold) > 0 {
-			text := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRowFolded, len(fold)), 1)
-			if _, err := tx.ExecContext(ctx, text, sqlutil.CountArgs(fold)...); err != nil {
-				return err
-			}
+		c := sqlutil.SQL(tx)
+		if err := sqlutil.UpsertCountRows(ctx, c, sqlCountUpsert, countRowFolded, fold); err != nil {
+			return err
 		}
 		now := p.Now
 		if now.IsZero() {
@@ -173,12 +153,7 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		if err := foldMinutes(ctx, tx, driver.DueMinute(now), live); err != nil {
 			return err
 		}
-		if !p.MinutesBefore.IsZero() {
-			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sqlutil.DropMinutes(ctx, c, sqlDropMinutes, p)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile counters: %w", err)

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// The multi-row and keyed inserts behind Insert (tasks.go).
+// Insert: the task inserts, multi-row and keyed (InsertTx is
+// sqlutil.Ops's, on insert). Their SQL is in queries.go.
 
 // maxInsertRows is the most tasks one multi-row INSERT carries (14
 // placeholders each, well under MySQL's 65,535).
@@ -90,7 +92,7 @@ func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertPara
 	var now time.Time
 	err = sqlutil.Query(ctx, q, sqlByKey.text, sqlByKey.args(d.now(p.Now), p.IdemKey)...)(func(scan sqlutil.Scan) error {
 		var err error
-		holder, err = scanTask(func(dest ...any) error { return scan(append(dest, &now)...) })
+		holder, err = sqlutil.ScanTaskUTC(func(dest ...any) error { return scan(append(dest, &now)...) })
 		return err
 	})
 	if err != nil {
@@ -101,4 +103,61 @@ func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertPara
 		tally.Hit(holder.Queue, holder.Type, now.UTC())
 	}
 	return out, err
+}
+
+// Insert implements driver.Driver: all tasks in one transaction.
+func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if out, err = d.insert(ctx, tx, params); err != nil {
+			return err
+		}
+		// A context that ended before the commit writes nothing.
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insert inserts params in the transaction q: tasks without idempotency
+// keys with multi-row INSERTs (they cannot conflict), the others one
+// INSERT each. Results keep the order of params.
+func (d *Driver) insert(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	out := make([]driver.InsertResult, len(params))
+	var tally sqlutil.Tally
+	var plain []int
+	for i, p := range params {
+		if p.IdemKey == "" {
+			plain = append(plain, i)
+		}
+	}
+	keyed := len(params) - len(plain)
+	for len(plain) > 0 {
+		n := min(len(plain), maxInsertRows)
+		rows, err := d.insertMany(ctx, q, params, plain[:n])
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range plain[:n] {
+			out[i] = driver.InsertResult{Task: rows[j]}
+			tally.Insert(sqlutil.StateOf(rows[j]), rows[j].CreatedAt)
+		}
+		plain = plain[n:]
+	}
+	// The keyed tasks in order of key: batches sharing keys lock them in
+	// the same order.
+	for _, i := range sqlutil.InsertOrder(params)[len(params)-keyed:] {
+		res, err := d.insertKeyed(ctx, q, params[i], &tally)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = res
+	}
+	if err := count(ctx, q, &tally); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -20,16 +20,10 @@ var migrationFS embed.FS
 // Migration is one schema version and whether this call applied it.
 type Migration = driver.Migration
 
-// Migrate applies every embedded migration not yet applied. Concurrent
-// migrators serialise on a named lock (GET_LOCK).
-func (d *Driver) Migrate(ctx context.Context) error {
-	_, err := d.Migrations(ctx)
-	return err
-}
-
 // Migrations applies pending migrations and reports every known version.
-// MySQL commits DDL at once, so a migration is applied statement by
-// statement and recorded after its last statement.
+// Migrate applies them alone. Concurrent migrators serialise on a named
+// lock (GET_LOCK). MySQL commits DDL at once, so a migration is applied
+// statement by statement and recorded after its last statement.
 func (d *Driver) Migrations(ctx context.Context) (_ []Migration, err error) {
 	defer func() {
 		if err != nil {
@@ -63,12 +57,7 @@ func (d *Driver) Migrations(ctx context.Context) (_ []Migration, err error) {
 type migrator struct{ conn *sql.Conn }
 
 func (m migrator) AppliedAt(ctx context.Context, version int) (time.Time, bool, error) {
-	var at time.Time
-	err := m.conn.QueryRowContext(ctx, sqlMigrationAt, version).Scan(&at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, false, nil
-	}
-	return at.UTC(), err == nil, err
+	return sqlutil.MigratedAt(sqlutil.Query(ctx, m.conn, sqlMigrationAt, version), sqlutil.UTC)
 }
 
 func (m migrator) Apply(ctx context.Context, mig migrate.Migration) (bool, time.Time, error) {

@@ -28,6 +28,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Options tunes the driver. The zero value is the documented default.
@@ -60,6 +61,9 @@ type Driver struct {
 	opts        Options
 	idStep      int64 // @@auto_increment_increment
 	lockRetries atomic.Int64
+
+	// Ops are the methods shared with the other SQL drivers (shared.go).
+	sqlutil.Ops[querier]
 }
 
 // Open connects to dsn, applies the migrations and returns the driver.
@@ -87,6 +91,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Driver, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	d := &Driver{db: db, opts: opts}
+	d.Ops = sqlutil.NewOps(d.shared())
 	if err := db.QueryRowContext(ctx, `SELECT @@auto_increment_increment`).Scan(&d.idStep); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("mysql: connect: %w", err)
@@ -244,6 +249,29 @@ func ctxErr(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// conn is a Conn whose errors after ctx ended also carry ctx's error (a
+// dial cut short reports only "i/o timeout"), as retry's do.
+type conn struct{ sqlutil.Conn }
+
+func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	n, err := c.Conn.Exec(ctx, query, args...)
+	return n, withCtxErr(ctx, err)
+}
+
+func (c conn) Rows(ctx context.Context, query string, args ...any) sqlutil.Rows {
+	rows := c.Conn.Rows(ctx, query, args...)
+	return func(row func(scan sqlutil.Scan) error) error { return withCtxErr(ctx, rows(row)) }
+}
+
+// withCtxErr joins ctx's error (see ctxErr) to err, unless err is nil or
+// carries it already.
+func withCtxErr(ctx context.Context, err error) error {
+	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return errors.Join(cerr, err)
+	}
+	return err
 }
 
 // inTx runs fn in a READ COMMITTED transaction, retried as a whole after a

@@ -17,38 +17,17 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountAhead implements driver.Driver. Readiness is judged by the database
-// clock unless Options.CallerClock is set, like claims.
-func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	var n int64
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.countAhead,
-		[]any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID, p.From, p.Limit},
-		func(scan func(...any) error) error { return scan(&n) })
-	if err != nil {
-		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
-	}
-	return n, nil
-}
-
-// retryMatchingAttempts bounds how often RetryMatching runs again after a
-// concurrent insert took an idempotency key the batch was requeueing.
-const retryMatchingAttempts = 3
-
 // RetryMatching implements driver.Driver: one statement, and one
 // notification per queue that got ready tasks, in one transaction.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	args, query := append([]any{d.now(now)}, matchArgs(p)...), d.sql.retryMatching
-	if len(p.IDs) > 0 {
-		args, query = append(args, p.IDs), d.sql.retryMatchingIDs
-	}
-	var n int64
 	var queues []string
-	var err error
-	for range retryMatchingAttempts {
-		err = beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+	n, err := sqlutil.Bulk("retry", p, sqlutil.RetryMatchingAttempts, isUniqueViolation, func() (int64, error) {
+		args, query := append([]any{d.now(now)}, matchArgs(p)...), d.sql.retryMatching
+		if len(p.IDs) > 0 {
+			args, query = append(args, p.IDs), d.sql.retryMatchingIDs
+		}
+		var n int64
+		err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			q := pgxQuerier{db: tx}
 			n, queues = 0, nil
 			err := q.query(ctx, query, args, func(scan func(...any) error) error {
@@ -67,13 +46,10 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 			}
 			return d.notifyQueues(ctx, q, queues, true)
 		})
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
-			break
-		}
-	}
+		return n, err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
+		return 0, err
 	}
 	d.wakeLocal(queues)
 	return n, nil
@@ -81,42 +57,13 @@ func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Ti
 
 // PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	args, query := append([]any{nil}, matchArgs(p)...), d.sql.purgeMatching
-	if len(p.IDs) > 0 {
-		args, query = append(args, p.IDs), d.sql.purgeMatchingIDs
-	}
-	n, err := pgxQuerier{db: d.pool}.exec(ctx, query, args)
-	if err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	return n, nil
-}
-
-// RecentFinished implements driver.Driver.
-func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
-	err := pgxQuerier{db: d.pool}.query(ctx, d.sql.recentFinished, []any{p.Since, p.Limit}, func(scan func(...any) error) error {
-		var s driver.FinishedSample
-		var state string
-		var attempted *time.Time
-		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &s.CreatedAt, &s.RunAt, &attempted, &s.FinishedAt); err != nil {
-			return err
+	return sqlutil.Bulk("purge", p, 1, nil, func() (int64, error) {
+		args, query := append([]any{nil}, matchArgs(p)...), d.sql.purgeMatching
+		if len(p.IDs) > 0 {
+			args, query = append(args, p.IDs), d.sql.purgeMatchingIDs
 		}
-		s.State, s.AttemptedAt = driver.State(state), optTime(attempted)
-		s.CreatedAt, s.RunAt, s.FinishedAt = s.CreatedAt.UTC(), s.RunAt.UTC(), s.FinishedAt.UTC()
-		out = append(out, s)
-		return nil
+		return pgxQuerier{db: d.pool}.exec(ctx, query, args)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	return out, nil
 }
 
 // matchArgs are the arguments $2 to $6 of matchWhere and the limit $7.
@@ -134,7 +81,7 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 		p.Rate, p.Burst},
 		func(scan func(...any) error) error {
 			var err error
-			s, err = scanSetting(scan)
+			s, err = sqlutil.ScanSettingUTC(scan)
 			return err
 		})
 	if err == nil && s == nil {
@@ -146,46 +93,31 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	return s, nil
 }
 
-// ListSettings implements driver.Driver.
-func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listSettings), scanSetting)
-	if err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
-	return out, nil
-}
-
-// DeclareTypes implements driver.Driver: one upsert per type, in name
-// order, in one transaction. updated_at is the database clock unless
+// adminSQL are the settings, types and recent-task statements of
+// sqlutil.Ops. A type's updated_at is the database clock unless
 // Options.CallerClock is set.
-func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
-	if err := p.Validate(); err != nil {
-		return err
+func (d *Driver) adminSQL() sqlutil.AdminSQL {
+	return sqlutil.AdminSQL{ListSettings: d.sql.listSettings, ListTypes: d.sql.listTypes, Recent: d.sql.recentFinished,
+		ScanSetting: sqlutil.ScanSettingUTC, ScanTypeDefaults: sqlutil.ScanTypeDefaultsUTC, Ahead: d.sql.countAhead,
+		// Readiness is judged by the database clock unless
+		// Options.CallerClock is set, like claims.
+		AheadArgs: func(p driver.AheadParams) []any {
+			return []any{d.now(p.Now), p.Queue, p.Priority, p.RunAt, p.ID, p.From, p.Limit}
+		},
+		DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
+			return d.sql.declareType, append([]any{d.now(now)}, sqlutil.TypeArgs(t)...)
+		},
+		TypesNamed: func(names []string) (string, []any) { return d.sql.listTypesNamed, []any{names} },
+		RecentArgs: func(p driver.RecentParams) []any { return []any{p.Since, p.Limit} },
+		ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
+			return sqlutil.ScanFinished(scan, sqlutil.UTC, sqlutil.OptUTC)
+		},
 	}
-	types := sqlutil.SortedTypes(p)
-	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		for _, t := range types {
-			if _, err := (pgxQuerier{db: tx}).exec(ctx, d.sql.declareType, append([]any{d.now(p.Now)}, sqlutil.TypeArgs(t)...)); err != nil {
-				return fmt.Errorf("%s: %w", t.Name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("declare types: %w", err)
-	}
-	return nil
 }
 
-// ListTypes implements driver.Driver.
-func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
-	rows := rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listTypes)
-	if names != nil {
-		rows = rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.listTypesNamed, names)
-	}
-	out, err := sqlutil.Collect(rows, scanTypeDefaults)
-	if err != nil {
-		return nil, fmt.Errorf("list types: %w", err)
-	}
-	return out, nil
+// isUniqueViolation reports whether err is a unique violation (23505): a
+// concurrent insert took an idempotency key.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }

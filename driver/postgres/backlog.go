@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
@@ -18,36 +15,7 @@ ON CONFLICT (minute) DO UPDATE SET pending = greatest(keel_backlog.pending, excl
 	sqlFirstMinute  = `SELECT min(minute) FROM {schema}.keel_minutes`
 )
 
-// RecordBacklog implements driver.BacklogStore.
-func (d *Driver) RecordBacklog(ctx context.Context, s driver.BacklogSample) error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	q := pgxQuerier{db: d.pool}
-	if _, err := q.exec(ctx, d.q(sqlRecordBacklog), []any{s.Minute, s.Pending}); err != nil {
-		return fmt.Errorf("record backlog: %w", err)
-	}
-	if s.DropBefore > 0 {
-		if _, err := q.exec(ctx, d.q(sqlDropBacklog), []any{s.DropBefore}); err != nil {
-			return fmt.Errorf("record backlog: drop old minutes: %w", err)
-		}
-	}
-	return nil
-}
-
-// BacklogPeaks implements driver.BacklogStore.
-func (d *Driver) BacklogPeaks(ctx context.Context, since int64) ([]driver.BacklogPeak, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.q(sqlBacklogPeaks), since), sqlutil.ScanBacklogPeak)
-	if err != nil {
-		return nil, fmt.Errorf("read backlog peaks: %w", err)
-	}
-	return out, nil
-}
-
-// FirstMinute implements driver.BacklogStore.
-func (d *Driver) FirstMinute(ctx context.Context) (int64, bool, error) {
-	m, ok, err := sqlutil.FirstMinute(d.pool.QueryRow(ctx, d.q(sqlFirstMinute)).Scan)
-	return m, ok, unavailable(ctx, err)
-}
-
 var _ driver.BacklogStore = (*Driver)(nil)
+
+// backlogSQL are the backlog statements of sqlutil.Ops.
+var backlogSQL = sqlutil.BacklogSQL{Record: sqlRecordBacklog, Drop: sqlDropBacklog, Peaks: sqlBacklogPeaks, FirstMinute: sqlFirstMinute}

@@ -22,20 +22,10 @@ var copyColumns = []string{"id", "queue", "type", "priority", "payload", "state"
 // writes the rows with COPY.
 func (d *Driver) copyInsert(ctx context.Context, tx pgx.Tx, params []driver.InsertParams, which []int) ([]*driver.TaskRow, error) {
 	first := params[which[0]]
-	ids := make([]int64, 0, len(which))
-	var base time.Time
-	err := pgxQuerier{db: tx}.query(ctx, d.sql.reserveIDs, []any{d.now(first.Now), len(which)}, func(scan func(...any) error) error {
-		var id int64
-		if err := scan(&id, &base); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	})
+	ids, base, err := sqlutil.IDsAt(rowsOf(ctx, pgxQuerier{db: tx}, d.sql.reserveIDs, d.now(first.Now), len(which)), len(which))
 	if err != nil {
 		return nil, fmt.Errorf("insert tasks: reserve ids: %w", err)
 	}
-	base = base.UTC()
 	rows := make([]*driver.TaskRow, len(which))
 	values := make([][]any, len(which))
 	for j, i := range which {

@@ -15,25 +15,6 @@ import (
 // on keel_tasks; idempotency hits, which write no task, by countHits.
 // Counts and Minutes read them, Reconcile checks them.
 
-// Counts implements driver.Driver.
-func (d *Driver) Counts(ctx context.Context) ([]driver.CountRow, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.counts), sqlutil.ScanCountRow)
-	if err != nil {
-		return nil, fmt.Errorf("read live counters: %w", err)
-	}
-	return out, nil
-}
-
-// Minutes implements driver.Driver.
-func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
-	out, err := sqlutil.Collect(rowsOf(ctx, pgxQuerier{db: d.pool}, d.sql.minutes, driver.DueMinute(since)),
-		sqlutil.ScanMinuteRow)
-	if err != nil {
-		return nil, fmt.Errorf("read task history: %w", err)
-	}
-	return out, nil
-}
-
 // countHits records the inserts of out that found their key held, in q's
 // transaction.
 func (d *Driver) countHits(ctx context.Context, q querier, now time.Time, out []driver.InsertResult) error {
@@ -95,12 +76,7 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 		if _, err := tx.Exec(ctx, d.sql.foldMinutes, driver.DueMinute(reconcileNow(p))); err != nil {
 			return err
 		}
-		if !p.MinutesBefore.IsZero() {
-			if _, err := tx.Exec(ctx, d.sql.dropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sqlutil.DropMinutes(ctx, pgConn{q: pgxQuerier{db: tx}, d: d}, d.sql.dropMinutes, p)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile counters: %w", err)

@@ -1,10 +1,6 @@
 package postgres
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
@@ -33,78 +29,12 @@ WHERE scope = $1 AND idem_key = $2 AND owner = $3 AND state = 'in_flight'`
 
 const sqlPurgeRequests = `DELETE FROM {schema}.keel_idempotency WHERE expires_at <= $1`
 
-// BeginRequest implements driver.IdempotencyStore.
-func (d *Driver) BeginRequest(ctx context.Context, p driver.BeginRequestParams) (driver.BeginOutcome, *driver.StoredResponse, error) {
-	if err := p.Validate(); err != nil {
-		return 0, nil, err
-	}
-	q := pgxQuerier{db: d.pool}
-	now := p.Now.UTC()
-	out, resp, err := sqlutil.BeginRequest(p, sqlutil.RequestSteps{
-		Insert: func() (bool, error) {
-			n, err := q.exec(ctx, d.q(sqlInsertRequest), []any{p.Scope, p.Key, p.Digest, p.Owner, now, now.Add(p.TTL), now.Add(p.Lock)})
-			return n == 1, err
-		},
-		TakeOver: func() (bool, error) {
-			n, err := q.exec(ctx, d.q(sqlTakeOverRequest), []any{p.Digest, p.Owner, now, now.Add(p.TTL), now.Add(p.Lock), p.Scope, p.Key})
-			return n == 1, err
-		},
-		Get: func() (*sqlutil.RequestRow, error) {
-			var out *sqlutil.RequestRow
-			err := q.query(ctx, d.q(sqlGetRequest), []any{p.Scope, p.Key}, func(scan func(dest ...any) error) error {
-				var r sqlutil.RequestRow
-				var headers string
-				if err := scan(&r.State, &r.Digest, &r.Response.Status, &headers, &r.Response.Body); err != nil {
-					return err
-				}
-				if headers != "" {
-					r.Response.Headers = []byte(headers)
-				}
-				out = &r
-				return nil
-			})
-			return out, err
-		},
-	})
-	if err != nil {
-		return 0, nil, fmt.Errorf("begin request %s %q: %w", p.Scope, p.Key, err)
-	}
-	return out, resp, nil
-}
-
-// FinishRequest implements driver.IdempotencyStore.
-func (d *Driver) FinishRequest(ctx context.Context, p driver.FinishRequestParams) (bool, error) {
-	if err := p.Validate(); err != nil {
-		return false, err
-	}
-	body := p.Response.Body
-	if body == nil {
-		body = []byte{}
-	}
-	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.q(sqlFinishRequest),
-		[]any{p.Response.Status, string(p.Response.Headers), body, p.Scope, p.Key, p.Owner})
-	if err != nil {
-		return false, fmt.Errorf("finish request %s %q: %w", p.Scope, p.Key, err)
-	}
-	return n == 1, nil
-}
-
-// ReleaseRequest implements driver.IdempotencyStore.
-func (d *Driver) ReleaseRequest(ctx context.Context, scope, key, owner string) (bool, error) {
-	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.q(sqlReleaseRequest), []any{scope, key, owner})
-	if err != nil {
-		return false, fmt.Errorf("release request %s %q: %w", scope, key, err)
-	}
-	return n == 1, nil
-}
-
-// PurgeRequests implements driver.IdempotencyStore.
-func (d *Driver) PurgeRequests(ctx context.Context, before time.Time) (int64, error) {
-	n, err := pgxQuerier{db: d.pool}.exec(ctx, d.q(sqlPurgeRequests), []any{before.UTC()})
-	if err != nil {
-		return 0, fmt.Errorf("purge idempotent requests: %w", err)
-	}
-	return n, nil
-}
-
 var _ driver.IdempotencyStore = (*Driver)(nil)
+
+// requestSQL are the idempotent request statements of sqlutil.Ops.
+var requestSQL = sqlutil.RequestSQL{Insert: sqlInsertRequest, TakeOver: sqlTakeOverRequest, Get: sqlGetRequest,
+	Finish: sqlFinishRequest, Release: sqlReleaseRequest, Purge: sqlPurgeRequests,
+	TakeOverArgs: func(p driver.BeginRequestParams, now, expires, locked any) []any {
+		return []any{p.Digest, p.Owner, now, expires, locked, p.Scope, p.Key}
+	},
+}

@@ -19,15 +19,9 @@ var migrationFS embed.FS
 // Migration is one schema version and whether this call applied it.
 type Migration = driver.Migration
 
-// Migrate applies every embedded migration not yet applied. Concurrent
-// migrators serialise on an advisory lock.
-func (d *Driver) Migrate(ctx context.Context) error {
-	_, err := d.Migrations(ctx)
-	return err
-}
-
 // Migrations applies pending migrations and reports every known version,
-// all in one transaction.
+// all in one transaction; Migrate applies them alone. Concurrent migrators
+// serialise on an advisory lock.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 	var out []Migration
 	err := beginFunc(ctx, d.pool, func(tx pgx.Tx) error {
@@ -54,19 +48,7 @@ type migrator struct {
 }
 
 func (m migrator) AppliedAt(ctx context.Context, version int) (time.Time, bool, error) {
-	var at []time.Time
-	err := pgxQuerier{db: m.tx}.query(ctx, m.d.q(sqlMigrationAt), []any{version}, func(scan func(...any) error) error {
-		var t time.Time
-		if err := scan(&t); err != nil {
-			return err
-		}
-		at = append(at, t.UTC())
-		return nil
-	})
-	if err != nil || len(at) == 0 {
-		return time.Time{}, false, err
-	}
-	return at[0], true, nil
+	return sqlutil.MigratedAt(rowsOf(ctx, pgxQuerier{db: m.tx}, m.d.q(sqlMigrationAt), version), sqlutil.UTC)
 }
 
 func (m migrator) Apply(ctx context.Context, mig migrate.Migration) (bool, time.Time, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Options tunes the driver. The zero value is the documented default.
@@ -65,6 +66,9 @@ type Driver struct {
 	db       *sql.DB // lazily opened database/sql view of the pool
 	wakes    wakeHub
 	maint    maintState // what Maintain remembers between calls
+
+	// Ops are the methods shared with the other SQL drivers (shared.go).
+	sqlutil.Ops[querier]
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string), applies the
@@ -98,7 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, err
 	}
 	d := &Driver{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize(), wakes: wakeHub{token: newToken()}}
-	if err := d.Migrate(ctx); err != nil {
+	if _, err := d.Migrations(ctx); err != nil {
 		return nil, err
 	}
 	var seq string
@@ -106,6 +110,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Driver, error)
 		return nil, fmt.Errorf("postgres: find the task id sequence: %w", err)
 	}
 	d.sql = newQueries(d.q, seq)
+	d.Ops = sqlutil.NewOps(d.shared())
 	d.db = stdlib.OpenDBFromPool(pool)
 	return d, nil
 }

@@ -409,13 +409,7 @@ WHERE kind = $1 AND name = $2 FOR UPDATE`),
 		// Each declaration replaces the type's row whole.
 		declareType: q(nowCTE + `INSERT INTO {schema}.keel_types AS y (` + typeColumns + `)
 SELECT $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, t.now FROM t
-ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, priority = excluded.priority,
-	max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms,
-	backoff_base_ms = excluded.backoff_base_ms,
-	backoff_max_ms = excluded.backoff_max_ms, on_dead = excluded.on_dead, on_dead_hook = excluded.on_dead_hook,
-	brake_window = excluded.brake_window, brake_threshold = excluded.brake_threshold,
-	brake_cooldown_ms = excluded.brake_cooldown_ms,
-	updated_at = excluded.updated_at`),
+` + sqlutil.UpsertTypeSet),
 
 		listTypes: q(`SELECT ` + typeColumns + ` FROM {schema}.keel_types ORDER BY name`),
 

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -13,104 +12,64 @@ import (
 // Operator queries: finished and ahead counts, bulk requeue and purge of
 // dead letters, runtime settings. Their SQL is in queries.go.
 
-// CountAhead implements driver.Driver.
-func (d *Driver) CountAhead(ctx context.Context, p driver.AheadParams) (int64, error) {
-	var n int64
-	if err := d.rdb.QueryRowContext(ctx, sqlCountAhead, p.Queue, p.Priority, micros(p.RunAt), p.ID,
-		micros(p.Now), micros(p.From), p.Limit).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count tasks ahead of task %d: %w", p.ID, err)
-	}
-	return n, nil
-}
-
 // RetryMatching implements driver.Driver.
 func (d *Driver) RetryMatching(ctx context.Context, p driver.Filter, now time.Time) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("retry tasks: %w", err)
-	}
-	var n int64
-	err := d.write(ctx, func(tx querier) error {
-		n = 0
-		var tally sqlutil.Tally
-		query, args := sqlRetryMatching, append(matchArgs(p), micros(now))
-		if len(p.IDs) > 0 {
-			query, args = sqlRetryMatchingIDs, append(args, int64List(p.IDs))
-		}
-		err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
-			o := sqlutil.RowState{State: p.State}
-			if err := scan(&o.Queue, &o.Type, &o.Priority); err != nil {
+	return sqlutil.Bulk("retry", p, 1, nil, func() (int64, error) {
+		var n int64
+		err := d.write(ctx, func(tx querier) error {
+			n = 0
+			var tally sqlutil.Tally
+			query, args := sqlRetryMatching, append(matchArgs(p), micros(now))
+			if len(p.IDs) > 0 {
+				query, args = sqlRetryMatchingIDs, append(args, int64List(p.IDs))
+			}
+			err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
+				o := sqlutil.RowState{State: p.State}
+				if err := scan(&o.Queue, &o.Type, &o.Priority); err != nil {
+					return err
+				}
+				n++
+				r := o
+				r.State, r.RunAt = driver.StatePending, now
+				tally.Update(o, r, now, false)
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			n++
-			r := o
-			r.State, r.RunAt = driver.StatePending, now
-			tally.Update(o, r, now, false)
-			return nil
+			return count(ctx, tx, &tally)
 		})
-		if err != nil {
-			return fmt.Errorf("retry tasks: %w", err)
-		}
-		return count(ctx, tx, &tally)
+		return n, err
 	})
-	return n, err
 }
 
 // PurgeMatching implements driver.Driver.
 func (d *Driver) PurgeMatching(ctx context.Context, p driver.Filter) (int64, error) {
-	if err := p.ValidateBulk(); err != nil {
-		return 0, fmt.Errorf("purge tasks: %w", err)
-	}
-	var n int64
-	err := d.write(ctx, func(tx querier) error {
-		n = 0
-		var tally sqlutil.Tally
-		query, args := sqlPurgeMatching, matchArgs(p)
-		if len(p.IDs) > 0 {
-			query, args = sqlPurgeMatchingIDs, append(args, int64List(p.IDs))
-		}
-		err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
-			o := sqlutil.RowState{State: p.State}
-			if err := scan(&o.Queue, &o.Type); err != nil {
+	return sqlutil.Bulk("purge", p, 1, nil, func() (int64, error) {
+		var n int64
+		err := d.write(ctx, func(tx querier) error {
+			n = 0
+			var tally sqlutil.Tally
+			query, args := sqlPurgeMatching, matchArgs(p)
+			if len(p.IDs) > 0 {
+				query, args = sqlPurgeMatchingIDs, append(args, int64List(p.IDs))
+			}
+			err := sqlutil.Query(ctx, tx, query, args...)(func(scan sqlutil.Scan) error {
+				o := sqlutil.RowState{State: p.State}
+				if err := scan(&o.Queue, &o.Type); err != nil {
+					return err
+				}
+				n++
+				tally.Delete(o)
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			n++
-			tally.Delete(o)
-			return nil
+			return count(ctx, tx, &tally)
 		})
-		if err != nil {
-			return fmt.Errorf("purge tasks: %w", err)
-		}
-		return count(ctx, tx, &tally)
+		return n, err
 	})
-	return n, err
-}
-
-// RecentFinished implements driver.Driver.
-func (d *Driver) RecentFinished(ctx context.Context, p driver.RecentParams) ([]driver.FinishedSample, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	var since int64
-	if !p.Since.IsZero() {
-		since = micros(p.Since)
-	}
-	out := make([]driver.FinishedSample, 0, min(p.Limit, 1000))
-	err := sqlutil.Query(ctx, d.rdb, sqlRecentFinished, since, p.Limit)(func(scan sqlutil.Scan) error {
-		var s driver.FinishedSample
-		var state string
-		var created, runAt, finished int64
-		var attempted sql.NullInt64
-		if err := scan(&s.ID, &s.Queue, &s.Type, &state, &s.Attempt, &created, &runAt, &attempted, &finished); err != nil {
-			return err
-		}
-		s.State, s.CreatedAt, s.RunAt, s.AttemptedAt, s.FinishedAt = driver.State(state), fromMicros(created), fromMicros(runAt), optTime(attempted), fromMicros(finished)
-		out = append(out, s)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read recent finished tasks: %w", err)
-	}
-	return out, nil
 }
 
 // matchArgs are the arguments ?1 to ?5 of matchWhere and the limit ?6.
@@ -139,41 +98,25 @@ func (d *Driver) PatchSetting(ctx context.Context, p driver.SettingPatch) (*driv
 	return s, nil
 }
 
-// ListSettings implements driver.Driver.
-func (d *Driver) ListSettings(ctx context.Context) ([]driver.Setting, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlListSettings), scanSetting)
-	if err != nil {
-		return nil, fmt.Errorf("list settings: %w", err)
-	}
-	return out, nil
-}
-
-// DeclareTypes implements driver.Driver: one upsert per type, in name
-// order, in one group commit.
-func (d *Driver) DeclareTypes(ctx context.Context, p driver.DeclareTypesParams) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	types := sqlutil.SortedTypes(p)
-	return d.write(ctx, func(tx querier) error {
-		for _, t := range types {
-			if _, err := tx.ExecContext(ctx, sqlDeclareType, append(sqlutil.TypeArgs(t), micros(p.Now))...); err != nil {
-				return fmt.Errorf("declare type %s: %w", t.Name, err)
-			}
+// adminSQL are the settings, types and recent-task statements of
+// sqlutil.Ops.
+var adminSQL = sqlutil.AdminSQL{ListSettings: sqlListSettings, ListTypes: sqlListTypes, Recent: sqlRecentFinished,
+	ScanSetting: scanSetting, ScanTypeDefaults: scanTypeDefaults, Ahead: sqlCountAhead,
+	AheadArgs: func(p driver.AheadParams) []any {
+		return []any{p.Queue, p.Priority, micros(p.RunAt), p.ID, micros(p.Now), micros(p.From), p.Limit}
+	},
+	DeclareArgs: func(t driver.TypeDefaults, now time.Time) (string, []any) {
+		return sqlDeclareType, append(sqlutil.TypeArgs(t), micros(now))
+	},
+	TypesNamed: func(names []string) (string, []any) { return sqlListTypesNamed, []any{sqlutil.JSONStrings(names)} },
+	RecentArgs: func(p driver.RecentParams) []any {
+		var since int64
+		if !p.Since.IsZero() {
+			since = micros(p.Since)
 		}
-		return nil
-	})
-}
-
-// ListTypes implements driver.Driver.
-func (d *Driver) ListTypes(ctx context.Context, names []string) ([]driver.TypeDefaults, error) {
-	rows := sqlutil.Query(ctx, d.rdb, sqlListTypes)
-	if names != nil {
-		rows = sqlutil.Query(ctx, d.rdb, sqlListTypesNamed, stringList(names))
-	}
-	out, err := sqlutil.Collect(rows, scanTypeDefaults)
-	if err != nil {
-		return nil, fmt.Errorf("list types: %w", err)
-	}
-	return out, nil
+		return []any{since, p.Limit}
+	},
+	ScanFinished: func(scan sqlutil.Scan) (*driver.FinishedSample, error) {
+		return sqlutil.ScanFinished(scan, fromMicros, optTime)
+	},
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -61,15 +59,6 @@ func countedTasks(ctx context.Context, tx querier, ts []driver.Transition) (map[
 	return out, rows.Err()
 }
 
-// Minutes implements driver.Driver.
-func (d *Driver) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
-	out, err := sqlutil.Collect(sqlutil.Query(ctx, d.rdb, sqlMinutes, driver.DueMinute(since)), sqlutil.ScanMinuteRow)
-	if err != nil {
-		return nil, fmt.Errorf("read task history: %w", err)
-	}
-	return out, nil
-}
-
 // Reconcile implements driver.Driver: both counts are read in one read
 // transaction (one snapshot), the difference is written by the writer.
 func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]driver.CountRow, error) {
@@ -89,21 +78,14 @@ func (d *Driver) Reconcile(ctx context.Context, p driver.ReconcileParams) ([]dri
 	tx.Rollback()
 	diff := sqlutil.CountDiff(truth, kept)
 	err = d.write(ctx, func(tx querier) error {
-		if len(diff) > 0 {
-			q := strings.Replace(sqlCountUpsert, "{rows}", sqlutil.Repeat(countRow, len(diff)), 1)
-			if _, err := tx.ExecContext(ctx, q, sqlutil.CountArgs(diff)...); err != nil {
-				return err
-			}
+		c := sqlutil.SQL(tx)
+		if err := sqlutil.UpsertCountRows(ctx, c, sqlCountUpsert, countRow, diff); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, sqlDropZeroCounts); err != nil {
 			return err
 		}
-		if !p.MinutesBefore.IsZero() {
-			if _, err := tx.ExecContext(ctx, sqlDropMinutes, driver.DueMinute(p.MinutesBefore)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return sqlutil.DropMinutes(ctx, c, sqlDropMinutes, p)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile counters: %w", err)

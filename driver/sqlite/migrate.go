@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,14 +17,9 @@ var migrationFS embed.FS
 // Migration is one schema version and whether this call applied it.
 type Migration = driver.Migration
 
-// Migrate applies every embedded migration not yet applied, each in its own
-// transaction, and is safe to run from several processes at once.
-func (d *Driver) Migrate(ctx context.Context) error {
-	_, err := d.Migrations(ctx)
-	return err
-}
-
-// Migrations applies pending migrations and reports every known version.
+// Migrations applies pending migrations, each in its own transaction, and
+// reports every known version; Migrate applies them alone. It is safe to
+// run from several processes at once.
 func (d *Driver) Migrations(ctx context.Context) ([]Migration, error) {
 	// In a BEGIN IMMEDIATE transaction (the writer's _txlock), like each
 	// migration: it waits for the write lock with the busy timeout while
@@ -83,13 +76,5 @@ func (m migrator) Apply(ctx context.Context, mig migrate.Migration) (bool, time.
 
 // migrationAt reads when version was applied.
 func migrationAt(ctx context.Context, q querier, version int) (time.Time, bool, error) {
-	var at int64
-	err := q.QueryRowContext(ctx, sqlMigrationAt, version).Scan(&at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, false, nil
-	}
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	return fromMicros(at), true, nil
+	return sqlutil.MigratedAt(sqlutil.Query(ctx, q, sqlMigrationAt, version), fromMicros)
 }

@@ -360,13 +360,7 @@ const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_ba
 	brake_window, brake_threshold, brake_cooldown_ms, updated_at`
 
 const sqlDeclareType = `INSERT INTO keel_types (` + typeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, priority = excluded.priority,
-	max_attempts = excluded.max_attempts, timeout_ms = excluded.timeout_ms,
-	backoff_base_ms = excluded.backoff_base_ms,
-	backoff_max_ms = excluded.backoff_max_ms, on_dead = excluded.on_dead, on_dead_hook = excluded.on_dead_hook,
-	brake_window = excluded.brake_window, brake_threshold = excluded.brake_threshold,
-	brake_cooldown_ms = excluded.brake_cooldown_ms,
-	updated_at = excluded.updated_at`
+` + sqlutil.UpsertTypeSet
 
 const sqlListTypes = `SELECT ` + typeColumns + ` FROM keel_types ORDER BY name`
 

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -61,12 +60,6 @@ func pairList(pairs [][2]int64) string {
 		b = append(b, ']')
 	}
 	return string(append(b, ']'))
-}
-
-// stringList renders names as a JSON array.
-func stringList(names []string) string {
-	b, _ := json.Marshal(names) //nolint:errcheck // strings always encode
-	return string(b)
 }
 
 // int64List renders ids as a JSON array.

@@ -22,6 +22,7 @@ import (
 	msqlite "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
 // Synchronous is SQLite's durability setting for the WAL.
@@ -111,6 +112,9 @@ type Driver struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// Ops are the methods shared with the other SQL drivers (shared.go).
+	sqlutil.Ops[querier]
 }
 
 // Open opens (creating if needed) the database file at path and applies the
@@ -164,6 +168,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	d.Ops = sqlutil.NewOps(d.shared())
 	if err := d.Migrate(ctx); err != nil {
 		wdb.Close()
 		rdb.Close()

@@ -1,8 +1,10 @@
 package sqlutil
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -151,4 +153,237 @@ func MetaValue(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// AlertSQL are a driver's alert and keel_meta statements, each taking its
+// arguments in the order named: Get (id) and Open (open key) select
+// AlertColumns, List is the SELECT AlertListQuery completes, Update
+// (message, values, now, id), Resolve (now, message, values, id),
+// RecordDelivery (alert id, event, notifier, delivered at, error, now; the
+// alert id last with DeliveryIDLast), GetMeta (name), PutMeta (name,
+// value, now) and DeleteMeta (name). Deliveries is the query, and its
+// arguments, of the deliveries (DeliveryColumns) of the alerts ids, in
+// order. ScanAlert and ScanDelivery read their rows.
+type AlertSQL[Q any] struct {
+	Get, Open, List, Update, Resolve, RecordDelivery, GetMeta, PutMeta, DeleteMeta string
+	// Fire (rule, subject, open key, message, hint, values, now) inserts
+	// an alert and selects it (AlertColumns), or nothing when an alert of
+	// the rule and subject is open. With FireInsert the driver runs Fire
+	// itself: it returns the new alert's id, or false when the open key is
+	// taken. FireOnPool runs each statement of FireAlert on its own (Do)
+	// instead of in one transaction.
+	Fire           string
+	FireInsert     func(ctx context.Context, q Q, args []any) (id int64, inserted bool, err error)
+	FireOnPool     bool
+	DeliveryIDLast bool
+	Deliveries     func(ids []int64) (string, []any)
+	ScanAlert      func(Scan) (*driver.AlertRow, error)
+	ScanDelivery   func(Scan) (*driver.DeliveryRow, error)
+}
+
+// LoadAlerts reads the alerts query selects (AlertColumns) on c, and
+// their deliveries.
+func LoadAlerts[Q any](ctx context.Context, c Conn, s AlertSQL[Q], query string, args ...any) ([]driver.AlertRow, error) {
+	as, err := Collect(c.Rows(ctx, query, args...), s.ScanAlert)
+	if err != nil || len(as) == 0 {
+		return as, err
+	}
+	dq, dargs := s.Deliveries(AlertIDs(as))
+	ds, err := Collect(c.Rows(ctx, dq, dargs...), s.ScanDelivery)
+	if err != nil {
+		return nil, err
+	}
+	AttachDeliveries(as, ds)
+	return as, nil
+}
+
+// readAlerts reads alerts with LoadAlerts in one read-only snapshot.
+func (o *Ops[Q]) readAlerts(ctx context.Context, query string, args ...any) ([]driver.AlertRow, error) {
+	var as []driver.AlertRow
+	err := o.c.DB.Read(ctx, func(q Q) error {
+		var err error
+		as, err = LoadAlerts(ctx, o.c.DB.Conn(q), o.c.SQL.Alerts, query, args...)
+		return err
+	})
+	return as, err
+}
+
+// UpdateAlert implements driver.Driver.
+func (o *Ops[Q]) UpdateAlert(ctx context.Context, p driver.UpdateAlertParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("update alert: %w", err)
+	}
+	// Rows matched, on MySQL too (clientFoundRows).
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.Update, p.Message, NullBytes(p.Values), o.c.DB.Time(AlertTime(p.Now)), p.ID)
+	if err != nil {
+		return false, fmt.Errorf("update alert %d: %w", p.ID, err)
+	}
+	return n == 1, nil
+}
+
+// ResolveAlert implements driver.Driver: the update and the read back in
+// one transaction.
+func (o *Ops[Q]) ResolveAlert(ctx context.Context, p driver.ResolveAlertParams) (*driver.AlertRow, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, fmt.Errorf("resolve alert: %w", err)
+	}
+	s, db := o.c.SQL.Alerts, o.c.DB
+	var (
+		as       []driver.AlertRow
+		resolved bool
+	)
+	err := db.Write(ctx, func(q Q) error {
+		c := db.Conn(q)
+		n, err := c.Exec(ctx, s.Resolve, db.Time(AlertTime(p.Now)), p.Message, NullBytes(p.Values), p.ID)
+		if err != nil {
+			return err
+		}
+		resolved = n == 1
+		as, err = LoadAlerts(ctx, c, s, s.Get, p.ID)
+		return err
+	})
+	if err == nil && len(as) == 0 {
+		err = driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("resolve alert %d: %w", p.ID, err)
+	}
+	return &as[0], resolved, nil
+}
+
+// GetAlert implements driver.Driver.
+func (o *Ops[Q]) GetAlert(ctx context.Context, id int64) (*driver.AlertRow, error) {
+	as, err := o.readAlerts(ctx, o.c.SQL.Alerts.Get, id)
+	if err == nil && len(as) == 0 {
+		err = driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get alert %d: %w", id, err)
+	}
+	return &as[0], nil
+}
+
+// ListAlerts implements driver.Driver.
+func (o *Ops[Q]) ListAlerts(ctx context.Context, f driver.AlertFilter) ([]driver.AlertRow, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	query, args := AlertListQuery(o.c.SQL.Alerts.List, f, o.c.DB.Mark, o.c.DB.Time)
+	as, err := o.readAlerts(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	return as, nil
+}
+
+// RecordDelivery implements driver.Driver: one upsert, which inserts
+// nothing for an unknown alert.
+func (o *Ops[Q]) RecordDelivery(ctx context.Context, p driver.DeliveryParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("record delivery: %w", err)
+	}
+	args := []any{p.Event, p.Notifier, DeliveredAt(p, o.c.DB.Time), p.Error, o.c.DB.Time(AlertTime(p.Now))}
+	if o.c.SQL.Alerts.DeliveryIDLast {
+		args = append(args, p.AlertID)
+	} else {
+		args = append([]any{p.AlertID}, args...)
+	}
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.RecordDelivery, args...)
+	if err == nil && n == 0 {
+		err = driver.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("record delivery of alert %d %s to %s: %w", p.AlertID, p.Event, p.Notifier, err)
+	}
+	return nil
+}
+
+// GetMeta implements driver.Driver.
+func (o *Ops[Q]) GetMeta(ctx context.Context, name string) ([]byte, error) {
+	v, err := One(o.c.DB.pool().Rows(ctx, o.c.SQL.Alerts.GetMeta, name), func(scan Scan) (*[]byte, error) {
+		var v []byte
+		return &v, scan(&v)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get meta %q: %w", name, err)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	return MetaValue(*v), nil
+}
+
+// PutMeta implements driver.Driver.
+func (o *Ops[Q]) PutMeta(ctx context.Context, name string, value []byte, now time.Time) error {
+	if err := driver.ValidateMeta(name, value); err != nil {
+		return fmt.Errorf("put meta: %w", err)
+	}
+	var err error
+	if value == nil {
+		_, err = o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.DeleteMeta, name)
+	} else {
+		_, err = o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Alerts.PutMeta, name, value, o.c.DB.Time(AlertTime(now)))
+	}
+	if err != nil {
+		return fmt.Errorf("put meta %q: %w", name, err)
+	}
+	return nil
+}
+
+// maxFireAttempts bounds FireAlert's insert-or-read loop: a read finds no
+// open alert only when another leader resolved it between the two.
+const maxFireAttempts = 8
+
+// FireAlert implements driver.Driver: the insert does nothing (or fails)
+// when the unique open_key holds an open alert already, which is then read
+// back (see AlertSQL.Fire).
+func (o *Ops[Q]) FireAlert(ctx context.Context, p driver.FireAlertParams) (*driver.AlertRow, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, fmt.Errorf("fire alert: %w", err)
+	}
+	s, db := o.c.SQL.Alerts, o.c.DB
+	key := OpenKey(p.Rule, p.Subject)
+	args := []any{p.Rule, p.Subject, key, p.Message, p.Hint, NullBytes(p.Values), db.Time(AlertTime(p.Now))}
+	var (
+		a      *driver.AlertRow
+		opened bool
+	)
+	run := db.Write
+	if s.FireOnPool {
+		run = db.Do
+	}
+	err := run(ctx, func(q Q) error {
+		c := db.Conn(q)
+		for range maxFireAttempts {
+			var as []driver.AlertRow
+			var err error
+			if s.FireInsert == nil {
+				as, err = LoadAlerts(ctx, c, s, s.Fire, args...)
+			} else {
+				var id int64
+				var inserted bool
+				if id, inserted, err = s.FireInsert(ctx, q, args); err == nil && inserted {
+					as, err = LoadAlerts(ctx, c, s, s.Get, id)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			opened = len(as) == 1
+			if !opened {
+				if as, err = LoadAlerts(ctx, c, s, s.Open, key); err != nil {
+					return err
+				}
+			}
+			if len(as) == 1 {
+				a = &as[0]
+				return nil
+			}
+		}
+		return fmt.Errorf("its open alert was resolved %d times while firing", maxFireAttempts)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("fire alert %s %s: %w", p.Rule, p.Subject, err)
+	}
+	return a, opened, nil
 }

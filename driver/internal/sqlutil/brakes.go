@@ -1,7 +1,9 @@
 package sqlutil
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -62,4 +64,66 @@ func BrakeArgs(c driver.BrakeChange, tm func(time.Time) any) []any {
 // cfg_window, cfg_threshold, cfg_cooldown_ms, updated_at (tm of Now), type.
 func BrakeConfigArgs(p driver.BrakeConfigParams, tm func(time.Time) any) []any {
 	return []any{p.Config.Window, p.Config.Threshold, *driver.SettingMillis(&p.Config.Cooldown), tm(p.Now), p.Type}
+}
+
+// BrakeSQL are a driver's keel_brakes statements: List selects
+// BrakeColumns, read with Scan; Ensure (type, now) gives a type without a
+// row a closed one, so that a change from closed has a row to update;
+// Change takes BrakeArgs and SetConfig BrakeConfigArgs.
+type BrakeSQL struct {
+	List, Ensure, Change, SetConfig string
+	Scan                            func(Scan) (*driver.BrakeRow, error)
+}
+
+// SetBrakeConfig implements driver.Braker.
+func (o *Ops[Q]) SetBrakeConfig(ctx context.Context, p driver.BrakeConfigParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	s, db := o.c.SQL.Brakes, o.c.DB
+	err := db.Write(ctx, func(q Q) error {
+		c := db.Conn(q)
+		if _, err := c.Exec(ctx, s.Ensure, p.Type, db.Time(p.Now)); err != nil {
+			return err
+		}
+		_, err := c.Exec(ctx, s.SetConfig, BrakeConfigArgs(p, db.Null)...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set brake config of %s: %w", p.Type, err)
+	}
+	return nil
+}
+
+// ListBrakes implements driver.Braker.
+func (o *Ops[Q]) ListBrakes(ctx context.Context) ([]driver.BrakeRow, error) {
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Brakes.List), o.c.SQL.Brakes.Scan)
+	if err != nil {
+		return nil, fmt.Errorf("list brakes: %w", err)
+	}
+	return out, nil
+}
+
+// ChangeBrake implements driver.Braker.
+func (o *Ops[Q]) ChangeBrake(ctx context.Context, ch driver.BrakeChange) (bool, error) {
+	if err := ch.Validate(); err != nil {
+		return false, err
+	}
+	s, db := o.c.SQL.Brakes, o.c.DB
+	var applied bool
+	err := db.Write(ctx, func(q Q) error {
+		c := db.Conn(q)
+		if ch.FromClosed() {
+			if _, err := c.Exec(ctx, s.Ensure, ch.To.Type, db.Time(ch.Now)); err != nil {
+				return err
+			}
+		}
+		n, err := c.Exec(ctx, s.Change, BrakeArgs(ch, db.Null)...)
+		applied = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("change brake of %s: %w", ch.To.Type, err)
+	}
+	return applied, nil
 }

@@ -43,3 +43,24 @@ func Migrate(ctx context.Context, fsys fs.FS, dir string, m Applier) ([]driver.M
 	}
 	return out, nil
 }
+
+// Migrate implements driver.Driver: it applies every embedded migration
+// not yet applied, as the driver's Migrations does.
+func (o *Ops[Q]) Migrate(ctx context.Context) error {
+	_, err := o.c.ApplyMigrations(ctx)
+	return err
+}
+
+// MigratedAt reads when a migration was applied from rows (one time, none
+// when it was not): the AppliedAt of an Applier. T is how the database
+// hands over a timestamp and at turns it into a UTC time.
+func MigratedAt[T any](rows Rows, at func(T) time.Time) (time.Time, bool, error) {
+	t, err := One(rows, func(scan Scan) (*T, error) {
+		var t T
+		return &t, scan(&t)
+	})
+	if err != nil || t == nil {
+		return time.Time{}, false, err
+	}
+	return at(*t), true, nil
+}

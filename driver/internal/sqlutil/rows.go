@@ -1,8 +1,12 @@
-// Package sqlutil holds what keel's SQL drivers share: reading task,
-// setting, node and count rows, the List filter, the bulk-operation
-// arguments, the idempotency-key holder check, the insert savepoint and
-// the migration loop. Each driver keeps its own SQL (its queries.go) and
-// hands in how its database represents a timestamp or a placeholder.
+// Package sqlutil holds what keel's SQL drivers share: the driver.Driver
+// methods whose logic is the same on every database (Ops, which each
+// driver embeds, built with NewOps from its OpsConfig), the skeletons of the hot-path
+// methods, reading task, setting, node and count rows, the List filter,
+// the bulk-operation arguments, the idempotency-key holder check, the
+// insert savepoint and the migration loop. Each driver keeps its own SQL
+// and hands in how its database runs it and represents a timestamp or a
+// placeholder; the few statements SQLite and MySQL write alike are in
+// question.go.
 package sqlutil
 
 import (
@@ -152,6 +156,12 @@ func ScanNode[T, Q any](scan Scan, at func(T) time.Time, queues func(Q) ([]strin
 	}
 	n.StartedAt, n.HeartbeatAt = at(started), at(heart)
 	return &n, nil
+}
+
+// JSONStrings renders names as a JSON array.
+func JSONStrings(names []string) string {
+	b, _ := json.Marshal(names) //nolint:errcheck // strings always encode
+	return string(b)
 }
 
 // JSONQueues decodes a queue list stored as a JSON array.

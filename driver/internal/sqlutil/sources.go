@@ -242,3 +242,120 @@ func ScanSource[T any](scan Scan, at func(T) time.Time) (*driver.SourceRow, erro
 	r.Now = r.UpdatedAt
 	return &r, nil
 }
+
+// SourceSQL are a driver's keel_rejected and keel_sources statements, each
+// taking its arguments in the order named: ListRejected (FilterArgs of the
+// filter, RejectedFilterArgs when nil) and GetRejected (id) select
+// RejectedColumns, Resolve (now, task id, id), Exists (id) selects a count
+// (with ExistsBool a boolean), DeleteRejected (id), Report (ReportArgs),
+// ListSources selects SourceColumns. InsertRejected stores messages in the
+// transaction q (see InsertRejected).
+type SourceSQL[Q any] struct {
+	ListRejected, GetRejected, Resolve, Exists, DeleteRejected, Report, ListSources string
+	ExistsBool                                                                      bool
+	FilterArgs                                                                      func(f driver.RejectedFilter) []any
+	InsertRejected                                                                  func(ctx context.Context, q Q, params []driver.RejectedParams) ([]driver.RejectedResult, error)
+	ScanRejected                                                                    func(Scan) (*driver.RejectedRow, error)
+	ScanSource                                                                      func(Scan) (*driver.SourceRow, error)
+}
+
+// InsertRejected implements driver.SourceStore.
+func (o *Ops[Q]) InsertRejected(ctx context.Context, params []driver.RejectedParams) ([]driver.RejectedResult, error) {
+	if err := ValidateRejected(params); err != nil {
+		return nil, fmt.Errorf("insert rejected: %w", err)
+	}
+	var out []driver.RejectedResult
+	err := o.c.DB.Commit(ctx, func(q Q) error {
+		var err error
+		out, err = o.c.SQL.Sources.InsertRejected(ctx, q, params)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert rejected: %w", err)
+	}
+	return out, nil
+}
+
+// ListRejected implements driver.SourceStore.
+func (o *Ops[Q]) ListRejected(ctx context.Context, f driver.RejectedFilter) ([]driver.RejectedRow, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	s := o.c.SQL.Sources
+	args := RejectedFilterArgs(f)
+	if s.FilterArgs != nil {
+		args = s.FilterArgs(f)
+	}
+	out, err := Collect(o.c.DB.pool().Rows(ctx, s.ListRejected, args...), s.ScanRejected)
+	if err != nil {
+		return nil, fmt.Errorf("list rejected: %w", err)
+	}
+	return out, nil
+}
+
+// GetRejected implements driver.SourceStore.
+func (o *Ops[Q]) GetRejected(ctx context.Context, id int64) (*driver.RejectedRow, error) {
+	row, err := One(o.c.DB.pool().Rows(ctx, o.c.SQL.Sources.GetRejected, id), o.c.SQL.Sources.ScanRejected)
+	if err == nil && row == nil {
+		err = driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get rejected %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// ResolveRejected implements driver.SourceStore. The update matches only
+// an open message, so the rows it affected (or, on MySQL, matched:
+// clientFoundRows) are the ones it changed.
+func (o *Ops[Q]) ResolveRejected(ctx context.Context, id, taskID int64, now time.Time) (bool, error) {
+	if err := ValidateResolve(taskID, now); err != nil {
+		return false, fmt.Errorf("resolve rejected %d: %w", id, err)
+	}
+	s := o.c.SQL.Sources
+	applied, err := ResolveRejected(func() (int64, error) {
+		return o.c.DB.exec(ctx, o.c.DB.Do, s.Resolve, o.c.DB.Time(AlertTime(now)), taskID, id)
+	}, func() (bool, error) {
+		if s.ExistsBool {
+			return scanOne[bool](o.c.DB.pool().Rows(ctx, s.Exists, id))
+		}
+		n, err := scanOne[int](o.c.DB.pool().Rows(ctx, s.Exists, id))
+		return n > 0, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("resolve rejected %d: %w", id, err)
+	}
+	return applied, nil
+}
+
+// DeleteRejected implements driver.SourceStore.
+func (o *Ops[Q]) DeleteRejected(ctx context.Context, id int64) error {
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Sources.DeleteRejected, id)
+	if err == nil && n == 0 {
+		err = driver.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete rejected %d: %w", id, err)
+	}
+	return nil
+}
+
+// ReportSource implements driver.SourceStore.
+func (o *Ops[Q]) ReportSource(ctx context.Context, r driver.SourceReport) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if _, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Sources.Report, ReportArgs(r, o.c.DB.Time)...); err != nil {
+		return fmt.Errorf("report source %s on %s: %w", r.Source, r.Node, err)
+	}
+	return nil
+}
+
+// ListSources implements driver.SourceStore.
+func (o *Ops[Q]) ListSources(ctx context.Context) ([]driver.SourceRow, error) {
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Sources.ListSources), o.c.SQL.Sources.ScanSource)
+	if err != nil {
+		return nil, fmt.Errorf("list sources: %w", err)
+	}
+	return out, nil
+}

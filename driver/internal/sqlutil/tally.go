@@ -2,7 +2,9 @@ package sqlutil
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -305,4 +307,48 @@ func DescribedTasks(ts []driver.Transition) (known map[int64]*driver.TaskRow, mi
 		}
 	}
 	return known, missing
+}
+
+// CounterSQL are a driver's reads of the live counters: Counts selects the
+// counter rows (ScanCountRow), Minutes (minute) the history from a minute
+// on (ScanMinuteRow).
+type CounterSQL struct{ Counts, Minutes string }
+
+// Counts implements driver.Driver.
+func (o *Ops[Q]) Counts(ctx context.Context) ([]driver.CountRow, error) {
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Counters.Counts), ScanCountRow)
+	if err != nil {
+		return nil, fmt.Errorf("read live counters: %w", err)
+	}
+	return out, nil
+}
+
+// Minutes implements driver.Driver.
+func (o *Ops[Q]) Minutes(ctx context.Context, since time.Time) ([]driver.MinuteRow, error) {
+	out, err := Collect(o.c.DB.pool().Rows(ctx, o.c.SQL.Counters.Minutes, driver.DueMinute(since)), ScanMinuteRow)
+	if err != nil {
+		return nil, fmt.Errorf("read task history: %w", err)
+	}
+	return out, nil
+}
+
+// UpsertCountRows adds rows to the live counters on c with upsert, a
+// statement whose {rows} takes row once for each (nothing when there are
+// none).
+func UpsertCountRows(ctx context.Context, c Conn, upsert, row string, rows []driver.CountRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := c.Exec(ctx, strings.Replace(upsert, "{rows}", Repeat(row, len(rows)), 1), CountArgs(rows)...)
+	return err
+}
+
+// DropMinutes drops the history before p.MinutesBefore on c with drop
+// (minute), unless that is zero.
+func DropMinutes(ctx context.Context, c Conn, drop string, p driver.ReconcileParams) error {
+	if p.MinutesBefore.IsZero() {
+		return nil
+	}
+	_, err := c.Exec(ctx, drop, driver.DueMinute(p.MinutesBefore))
+	return err
 }

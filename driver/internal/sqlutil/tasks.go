@@ -259,3 +259,120 @@ func CancelledAttempt(old *driver.TaskRow, now time.Time) (any, error) {
 	}
 	return string(b), nil
 }
+
+// TaskSQL are a driver's task statements beside the hot path: ByKey
+// (key) selects the task holding an idempotency key for Scan, ListQuery
+// is List's query and arguments, Resign (name, owner) gives up a
+// leadership, Step stores a step with StepArgs.
+type TaskSQL struct {
+	ByKey, Resign, Step string
+	Scan                func(Scan) (*driver.TaskRow, error)
+	ListQuery           func(p driver.Filter) (string, []any)
+	StepArgs            func(p driver.StepParams) []any
+}
+
+// GetByKey implements driver.Driver.
+func (o *Ops[Q]) GetByKey(ctx context.Context, key string) (*driver.TaskRow, error) {
+	row, err := One(o.c.DB.Conn(o.c.DB.Lookup).Rows(ctx, o.c.SQL.Tasks.ByKey, key), o.c.SQL.Tasks.Scan)
+	if err != nil {
+		return nil, fmt.Errorf("get task by idempotency key: %w", err)
+	}
+	if row == nil {
+		return nil, driver.ErrNotFound
+	}
+	return row, nil
+}
+
+// List implements driver.Driver.
+func (o *Ops[Q]) List(ctx context.Context, p driver.Filter) ([]driver.TaskRow, error) {
+	query, args := o.c.SQL.Tasks.ListQuery(p)
+	out, err := Collect(o.c.DB.Conn(o.c.DB.Lookup).Rows(ctx, query, args...), o.c.SQL.Tasks.Scan)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Resign implements driver.Driver.
+func (o *Ops[Q]) Resign(ctx context.Context, name, owner string) error {
+	if _, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Tasks.Resign, name, owner); err != nil {
+		return fmt.Errorf("resign leadership: %w", err)
+	}
+	return nil
+}
+
+// SaveStep implements driver.Driver: one fenced update, which applies
+// only while the caller holds the task's lease.
+func (o *Ops[Q]) SaveStep(ctx context.Context, p driver.StepParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("save step: %w", err)
+	}
+	// Rows matched, on MySQL too (clientFoundRows).
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Tasks.Step, o.c.SQL.Tasks.StepArgs(p)...)
+	if err != nil {
+		return false, fmt.Errorf("save step %q of task %d: %w", p.Name, p.ID, err)
+	}
+	return n == 1, nil
+}
+
+// Changed is what Cancel or Retry (op) of task id returns when its
+// conditional update returned row (nil: it matched nothing) and err
+// (driver.ErrNotFound: no such task in keel_tasks): row, or why there is
+// none, read back with get (see MissingOrWrongState: an archived task is
+// in the wrong state).
+func Changed(ctx context.Context, op string, id int64, row *driver.TaskRow, err error,
+	get func(ctx context.Context, id int64) (*driver.TaskRow, error)) (*driver.TaskRow, error) {
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return nil, fmt.Errorf("%s task %d: %w", op, id, err)
+	}
+	if row == nil {
+		_, err := get(ctx, id)
+		return nil, MissingOrWrongState(id, err)
+	}
+	return row, nil
+}
+
+// KeyTaken is Retry's error for task id when a newer task holds its
+// idempotency key.
+func KeyTaken(id int64) error {
+	return fmt.Errorf("retry task %d: a newer task holds its idempotency key: %w", id, driver.ErrIdempotencyConflict)
+}
+
+// RetryMatchingAttempts bounds how often RetryMatching runs again after a
+// concurrent insert took an idempotency key the batch was requeueing.
+const RetryMatchingAttempts = 3
+
+// Bulk runs a bulk operation (op: "retry" or "purge") over the tasks p
+// selects: it validates p and runs run, again (up to attempts in all)
+// while again (nil: never) says its error calls for it. It returns how
+// many tasks run changed.
+func Bulk(op string, p driver.Filter, attempts int, again func(error) bool, run func() (int64, error)) (int64, error) {
+	if err := p.ValidateBulk(); err != nil {
+		return 0, fmt.Errorf("%s tasks: %w", op, err)
+	}
+	var n int64
+	var err error
+	for range max(attempts, 1) {
+		if n, err = run(); err == nil || again == nil || !again(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s tasks: %w", op, err)
+	}
+	return n, nil
+}
+
+// FindTask reads the one task row rows selects with scan:
+// driver.ErrNotFound when there is none. An error of the read is named
+// "<what> <id>" ("get task 7").
+func FindTask(rows Rows, scan func(Scan) (*driver.TaskRow, error), what string, id int64) (*driver.TaskRow, error) {
+	row, err := One(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s %d: %w", what, id, err)
+	}
+	if row == nil {
+		return nil, driver.ErrNotFound
+	}
+	return row, nil
+}

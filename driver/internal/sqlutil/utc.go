@@ -1,0 +1,47 @@
+package sqlutil
+
+import (
+	"time"
+
+	"github.com/keelq/keel/driver"
+)
+
+// The row scans of databases that hand over timestamps as time.Time
+// (MySQL with parseTime, PostgreSQL): a timestamp that may be NULL scans
+// into a *time.Time (nil for NULL).
+
+// OptUTC is the opt function of those databases: the zero time for NULL.
+func OptUTC(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// ScanTaskUTC reads one row selected with the drivers' taskColumns.
+func ScanTaskUTC(scan Scan) (*driver.TaskRow, error) { return ScanTask(scan, UTC, OptUTC) }
+
+// ScanArchivedTaskUTC reads one row of keel_archive: taskColumns, then
+// archived_at.
+func ScanArchivedTaskUTC(scan Scan) (*driver.TaskRow, error) {
+	return ScanArchivedTask(scan, UTC, OptUTC)
+}
+
+// ScanSettingUTC reads one row selected with the drivers' settingColumns.
+func ScanSettingUTC(scan Scan) (*driver.Setting, error) { return ScanSetting(scan, UTC) }
+
+// ScanTypeDefaultsUTC reads one row selected with the drivers'
+// typeColumns.
+func ScanTypeDefaultsUTC(scan Scan) (*driver.TypeDefaults, error) { return ScanTypeDefaults(scan, UTC) }
+
+// ScanAlertUTC reads one row selected with AlertColumns.
+func ScanAlertUTC(scan Scan) (*driver.AlertRow, error) { return ScanAlert(scan, UTC, OptUTC) }
+
+// ScanDeliveryUTC reads one row selected with DeliveryColumns.
+func ScanDeliveryUTC(scan Scan) (*driver.DeliveryRow, error) { return ScanDelivery(scan, UTC, OptUTC) }
+
+// ScanRejectedUTC reads one row selected with RejectedColumns.
+func ScanRejectedUTC(scan Scan) (*driver.RejectedRow, error) { return ScanRejected(scan, UTC, OptUTC) }
+
+// ScanSourceUTC reads one row selected with SourceColumns.
+func ScanSourceUTC(scan Scan) (*driver.SourceRow, error) { return ScanSource(scan, UTC) }
