@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/keelq/keel/internal/mdblock"
 )
 
 // TestDocsProgramsCompile builds every Go program of the guides: each
@@ -43,13 +45,13 @@ func TestDocsProgramsCompile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range fencedBlocks(string(text), "go") {
-			if !strings.Contains("\n"+b.body, "\npackage main\n") {
+		for _, b := range mdblock.Fenced(string(text), "go") {
+			if !strings.Contains("\n"+b.Body, "\npackage main\n") {
 				continue // a fragment, shown inside a program the reader has
 			}
 			name := fmt.Sprintf("prog%02d", len(where)+1)
-			files[filepath.Join(name, "main.go")] = b.body
-			where[name] = fmt.Sprintf("%s:%d", guide, b.line)
+			files[filepath.Join(name, "main.go")] = b.Body
+			where[name] = fmt.Sprintf("%s:%d", guide, b.Line)
 		}
 	}
 	if len(where) == 0 {
@@ -90,43 +92,4 @@ func programList(where map[string]string) string {
 		fmt.Fprintf(&b, "%s: %s\n", name, where[name])
 	}
 	return b.String()
-}
-
-// fencedBlock is one fenced code block of a Markdown file.
-type fencedBlock struct {
-	line int // of the opening fence, 1-based
-	body string
-}
-
-// fencedBlocks returns the blocks fenced as ```lang exactly (```toml, not
-// ```toml-fragment), also when the fence is indented inside a list item;
-// the indentation is removed from the body.
-func fencedBlocks(text, lang string) []fencedBlock {
-	var out []fencedBlock
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		trimmed := strings.TrimLeft(lines[i], " ")
-		if !strings.HasPrefix(trimmed, "```") {
-			continue
-		}
-		indent := len(lines[i]) - len(trimmed)
-		info := strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))
-		var body []string
-		j := i + 1
-		for ; j < len(lines); j++ {
-			if strings.TrimSpace(lines[j]) == "```" {
-				break
-			}
-			l := lines[j]
-			if len(l) >= indent && strings.TrimSpace(l[:indent]) == "" {
-				l = l[indent:]
-			}
-			body = append(body, l)
-		}
-		if info == lang {
-			out = append(out, fencedBlock{line: i + 1, body: strings.Join(body, "\n") + "\n"})
-		}
-		i = j
-	}
-	return out
 }

@@ -4,10 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/keelq/keel/cmd/keel/internal/config"
+	"github.com/keelq/keel/internal/mdblock"
 )
 
 // TestDocsConfigBlocksLoad loads every ```toml block of README.md and
@@ -29,63 +29,25 @@ func TestDocsConfigBlocksLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range tomlBlocks(string(text)) {
+		for _, b := range mdblock.Fenced(string(text), "toml") {
 			n++
 			rel, _ := filepath.Rel(root, file)
 			path := filepath.Join(t.TempDir(), "keel.toml")
-			if err := os.WriteFile(path, []byte(b.body), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(b.Body), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var env []string
-			for _, name := range secretEnvNames(b.body) {
+			for _, name := range secretEnvNames(b.Body) {
 				env = append(env, name+"=a-secret-of-at-least-16-characters")
 			}
 			if _, err := config.Load(config.Options{Path: path, Environ: env}); err != nil {
-				t.Errorf("%s:%d: the ```toml block does not load: %v\n%s", rel, b.line, err, b.body)
+				t.Errorf("%s:%d: the ```toml block does not load: %v\n%s", rel, b.Line, err, b.Body)
 			}
 		}
 	}
 	if n < 10 {
 		t.Fatalf("found %d ```toml blocks in README.md and docs/*.md; the guides were not read", n)
 	}
-}
-
-// tomlBlock is one ```toml block of a Markdown file.
-type tomlBlock struct {
-	line int // of the opening fence, 1-based
-	body string
-}
-
-// tomlBlocks returns the blocks fenced as ```toml exactly (not, say,
-// ```toml-fragment), also when the fence is indented inside a list item.
-func tomlBlocks(text string) []tomlBlock {
-	var out []tomlBlock
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		trimmed := strings.TrimLeft(lines[i], " ")
-		if !strings.HasPrefix(trimmed, "```") {
-			continue
-		}
-		indent := len(lines[i]) - len(trimmed)
-		info := strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))
-		var body []string
-		j := i + 1
-		for ; j < len(lines); j++ {
-			if strings.TrimSpace(lines[j]) == "```" {
-				break
-			}
-			l := lines[j]
-			if len(l) >= indent && strings.TrimSpace(l[:indent]) == "" {
-				l = l[indent:]
-			}
-			body = append(body, l)
-		}
-		if info == "toml" {
-			out = append(out, tomlBlock{line: i + 1, body: strings.Join(body, "\n") + "\n"})
-		}
-		i = j
-	}
-	return out
 }
 
 var (
