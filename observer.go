@@ -2,18 +2,14 @@ package keel
 
 import (
 	"context"
-	"log/slog"
 	"maps"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/known"
-	"github.com/keelq/keel/internal/logevent"
+	"github.com/keelq/keel/internal/observe"
 )
 
 // An EventKind says what happened to a task in an Event.
@@ -118,120 +114,45 @@ func (c *Client) Observe(o Observer) {
 	if r, ok := o.(known.Receiver); ok {
 		r.KnownWork(c.knownWork())
 	}
-	c.obs.mu.Lock()
-	defer c.obs.mu.Unlock()
-	list := append([]Observer(nil), c.obs.load()...)
-	list = append(list, o)
-	c.obs.list.Store(&list)
+	c.obs.Add(func(ev observe.Event[EventKind]) { o.Observe(Event(ev)) })
 }
 
 // knownWork is what c is configured for: the queues it works, the types
 // it handles or declares (with their queues), its schedules; keel's own
 // types with keel's queue, which is not listed.
 func (c *Client) knownWork() known.Work {
-	var w known.Work
-	queues := map[string]bool{}
-	for q := range c.cfg.Queues {
-		queues[q] = true
-	}
-	for name := range c.alerter.Handlers() {
-		// keel's own (alert deliveries, the drill): its metrics have
-		// their own families.
-		w.Types = append(w.Types, known.Type{Name: name, Queue: ReservedQueue})
-	}
+	var types []known.Declared
 	for name, o := range c.types {
 		if reservedType(name) {
 			continue
 		}
-		t := known.Type{Name: name}
-		switch {
-		case o.Queue != nil:
-			t.Queue = *o.Queue
-		case c.cfg.Handlers.m[name] != nil && c.cfg.Handlers.m[name].run != nil:
-			t.Queue = DefaultQueue // a handled type runs there unless told otherwise
-		}
-		if t.Queue != "" {
-			queues[t.Queue] = true
-		}
-		w.Types = append(w.Types, t)
+		h := c.cfg.Handlers.m[name]
+		types = append(types, known.Declared{Name: name, Queue: o.Queue, Handled: h != nil && h.run != nil})
 	}
-	delete(queues, ReservedQueue)
-	w.Queues = slices.Sorted(maps.Keys(queues))
-	slices.SortFunc(w.Types, func(a, b known.Type) int { return strings.Compare(a.Name, b.Name) })
+	var schedules []string
 	for _, s := range c.schedules {
-		w.Schedules = append(w.Schedules, s.Name)
+		schedules = append(schedules, s.Name)
 	}
-	slices.Sort(w.Schedules)
-	return w
+	return known.Of(known.Client{Queues: slices.Collect(maps.Keys(c.cfg.Queues)), Keel: slices.Collect(maps.Keys(c.alerter.Handlers())),
+		Types: types, Schedules: schedules, Reserved: ReservedQueue, Default: DefaultQueue})
 }
 
-// observers holds a client's observers; reading them takes one atomic
-// load.
-type observers struct {
-	mu   sync.Mutex // serializes Observe
-	list atomic.Pointer[[]Observer]
-}
+// observers holds a client's observers, and passes the engine's events on
+// to them (see engineObserver).
+type observers struct{ observe.Hub[EventKind] }
 
-func (o *observers) load() []Observer {
-	if p := o.list.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-func (o *observers) emit(ev Event) {
-	for _, x := range o.load() {
-		x.Observe(ev)
-	}
-}
+func (o *observers) emit(ev Event) { o.Emit(observe.Event[EventKind](ev)) }
 
 // active reports whether anyone observes.
-func (o *observers) active() bool { return len(o.load()) > 0 }
+func (o *observers) active() bool { return o.Active() }
 
 // engineObserver passes the engine's events on to the client's observers.
-type engineObserver struct{ o *observers }
+type engineObserver struct{ *observers }
 
 var _ engine.Observer = engineObserver{}
-
-func (e engineObserver) Started(s engine.AttemptStart) {
-	if !e.o.active() {
-		return
-	}
-	e.o.emit(Event{Kind: EventStarted, Queue: s.Queue, Type: s.Type, Attempt: s.Attempt, PickupLatency: s.PickupLatency})
-}
-
-func (e engineObserver) Finished(f engine.AttemptEnd) {
-	if !f.Applied || !e.o.active() {
-		return
-	}
-	e.o.emit(Event{Kind: EventAttempt, TaskID: f.TaskID, Queue: f.Queue, Type: f.Type, Attempt: f.Attempt,
-		Duration: f.Duration, CommitLatency: f.CommitLatency, Outcome: Outcome(f.Kind), State: f.State, Error: f.Error})
-}
-
-func (e engineObserver) Rescued(r engine.Rescue) {
-	if !e.o.active() {
-		return
-	}
-	e.o.emit(Event{Kind: EventRescued, TaskID: r.TaskID, Queue: r.Queue, Type: r.Type, Attempt: r.Attempt,
-		Outcome: driver.OutcomeLeaseExpired, State: r.State})
-}
 
 // cancelled reports a task this client cancelled: to the observers, and
 // as a log record at INFO.
 func (c *Client) cancelled(ctx context.Context, row *driver.TaskRow) {
-	c.obs.emit(Event{Kind: EventCancelled, TaskID: row.ID, Queue: row.Queue, Type: row.Type, Attempt: row.Attempt,
-		State: row.State})
-	log := c.cfg.Logger
-	if !log.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.Int64(logevent.TaskID, row.ID), slog.String(logevent.Type, row.Type), slog.String(logevent.Queue, row.Queue),
-		slog.Int(logevent.Attempt, row.Attempt), slog.String(logevent.Node, c.cfg.Node),
-		slog.String(logevent.State, string(row.State)),
-	}
-	if id := logevent.TraceIDFromMeta(row.Meta); id != "" {
-		attrs = append(attrs, slog.String(logevent.TraceID, id))
-	}
-	log.LogAttrs(ctx, slog.LevelInfo, "keel: task cancelled", attrs...)
+	c.obs.Cancelled(ctx, c.cfg.Logger, c.cfg.Node, row)
 }
