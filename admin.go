@@ -1,17 +1,15 @@
 package keel
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/catalog"
-	"github.com/keelq/keel/internal/check"
+	"github.com/keelq/keel/internal/enqueue"
 )
 
 // Filter selects tasks, the one selector of List, RetryMatching and
@@ -31,33 +29,12 @@ import (
 // task in another state is left alone and not counted.
 type Filter = driver.Filter
 
-// bulk applies the bulk operations' defaults to f and validates it.
-func bulk(f Filter) (driver.Filter, error) {
-	p := f
-	p.State, p.Limit = cmp.Or(f.State, StateDead), cmp.Or(f.Limit, 1000)
-	if err := checkTimeFilters("finished_after", p.FinishedAfter, "finished_before", p.FinishedBefore); err != nil {
-		return p, err
-	}
-	switch {
-	case p.Type != "" && !validName(p.Type):
-		return p, invalid("invalid task type %q", p.Type)
-	case p.Queue != "" && !validName(p.Queue):
-		return p, invalid("invalid queue name %q", p.Queue)
-	case !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore):
-		return p, invalid("finished_after must be before finished_before")
-	}
-	if err := p.ValidateBulk(); err != nil { // dead or cancelled, limit 1..10000, no created or id bounds
-		return p, invalid("filter %v", err)
-	}
-	return p, nil
-}
-
 // RetryMatching requeues up to f.Limit matching dead (or cancelled) tasks:
 // they become pending, runnable now, with their attempts reset. It returns
 // how many it moved; call it again until it returns 0 to requeue them all.
 // A task whose idempotency key another task now holds stays where it is.
 func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
-	p, err := bulk(f)
+	p, err := enqueue.BulkFilter(f)
 	if err != nil {
 		return 0, err
 	}
@@ -74,7 +51,7 @@ func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
 // PurgeMatching deletes up to f.Limit matching dead (or cancelled) tasks
 // for good and returns how many it deleted.
 func (c *Client) PurgeMatching(ctx context.Context, f Filter) (int64, error) {
-	p, err := bulk(f)
+	p, err := enqueue.BulkFilter(f)
 	if err != nil {
 		return 0, err
 	}
@@ -190,27 +167,10 @@ type QueueUpdate struct {
 // UpdateQueue stores a change to queue name's runtime settings and returns
 // the queue.
 func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*QueueInfo, error) {
-	if !validName(name) {
-		return nil, invalid("invalid queue name %q", name)
-	}
-	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
-		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
-	}
-	if err := checkRate(u.Rate, u.Burst); err != nil {
-		return nil, err
-	}
-	if u.Paused == nil && u.Concurrency == nil && u.Rate == nil && u.Burst == nil {
-		return nil, invalid("nothing to change")
-	}
-	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
-		Kind: driver.SettingQueue, Name: name, Paused: u.Paused, Concurrency: u.Concurrency,
-		Rate: u.Rate, Burst: u.Burst, Now: c.cfg.Now(),
-	})
+	s, err := c.patch(ctx, driver.SettingPatch{Kind: driver.SettingQueue, Name: name, Paused: u.Paused, Concurrency: u.Concurrency,
+		Rate: u.Rate, Burst: u.Burst})
 	if err != nil {
-		return nil, fmt.Errorf("keel: update queue %s: %w", name, unavailable(ctx, err))
-	}
-	if e := c.eng.Load(); e != nil {
-		e.ApplySetting(*s)
+		return nil, err
 	}
 	q := QueueInfo(catalog.QueueOf(name, *s, c.workers(name)))
 	return &q, nil
@@ -247,56 +207,30 @@ type TypeUpdate struct {
 // UpdateType stores a change to task type name's runtime settings and
 // returns the type.
 func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*TypeInfo, error) {
-	if !validName(name) {
-		return nil, invalid("invalid task type %q", name)
-	}
-	if u.Paused == nil && u.Concurrency == nil && u.Timeout == nil && u.MaxAttempts == nil && u.BackoffBase == nil && u.BackoffMax == nil &&
-		u.Rate == nil && u.Burst == nil {
-		return nil, invalid("nothing to change")
-	}
-	if err := checkRate(u.Rate, u.Burst); err != nil {
+	s, err := c.patch(ctx, driver.SettingPatch{Kind: driver.SettingType, Name: name, Paused: u.Paused, Concurrency: u.Concurrency,
+		Timeout: u.Timeout, MaxAttempts: u.MaxAttempts, BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Rate: u.Rate, Burst: u.Burst})
+	if err != nil {
 		return nil, err
 	}
-	if u.Concurrency != nil && (*u.Concurrency < 0 || *u.Concurrency > 10000) {
-		return nil, invalid("concurrency must be in 0..10000, got %d", *u.Concurrency)
+	t := typeInfo(catalog.TypeOf(name, *s))
+	return &t, nil
+}
+
+// patch checks and stores a change to a queue's or type's settings, and
+// applies it to this client at once.
+func (c *Client) patch(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
+	if err := catalog.CheckPatch(p); err != nil {
+		return nil, err
 	}
-	if u.MaxAttempts != nil && (*u.MaxAttempts < 0 || *u.MaxAttempts > 1000) {
-		return nil, invalid("max_attempts must be in 1..1000, got %d", *u.MaxAttempts)
-	}
-	// The rules keel config check applies to [types.X] (0 clears here).
-	var bad error
-	report := func(field, problem string) {
-		if bad == nil {
-			bad = invalid("%s %s", field, problem)
-		}
-	}
-	for _, f := range []struct {
-		name  string
-		d     *time.Duration
-		check func(string, time.Duration, check.Bad)
-	}{{"timeout", u.Timeout, check.Timeout}, {"backoff_base", u.BackoffBase, check.Backoff}, {"backoff_max", u.BackoffMax, check.Backoff}} {
-		if f.d != nil && *f.d != 0 {
-			f.check(f.name, *f.d, report)
-		}
-	}
-	if bad != nil {
-		return nil, bad
-	}
-	if u.BackoffBase != nil && u.BackoffMax != nil && *u.BackoffMax != 0 && *u.BackoffMax < *u.BackoffBase {
-		return nil, invalid("backoff_max (%v) must not be below backoff_base (%v)", *u.BackoffMax, *u.BackoffBase)
-	}
-	s, err := c.drv.PatchSetting(ctx, driver.SettingPatch{
-		Kind: driver.SettingType, Name: name, Paused: u.Paused, Concurrency: u.Concurrency, Timeout: u.Timeout, MaxAttempts: u.MaxAttempts,
-		BackoffBase: u.BackoffBase, BackoffMax: u.BackoffMax, Rate: u.Rate, Burst: u.Burst, Now: c.cfg.Now(),
-	})
+	p.Now = c.cfg.Now()
+	s, err := c.drv.PatchSetting(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("keel: update type %s: %w", name, unavailable(ctx, err))
+		return nil, fmt.Errorf("keel: update %s %s: %w", p.Kind, p.Name, unavailable(ctx, err))
 	}
 	if e := c.eng.Load(); e != nil {
 		e.ApplySetting(*s)
 	}
-	t := typeInfo(catalog.TypeOf(name, *s))
-	return &t, nil
+	return s, nil
 }
 
 // MaxRate is the highest rate a queue or type takes, in tasks per second;
@@ -305,15 +239,3 @@ const (
 	MaxRate  = 1_000_000
 	MaxBurst = 1_000_000
 )
-
-// checkRate checks a rate and burst change: a finite rate in 0..MaxRate
-// (0 clears it) and a burst in 0..MaxBurst (0: the default).
-func checkRate(rate *float64, burst *int) error {
-	if rate != nil && (math.IsNaN(*rate) || *rate < 0 || *rate > MaxRate) {
-		return invalid("rate must be a number of tasks per second in 0..%d (0 clears it), got %v", MaxRate, *rate)
-	}
-	if burst != nil && (*burst < 0 || *burst > MaxBurst) {
-		return invalid("burst must be in 0..%d (0: the default, max(1, ceil(rate))), got %d", MaxBurst, *burst)
-	}
-	return nil
-}
