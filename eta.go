@@ -92,25 +92,22 @@ func (c *Client) Estimate(ctx context.Context, t *TaskInfo) (*Estimate, error) {
 // reads). Tasks of more than 32 such groups are placed, past the 32nd,
 // behind the other tasks of their minute the counters hold.
 func (c *Client) EstimateMany(ctx context.Context, ts []*TaskInfo) ([]*Estimate, error) {
-	out := make([]*Estimate, len(ts))
-	var at []int // where each pending task is in ts
-	var pending []estimator.Task
+	tasks := make([]*estimator.Task, len(ts))
 	for i, t := range ts {
 		if t != nil && t.State == StatePending {
-			at = append(at, i)
-			pending = append(pending, estimator.Task{ID: t.ID, Queue: t.Queue, Type: t.Type, Priority: t.Priority, RunAt: t.RunAt})
+			tasks[i] = &estimator.Task{ID: t.ID, Queue: t.Queue, Type: t.Type, Priority: t.Priority, RunAt: t.RunAt}
 		}
 	}
-	if len(pending) == 0 {
-		return out, nil
-	}
-	es, err := c.eta.Estimate(ctx, pending)
+	es, err := c.eta.EstimatePending(ctx, tasks)
 	if err != nil {
 		return nil, err
 	}
-	for j, e := range es {
-		out[at[j]] = &Estimate{Status: ETAStatus(e.Status), Start: e.Start, Finish: e.Finish, Ahead: e.Ahead,
-			PerSecond: e.PerSecond, Brake: e.Brake, NextProbe: e.NextProbe}
+	out := make([]*Estimate, len(ts))
+	for i, e := range es {
+		if e != nil {
+			out[i] = &Estimate{Status: ETAStatus(e.Status), Start: e.Start, Finish: e.Finish, Ahead: e.Ahead,
+				PerSecond: e.PerSecond, Brake: e.Brake, NextProbe: e.NextProbe}
+		}
 	}
 	return out, nil
 }

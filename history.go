@@ -36,9 +36,6 @@ type HistoryPoint struct {
 	Unrecorded bool
 }
 
-// maxHistoryPoints bounds what one History call returns.
-const maxHistoryPoints = 2000
-
 // History reads the per-minute history kept for Config.HistoryRetention
 // (default 8 days) from since to now, summed over every queue and type in
 // steps of step (a whole number of minutes), aligned to multiples of step
@@ -47,23 +44,16 @@ const maxHistoryPoints = 2000
 // the task table, and like Stats it counts users' tasks only: keel's own
 // (ReservedQueue) are left out.
 func (c *Client) History(ctx context.Context, since time.Time, step time.Duration) ([]HistoryPoint, error) {
-	if step < time.Minute || step%time.Minute != 0 {
-		return nil, invalid("history step must be a whole number of minutes, got %v", step)
+	p, err := estimator.Span(since, c.cfg.Now(), step)
+	if err != nil {
+		return nil, err
 	}
-	now := c.cfg.Now()
-	if since.IsZero() || !since.Before(now) {
-		return nil, invalid("history since must be before now")
-	}
-	first := since.Truncate(step)
-	n := int(now.Sub(first)/step) + 1
-	if n > maxHistoryPoints {
-		return nil, invalid("history from %v in steps of %v is %d points, more than %d", since.Format(time.RFC3339), step, n, maxHistoryPoints)
-	}
-	points, err := estimator.History(ctx, c.drv, estimator.HistoryParams{First: first, Step: step, N: n, Skip: IsKeelTask})
+	p.Skip = IsKeelTask
+	points, err := estimator.History(ctx, c.drv, p)
 	if err != nil {
 		return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
 	}
-	out := make([]HistoryPoint, n)
+	out := make([]HistoryPoint, len(points))
 	for i, p := range points {
 		out[i] = HistoryPoint(p)
 	}

@@ -1,10 +1,7 @@
 package keel
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -77,14 +74,10 @@ type QueueLatency struct {
 // the cost of describing only the recent past (see Latency.Oldest). keel's
 // own tasks (ReservedQueue) read are left out of the figures and Sample.
 func (c *Client) Latency(ctx context.Context, p LatencyParams) (*Latency, error) {
-	if p.Limit < 0 || p.Limit > driver.MaxRecentLimit {
-		return nil, invalid("latency limit must be in 0..%d, got %d", driver.MaxRecentLimit, p.Limit)
-	}
-	rows, err := c.drv.RecentFinished(ctx, driver.RecentParams{Limit: cmp.Or(p.Limit, 1000), Since: p.Since})
+	e, err := estimator.ReadLatency(ctx, c.drv, driver.RecentParams(p), IsKeelTask, unavailable)
 	if err != nil {
-		return nil, fmt.Errorf("keel: read recent finished tasks: %w", unavailable(ctx, err))
+		return nil, err
 	}
-	e := estimator.LatencyOf(slices.DeleteFunc(rows, func(r driver.FinishedSample) bool { return IsKeelTask(r.Queue, r.Type) }))
 	l := &Latency{Sample: e.Sample, Oldest: e.Oldest, Newest: e.Newest, All: LatencyFigures(e.All), Succeeded: e.Succeeded, Dead: e.Dead}
 	for _, q := range e.Queues {
 		l.Queues = append(l.Queues, QueueLatency{Queue: q.Queue, LatencyFigures: LatencyFigures(q.Figures)})

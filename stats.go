@@ -2,11 +2,8 @@ package keel
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/estimator"
 )
 
@@ -118,32 +115,17 @@ type Stats struct {
 // never reads the task table, so it costs the same with 5,000,000 tasks as
 // with 5.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
-	snap, err := c.snaps.Read(ctx, 0)
+	o, err := estimator.ReadOverview(ctx, estimator.OverviewParams{Snapshots: c.snaps, Alerts: c.drv, LiveWindow: c.cfg.liveWindow(),
+		Keel: estimator.Keel{Queue: ReservedQueue, Task: IsKeelTask, NotifyPrefix: notifyTypePrefix}, Wrap: unavailable})
 	if err != nil {
 		return nil, err
 	}
-	s := &Stats{At: snap.At, Counts: map[State]int64{}, Nodes: len(snap.Nodes)}
-	s.Keel = keelStats(snap, c.cfg.liveWindow())
-	for _, name := range snap.QueueNames() {
-		if reservedQueue(name) {
-			continue
-		}
-		q := queueStats(snap.Queue(name, c.cfg.liveWindow()))
-		for st, n := range q.Counts {
-			s.Counts[st] += n
-		}
-		s.DeadLastHour += q.DeadLastHour
-		s.Queues = append(s.Queues, q)
+	s := &Stats{At: o.At, Counts: typed[State](o.Counts), DeadLastHour: o.Dead, Alert: len(o.Firing) > 0, Firing: o.Firing, Nodes: o.Nodes,
+		Keel: KeelStats{QueueStats: queueStats(o.Keel.QueueFigures), HitsLastHour: o.Keel.Hits, FailedLastHour: o.Keel.Failed,
+			DeliveriesFailing: o.Keel.DeliveriesFailing, DeliveriesDead: o.Keel.DeliveriesDead}}
+	for _, q := range o.Queues {
+		s.Queues = append(s.Queues, queueStats(q))
 	}
-	open, err := c.drv.ListAlerts(ctx, driver.AlertFilter{Open: true, Limit: 1000})
-	if err != nil {
-		return nil, fmt.Errorf("keel: list firing alerts: %w", unavailable(ctx, err))
-	}
-	s.Firing = map[string]int{}
-	for _, a := range open {
-		s.Firing[a.Rule]++
-	}
-	s.Alert = len(open) > 0
 	return s, nil
 }
 
@@ -173,28 +155,4 @@ func typed[K ~string](m map[string]int64) map[K]int64 {
 		out[K(k)] = n
 	}
 	return out
-}
-
-// keelStats are the figures of keel's own work.
-func keelStats(s *estimator.Snapshot, window time.Duration) KeelStats {
-	k := KeelStats{QueueStats: queueStats(s.Queue(ReservedQueue, window))}
-	since := driver.DueMinute(s.At.Add(-time.Hour))
-	for _, m := range s.Minutes {
-		if m.Minute >= since && IsKeelTask(m.Queue, m.Type) {
-			k.HitsLastHour += m.Hits
-			k.FailedLastHour += m.Failed
-		}
-	}
-	for _, r := range s.Counts {
-		if !reservedQueue(r.Queue) || !strings.HasPrefix(r.Type, notifyTypePrefix) {
-			continue
-		}
-		switch r.Kind {
-		case driver.KindRetrying:
-			k.DeliveriesFailing += r.N
-		case string(StateDead):
-			k.DeliveriesDead += r.N
-		}
-	}
-	return k
 }
