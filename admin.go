@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/bulk"
 	"github.com/keelq/keel/internal/catalog"
-	"github.com/keelq/keel/internal/enqueue"
+	"github.com/keelq/keel/internal/conv"
 )
 
 // Filter selects tasks, the one selector of List, RetryMatching and
@@ -34,32 +35,17 @@ type Filter = driver.Filter
 // how many it moved; call it again until it returns 0 to requeue them all.
 // A task whose idempotency key another task now holds stays where it is.
 func (c *Client) RetryMatching(ctx context.Context, f Filter) (int64, error) {
-	p, err := enqueue.BulkFilter(f)
-	if err != nil {
-		return 0, err
-	}
-	n, err := c.drv.RetryMatching(ctx, p, c.cfg.Now())
-	if err != nil {
-		return 0, fmt.Errorf("keel: requeue tasks: %w", unavailable(ctx, err))
-	}
+	n, err := bulk.Ops{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable}.Retry(ctx, f)
 	if n > 0 {
 		c.eng.Load().WroteQueue(f.Queue)
 	}
-	return n, nil
+	return n, err
 }
 
 // PurgeMatching deletes up to f.Limit matching dead (or cancelled) tasks
 // for good and returns how many it deleted.
 func (c *Client) PurgeMatching(ctx context.Context, f Filter) (int64, error) {
-	p, err := enqueue.BulkFilter(f)
-	if err != nil {
-		return 0, err
-	}
-	n, err := c.drv.PurgeMatching(ctx, p)
-	if err != nil {
-		return 0, fmt.Errorf("keel: purge tasks: %w", unavailable(ctx, err))
-	}
-	return n, nil
+	return bulk.Ops{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable}.Purge(ctx, f)
 }
 
 // QueueInfo is one queue: its task counts and runtime settings.
@@ -122,11 +108,7 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueInfo, len(queues))
-	for i, q := range queues {
-		out[i] = QueueInfo(q)
-	}
-	return out, nil
+	return conv.Slice(queues, func(q catalog.Queue) QueueInfo { return QueueInfo(q) }), nil
 }
 
 // Types lists every task type that holds tasks, is known to this client,
@@ -136,11 +118,7 @@ func (c *Client) Types(ctx context.Context) ([]TypeInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TypeInfo, len(types))
-	for i, t := range types {
-		out[i] = typeInfo(t)
-	}
-	return out, nil
+	return conv.Slice(types, typeInfo), nil
 }
 
 // typeInfo is the public form of a listed type.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/internal/backlog"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/estimator"
 )
 
@@ -53,11 +54,7 @@ func (c *Client) History(ctx context.Context, since time.Time, step time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("keel: read task history: %w", unavailable(ctx, err))
 	}
-	out := make([]HistoryPoint, len(points))
-	for i, p := range points {
-		out[i] = HistoryPoint(p)
-	}
-	return out, nil
+	return conv.Slice(points, func(p estimator.Point) HistoryPoint { return HistoryPoint(p) }), nil
 }
 
 // newBacklogSampler returns the sampler of the peaks History reports,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/estimator"
 )
 
@@ -78,9 +79,8 @@ func (c *Client) Latency(ctx context.Context, p LatencyParams) (*Latency, error)
 	if err != nil {
 		return nil, err
 	}
-	l := &Latency{Sample: e.Sample, Oldest: e.Oldest, Newest: e.Newest, All: LatencyFigures(e.All), Succeeded: e.Succeeded, Dead: e.Dead}
-	for _, q := range e.Queues {
-		l.Queues = append(l.Queues, QueueLatency{Queue: q.Queue, LatencyFigures: LatencyFigures(q.Figures)})
-	}
-	return l, nil
+	return &Latency{Sample: e.Sample, Oldest: e.Oldest, Newest: e.Newest, All: LatencyFigures(e.All), Succeeded: e.Succeeded, Dead: e.Dead,
+		Queues: conv.Slice(e.Queues, func(q estimator.QueueLatency) QueueLatency {
+			return QueueLatency{Queue: q.Queue, LatencyFigures: LatencyFigures(q.Figures)}
+		})}, nil
 }

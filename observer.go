@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/known"
 	"github.com/keelq/keel/internal/observe"
@@ -129,12 +130,9 @@ func (c *Client) knownWork() known.Work {
 		h := c.cfg.Handlers.m[name]
 		types = append(types, known.Declared{Name: name, Queue: o.Queue, Handled: h != nil && h.run != nil})
 	}
-	var schedules []string
-	for _, s := range c.schedules {
-		schedules = append(schedules, s.Name)
-	}
 	return known.Of(known.Client{Queues: slices.Collect(maps.Keys(c.cfg.Queues)), Keel: slices.Collect(maps.Keys(c.alerter.Handlers())),
-		Types: types, Schedules: schedules, Reserved: ReservedQueue, Default: DefaultQueue})
+		Types: types, Schedules: conv.Slice(c.schedules, func(s driver.ScheduleParams) string { return s.Name }),
+		Reserved: ReservedQueue, Default: DefaultQueue})
 }
 
 // observers holds a client's observers, and passes the engine's events on

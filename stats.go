@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/estimator"
 )
 
@@ -120,13 +121,10 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stats{At: o.At, Counts: typed[State](o.Counts), DeadLastHour: o.Dead, Alert: len(o.Firing) > 0, Firing: o.Firing, Nodes: o.Nodes,
+	return &Stats{At: o.At, Counts: conv.Keys[State](o.Counts), Queues: conv.Slice(o.Queues, queueStats), DeadLastHour: o.Dead,
 		Keel: KeelStats{QueueStats: queueStats(o.Keel.QueueFigures), HitsLastHour: o.Keel.Hits, FailedLastHour: o.Keel.Failed,
-			DeliveriesFailing: o.Keel.DeliveriesFailing, DeliveriesDead: o.Keel.DeliveriesDead}}
-	for _, q := range o.Queues {
-		s.Queues = append(s.Queues, queueStats(q))
-	}
-	return s, nil
+			DeliveriesFailing: o.Keel.DeliveriesFailing, DeliveriesDead: o.Keel.DeliveriesDead},
+		Alert: len(o.Firing) > 0, Firing: o.Firing, Nodes: o.Nodes}, nil
 }
 
 // liveWindow is how recent a node's registry heartbeat must be for the
@@ -137,22 +135,15 @@ func (c Config) liveWindow() time.Duration {
 
 // queueStats are a queue's figures, typed.
 func queueStats(f estimator.QueueFigures) QueueStats {
-	q := QueueStats{Name: f.Name, Counts: typed[State](f.Counts), Views: typed[View](f.Views), OldestReadyAge: f.OldestReady,
-		Rates: Rates(f.Rates), PerSecond: f.Rates.M5, DeadLastHour: f.Dead, TimeToDrain: f.Drain, Paused: f.Paused, Served: f.Served}
-	for _, t := range f.Types {
-		q.Types = append(q.Types, TypeStats{Name: t.Name, Views: typed[View](t.Views), Counts: typed[State](t.Counts),
-			Rates: Rates(t.Rates), OldestReadyAge: t.OldestReady, MeanDuration: t.Mean,
-			DeadLastHour: t.Dead, FailedLastHour: t.Failed, AttemptsLastHour: t.Ended,
-			TimeToDrain: t.Drain, Paused: t.Paused, Braked: t.Braked})
-	}
-	return q
+	return QueueStats{Name: f.Name, Counts: conv.Keys[State](f.Counts), Views: conv.Keys[View](f.Views), OldestReadyAge: f.OldestReady,
+		Rates: Rates(f.Rates), PerSecond: f.Rates.M5, DeadLastHour: f.Dead, TimeToDrain: f.Drain, Paused: f.Paused, Served: f.Served,
+		Types: conv.Slice(f.Types, typeStats)}
 }
 
-// typed returns m with its keys typed (as View or State).
-func typed[K ~string](m map[string]int64) map[K]int64 {
-	out := make(map[K]int64, len(m))
-	for k, n := range m {
-		out[K(k)] = n
-	}
-	return out
+// typeStats are a type's figures, typed.
+func typeStats(t estimator.Figures) TypeStats {
+	return TypeStats{Name: t.Name, Views: conv.Keys[View](t.Views), Counts: conv.Keys[State](t.Counts),
+		Rates: Rates(t.Rates), OldestReadyAge: t.OldestReady, MeanDuration: t.Mean,
+		DeadLastHour: t.Dead, FailedLastHour: t.Failed, AttemptsLastHour: t.Ended,
+		TimeToDrain: t.Drain, Paused: t.Paused, Braked: t.Braked}
 }

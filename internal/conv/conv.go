@@ -1,0 +1,26 @@
+// Package conv converts collections element by element: the root
+// package's public types are copies of internal ones, converted on the
+// way out.
+package conv
+
+// Slice returns f of each element of s, in order; nil when s is nil.
+func Slice[T, R any](s []T, f func(T) R) []R {
+	if s == nil {
+		return nil
+	}
+	out := make([]R, len(s))
+	for i, v := range s {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// Keys returns m with its keys converted to K (a string type, such as
+// keel.State); never nil.
+func Keys[K ~string, V any](m map[string]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[K(k)] = v
+	}
+	return out
+}

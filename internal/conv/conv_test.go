@@ -1,0 +1,29 @@
+package conv
+
+import (
+	"reflect"
+	"strconv"
+	"testing"
+)
+
+func TestSlice(t *testing.T) {
+	if got := Slice([]int{3, 1, 2}, strconv.Itoa); !reflect.DeepEqual(got, []string{"3", "1", "2"}) {
+		t.Errorf("Slice: %q", got)
+	}
+	if got := Slice(nil, strconv.Itoa); got != nil {
+		t.Errorf("Slice of nil: %#v, want nil", got)
+	}
+	if got := Slice([]int{}, strconv.Itoa); got == nil || len(got) != 0 {
+		t.Errorf("Slice of empty: %#v, want empty, not nil", got)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	type state string
+	if got := Keys[state](map[string]int64{"dead": 2, "pending": 1}); !reflect.DeepEqual(got, map[state]int64{"dead": 2, "pending": 1}) {
+		t.Errorf("Keys: %v", got)
+	}
+	if got := Keys[state, int64](nil); got == nil || len(got) != 0 {
+		t.Errorf("Keys of nil: %#v, want empty, not nil", got)
+	}
+}
