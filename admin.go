@@ -2,7 +2,6 @@ package keel
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -197,18 +196,11 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 // patch checks and stores a change to a queue's or type's settings, and
 // applies it to this client at once.
 func (c *Client) patch(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
-	if err := catalog.CheckPatch(p); err != nil {
-		return nil, err
-	}
-	p.Now = c.cfg.Now()
-	s, err := c.drv.PatchSetting(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("keel: update %s %s: %w", p.Kind, p.Name, unavailable(ctx, err))
-	}
-	if e := c.eng.Load(); e != nil {
+	s, err := catalog.Patcher{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable}.Patch(ctx, p)
+	if e := c.eng.Load(); err == nil && e != nil {
 		e.ApplySetting(*s)
 	}
-	return s, nil
+	return s, err
 }
 
 // MaxRate is the highest rate a queue or type takes, in tasks per second;

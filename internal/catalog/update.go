@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -16,6 +18,37 @@ const (
 	MaxRate  = 1_000_000
 	MaxBurst = 1_000_000
 )
+
+// PatchStore is what a Patcher writes.
+type PatchStore interface {
+	PatchSetting(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error)
+}
+
+// Patcher stores changes to queues' and types' settings.
+type Patcher struct {
+	Store PatchStore
+	Now   func() time.Time
+	// Wrap turns the write's error into the error returned (the client
+	// marks an unreachable database); nil keeps it.
+	Wrap func(ctx context.Context, err error) error
+}
+
+// Patch checks p (see CheckPatch), stores it as of now and returns the
+// setting stored.
+func (pt Patcher) Patch(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
+	if err := CheckPatch(p); err != nil {
+		return nil, err
+	}
+	p.Now = pt.Now()
+	s, err := pt.Store.PatchSetting(ctx, p)
+	if err != nil {
+		if pt.Wrap != nil {
+			err = pt.Wrap(ctx, err)
+		}
+		return nil, fmt.Errorf("keel: update %s %s: %w", p.Kind, p.Name, err)
+	}
+	return s, nil
+}
 
 // CheckPatch checks a change to a queue's or a task type's settings, as
 // keel's UpdateQueue and UpdateType take it: its first problem is

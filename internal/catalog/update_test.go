@@ -1,7 +1,9 @@
 package catalog_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -68,5 +70,42 @@ func TestCheckPatch(t *testing.T) {
 		case c.want != "" && (!errors.Is(err, kerr.ErrInvalid) || err.Error() != "keel: invalid input: "+c.want):
 			t.Errorf("%s %q: %v, want %q", c.p.Kind, c.p.Name, err, c.want)
 		}
+	}
+}
+
+// patchStore keeps the patches it stores, or fails.
+type patchStore struct {
+	got []driver.SettingPatch
+	err error
+}
+
+func (s *patchStore) PatchSetting(_ context.Context, p driver.SettingPatch) (*driver.Setting, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	s.got = append(s.got, p)
+	return &driver.Setting{Kind: p.Kind, Name: p.Name, Paused: p.Paused != nil && *p.Paused, UpdatedAt: p.Now}, nil
+}
+
+// TestPatcher: a checked patch is stored as of now; a bad one never
+// reaches the store; a failed write says what it updated.
+func TestPatcher(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	st := &patchStore{}
+	pt := catalog.Patcher{Store: st, Now: func() time.Time { return now }}
+	yes, bad := true, -1
+	s, err := pt.Patch(context.Background(), driver.SettingPatch{Kind: driver.SettingQueue, Name: "mail", Paused: &yes})
+	if err != nil || !s.Paused || !s.UpdatedAt.Equal(now) || len(st.got) != 1 || !st.got[0].Now.Equal(now) {
+		t.Fatalf("patch: %+v, %v; stored %+v", s, err, st.got)
+	}
+	_, err = pt.Patch(context.Background(), driver.SettingPatch{Kind: driver.SettingType, Name: "t", MaxAttempts: &bad})
+	if !errors.Is(err, kerr.ErrInvalid) || len(st.got) != 1 {
+		t.Fatalf("bad patch: %v; stored %+v", err, st.got)
+	}
+	st.err = errors.New("down")
+	pt.Wrap = func(_ context.Context, err error) error { return fmt.Errorf("unreachable: %w", err) }
+	_, err = pt.Patch(context.Background(), driver.SettingPatch{Kind: driver.SettingType, Name: "mail.send", Paused: &yes})
+	if !errors.Is(err, st.err) || err.Error() != "keel: update type mail.send: unreachable: down" {
+		t.Fatalf("failed write: %v", err)
 	}
 }
