@@ -33,6 +33,10 @@ type store struct {
 	ticks   chan driver.TickParams
 	upserts chan []driver.ScheduleParams
 	nextID  int64
+	// apiErr fails the API's calls (api_test.go); inserted holds the
+	// tasks they inserted.
+	apiErr   error
+	inserted []driver.InsertParams
 }
 
 func (s *store) UpsertSchedules(_ context.Context, ps []driver.ScheduleParams) error {
