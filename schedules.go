@@ -218,13 +218,8 @@ func (c *Client) scheduled(name string, res *driver.InsertResult) {
 
 // scheduleInfo turns a row into what the API shows, in the row's zone.
 func scheduleInfo(r *driver.ScheduleRow, now time.Time) *ScheduleInfo {
-	info := &ScheduleInfo{Name: r.Name, Spec: r.Spec, TimeZone: r.TimeZone, Type: r.Type, Queue: r.Queue,
+	t := scheduler.Describe(r, now)
+	return &ScheduleInfo{Name: r.Name, Spec: r.Spec, TimeZone: r.TimeZone, Type: r.Type, Queue: r.Queue,
 		Payload: r.Payload, Priority: r.Priority, Missed: MissedPolicy(r.Missed), Paused: r.Paused,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-	t, err := scheduler.Describe(r, now)
-	if err != nil {
-		info.Error = err.Error()
-	}
-	info.LastTick, info.NextRun, info.Due = t.LastTick, t.NextRun, t.Due
-	return info
+		LastTick: t.LastTick, NextRun: t.NextRun, Due: t.Due, Error: t.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
