@@ -2,11 +2,10 @@ package keel
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/brake"
 )
 
 // The automatic brake (seed 000 §3.1: after a timeout, retry, degrade,
@@ -108,11 +107,11 @@ type BrakeSettings struct {
 	Cooldown  time.Duration
 }
 
+// brakeFromRow returns a stored brake as the API shows it.
 func brakeFromRow(r driver.BrakeRow) BrakeInfo {
 	return BrakeInfo{Type: r.Type, State: r.State, OpenedAt: r.OpenedAt, Until: r.Until, ProbeTaskID: r.ProbeTaskID,
 		ProbeNode: r.ProbeOwner, ProbeAt: r.ProbeAt, Ratio: r.Ratio, Attempts: r.Attempts, Reason: r.Reason,
-		ClosedAt: r.ClosedAt, UpdatedAt: r.UpdatedAt,
-		Settings: BrakeSettings{Window: r.Config.Window, Threshold: r.Config.Threshold, Cooldown: r.Config.Cooldown}}
+		ClosedAt: r.ClosedAt, UpdatedAt: r.UpdatedAt, Settings: BrakeSettings(r.Config)}
 }
 
 // SetBrake replaces a type's runtime brake thresholds (see BrakeSettings;
@@ -120,45 +119,15 @@ func brakeFromRow(r driver.BrakeRow) BrakeInfo {
 // evaluation, on every node's behalf. Bad values are ErrInvalid and write
 // nothing.
 func (c *Client) SetBrake(ctx context.Context, taskType string, s BrakeSettings) (*BrakeInfo, error) {
-	if !validName(taskType) {
-		return nil, invalid("invalid task type %q", taskType)
-	}
-	if reservedType(taskType) {
-		return nil, invalid("task type %q: keel's own types never brake", taskType)
-	}
-	b, ok := c.drv.(driver.Braker)
-	if !ok {
-		return nil, fmt.Errorf("%w: the driver stores no brakes", ErrWrongState)
-	}
-	p := driver.BrakeConfigParams{Type: taskType, Config: driver.BrakeConfig{Window: s.Window, Threshold: s.Threshold, Cooldown: s.Cooldown}, Now: c.cfg.Now()}
-	if err := p.Validate(); err != nil {
-		return nil, invalid("%v", err)
-	}
-	if err := b.SetBrakeConfig(ctx, p); err != nil {
-		return nil, fmt.Errorf("keel: set brake: %w", unavailable(ctx, err))
-	}
-	brakes, err := c.Brakes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, br := range brakes {
-		if br.Type == taskType {
-			return &br, nil
-		}
-	}
-	return nil, fmt.Errorf("keel: set brake: the brake of %q was not stored", taskType)
+	return brakeInfo(c.brakes().Set(ctx, taskType, driver.BrakeConfig(s)))
 }
 
 // Brakes returns every stored brake (types whose brake never opened have
 // none: they are closed), ordered by type.
 func (c *Client) Brakes(ctx context.Context) ([]BrakeInfo, error) {
-	b, ok := c.drv.(driver.Braker)
-	if !ok {
-		return nil, nil
-	}
-	rows, err := b.ListBrakes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("keel: list brakes: %w", unavailable(ctx, err))
+	rows, err := c.brakes().List(ctx)
+	if err != nil || rows == nil {
+		return nil, err
 	}
 	out := make([]BrakeInfo, len(rows))
 	for i, r := range rows {
@@ -171,39 +140,29 @@ func (c *Client) Brakes(ctx context.Context) ([]BrakeInfo, error) {
 // are claimed again at once on this node and within SettingsInterval on
 // the others, and the brake_open alert resolves at the next alert
 // evaluation. Each node's window then starts afresh unless it already
-// judges the type healthy. A brake that is not open is ErrWrongState; an invalid type
-// name ErrInvalid.
+// judges the type healthy. A brake that is not open is ErrWrongState; an
+// invalid type name ErrInvalid.
 func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, error) {
-	if !validName(taskType) {
-		return nil, invalid("invalid task type %q", taskType)
-	}
-	b, ok := c.drv.(driver.Braker)
-	if !ok {
-		return nil, fmt.Errorf("%w: the driver stores no brakes", ErrWrongState)
-	}
-	rows, err := b.ListBrakes(ctx)
+	return brakeInfo(c.brakes().Close(ctx, taskType))
+}
+
+// brakes returns the API's calls on c's stored brakes.
+func (c *Client) brakes() *brake.Admin {
+	b, _ := c.drv.(driver.Braker)
+	return &brake.Admin{Driver: b, Now: c.cfg.Now, Wrap: unavailable, Reserved: reservedType,
+		Closed: func(ctx context.Context) {
+			if e := c.eng.Load(); e != nil {
+				e.BrakesChanged(ctx)
+			}
+		}}
+}
+
+// brakeInfo returns the admin's answer as the API shows it.
+func brakeInfo(row *driver.BrakeRow, err error) (*BrakeInfo, error) {
 	if err != nil {
-		return nil, fmt.Errorf("keel: close brake: %w", unavailable(ctx, err))
+		return nil, err
 	}
-	i := slices.IndexFunc(rows, func(r driver.BrakeRow) bool { return r.Type == taskType })
-	if i < 0 || rows[i].State == driver.BrakeClosed {
-		return nil, fmt.Errorf("%w: the brake of type %q is not open", ErrWrongState, taskType)
-	}
-	now := c.cfg.Now()
-	to := driver.BrakeRow{Type: taskType, State: driver.BrakeClosed, OpenedAt: rows[i].OpenedAt, Ratio: rows[i].Ratio,
-		Attempts: rows[i].Attempts, ClosedAt: now, Reason: "closed by hand", Config: rows[i].Config}
-	applied, err := b.ChangeBrake(ctx, driver.BrakeChange{To: to, From: []driver.BrakeState{driver.BrakeOpen, driver.BrakeHalfOpen}, Now: now})
-	if err != nil {
-		return nil, fmt.Errorf("keel: close brake: %w", unavailable(ctx, err))
-	}
-	if !applied {
-		return nil, fmt.Errorf("%w: the brake of type %q is not open", ErrWrongState, taskType)
-	}
-	if e := c.eng.Load(); e != nil {
-		e.BrakesChanged(ctx)
-	}
-	to.UpdatedAt = now
-	info := brakeFromRow(to)
+	info := brakeFromRow(*row)
 	return &info, nil
 }
 

@@ -50,26 +50,12 @@ type DrillNotifier struct {
 // run the leader and the drill's tasks. A report with Passed false and a
 // nil error is a failed drill; an error means the drill could not run.
 func (c *Client) Drill(ctx context.Context, timeout time.Duration) (*DrillReport, error) {
-	if c.cfg.Alerts.Off {
-		return nil, invalid("alerts are off in this client (Config.Alerts.Off): there is nothing to drill")
-	}
-	if timeout <= 0 {
-		return nil, invalid("drill timeout must be positive, got %v", timeout)
-	}
-	rules, _, err := c.AlertRules(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if rules.DeadPerHour < 0 {
-		return nil, invalid("the dead_per_hour rule is off: the drill has no alert to trip")
-	}
-	if rules.DeadPerHour > 1000 {
-		return nil, invalid("the dead_per_hour rule fires above %d: the drill makes at most 1001 dead letters", rules.DeadPerHour)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	d := drill.New(drill.Config{Driver: c.drv, Enqueue: c.enqueueInternal, Wrap: unavailable, Now: c.cfg.Now})
-	r, err := d.Run(ctx, rules.DeadPerHour+1, c.Notifiers())
+	d := drill.New(drill.Config{Driver: c.drv, Enqueue: c.enqueueInternal, Wrap: unavailable, Now: c.cfg.Now,
+		AlertsOff: c.cfg.Alerts.Off, DeadPerHour: func(ctx context.Context) (int, error) {
+			rules, _, err := c.AlertRules(ctx)
+			return rules.DeadPerHour, err
+		}})
+	r, err := d.RunFor(ctx, timeout, c.Notifiers())
 	if r == nil {
 		return nil, err
 	}

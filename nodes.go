@@ -3,6 +3,8 @@ package keel
 import (
 	"context"
 	"time"
+
+	"github.com/keelq/keel/internal/nodes"
 )
 
 // NodeInfo is one worker process in the node registry: every started
@@ -33,15 +35,13 @@ type NodeInfo struct {
 // Nodes lists the worker processes registered in the database, by name.
 // Any client may call it, including one that never starts workers.
 func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
-	rows, err := c.drv.ListNodes(ctx)
+	list, err := nodes.List(ctx, c.drv, c.cfg.Now(), c.cfg.liveWindow())
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	out := make([]NodeInfo, len(rows))
-	now := c.cfg.Now()
-	for i, r := range rows {
-		out[i] = NodeInfo{Name: r.Name, Host: r.Host, PID: r.PID, Queues: r.Queues, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Workers: r.Workers, Version: r.Version, Running: r.Running,
-			Lost: now.Sub(r.HeartbeatAt) > c.cfg.liveWindow()}
+	out := make([]NodeInfo, len(list))
+	for i, n := range list {
+		out[i] = NodeInfo(n)
 	}
 	return out, nil
 }

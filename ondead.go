@@ -60,13 +60,5 @@ var _ = DeadTask(ondead.Payload{})
 // client's registration when it declares any default, else the stored one
 // (nil: none). It says what a task's death enqueues (see internal/ondead).
 func (c *Client) declaration(ctx context.Context, taskType string) (*driver.TypeDefaults, error) {
-	if o, ok := c.types[taskType]; ok && o.Declared() {
-		t := o.TypeDefaults(taskType)
-		return &t, nil
-	}
-	stored, err := c.decl.Stored(ctx, []string{taskType})
-	if err != nil {
-		return nil, err
-	}
-	return stored[taskType], nil
+	return c.prep.Declaration(ctx, c.decl.Stored, taskType)
 }

@@ -3,12 +3,9 @@ package keel
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/scheduler"
 )
@@ -105,109 +102,46 @@ type ScheduleInfo struct {
 // Validate reports what is wrong with s (ErrInvalid), naming the
 // schedule and the field; NewClient checks Config.Schedules with it.
 func (s Schedule) Validate() error {
-	_, err := s.params()
+	_, err := s.definition().Params()
 	return err
 }
 
-// params validates s and returns it as the driver stores it.
-func (s Schedule) params() (driver.ScheduleParams, error) {
-	p := driver.ScheduleParams{Name: s.Name, Spec: s.Spec, TimeZone: s.TimeZone, Type: s.Type, Queue: s.Queue,
-		Priority: s.Priority, Missed: string(s.Missed)}
-	if p.TimeZone == "" {
-		p.TimeZone = "UTC"
-	}
-	if p.Queue == "" {
-		p.Queue = DefaultQueue
-	}
-	if p.Missed == "" {
-		p.Missed = driver.MissedRunOnce
-	}
-	switch {
-	case !driver.ValidScheduleName(s.Name):
-		return p, invalid("schedule %q: invalid name: use 1-128 letters, digits, '_', '.', ':' or '-'", s.Name)
-	case s.Spec == "":
-		return p, invalid("schedule %q: Spec is required (a cron expression such as \"*/5 * * * *\", or \"@every 10s\")", s.Name)
-	case !validName(s.Type):
-		return p, invalid("schedule %q: invalid Type %q: use 1-128 letters, digits, '_', '.', ':' or '-'", s.Name, s.Type)
-	case reservedType(s.Type):
-		return p, invalid("schedule %q: Type %q: names starting with %q are reserved for keel's own tasks", s.Name, s.Type, reservedTypePrefix)
-	case !validName(p.Queue):
-		return p, invalid("schedule %q: invalid Queue %q", s.Name, p.Queue)
-	case reservedQueue(p.Queue):
-		return p, invalid("schedule %q: queue %q is reserved for keel's own tasks", s.Name, p.Queue)
-	case s.Priority < -1_000_000 || s.Priority > 1_000_000:
-		return p, invalid("schedule %q: Priority %d out of range [-1000000, 1000000]", s.Name, s.Priority)
-	case p.Missed != driver.MissedRunOnce && p.Missed != driver.MissedSkip:
-		return p, invalid("schedule %q: Missed must be %q or %q, got %q", s.Name, MissedRunOnce, MissedSkip, s.Missed)
-	}
-	if _, _, err := scheduler.Parse(s.Spec, p.TimeZone); err != nil {
-		return p, invalid("schedule %q: %v", s.Name, err)
-	}
-	switch v := s.Payload.(type) {
-	case json.RawMessage:
-		p.Payload = v
-	case []byte:
-		p.Payload = v
-	case nil:
-		p.Payload = json.RawMessage("{}")
-	default:
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return p, invalid("schedule %q: payload cannot be encoded as JSON: %v", s.Name, err)
-		}
-		p.Payload = raw
-	}
-	// Every trigger enqueues this payload: refuse now what no trigger
-	// could enqueue (NUL, a lone surrogate, a key twice, deep nesting).
-	if _, err := digest.Canonical(p.Payload); err != nil && json.Valid(p.Payload) {
-		return p, invalid("schedule %q: %v", s.Name, err)
-	}
-	p.Now = time.Unix(1, 0) // checked here; the write sets its own time
-	if err := p.Validate(); err != nil {
-		return p, invalid("%v", err)
-	}
-	return p, nil
+// definition is s as internal/enqueue checks it.
+func (s Schedule) definition() enqueue.Schedule {
+	return enqueue.Schedule{Name: s.Name, Spec: s.Spec, TimeZone: s.TimeZone, Type: s.Type, Queue: s.Queue,
+		Payload: s.Payload, Priority: s.Priority, Missed: string(s.Missed)}
 }
 
 // validateSchedules checks Config.Schedules and returns them as the
 // driver stores them.
 func validateSchedules(schedules []Schedule, maxPayload int) ([]driver.ScheduleParams, error) {
-	seen := map[string]bool{}
-	var out []driver.ScheduleParams
+	defs := make([]enqueue.Schedule, len(schedules))
 	for i, s := range schedules {
-		p, err := s.params()
-		if err != nil {
-			return nil, fmt.Errorf("Config.Schedules[%d]: %w", i, err)
-		}
-		if len(p.Payload) > maxPayload {
-			return nil, fmt.Errorf("Config.Schedules[%d]: schedule %q: %w: %d bytes, the limit is %d", i, s.Name, ErrPayloadTooLarge, len(p.Payload), maxPayload)
-		}
-		if seen[s.Name] {
-			return nil, invalid("Config.Schedules[%d]: schedule name %q used twice", i, s.Name)
-		}
-		seen[s.Name] = true
-		out = append(out, p)
+		defs[i] = s.definition()
 	}
-	return out, nil
+	return enqueue.CheckSchedules(defs, maxPayload)
 }
 
 // newScheduler returns the service that enqueues c's schedules' ticks.
 func newScheduler(c *Client) *scheduler.Scheduler {
 	return scheduler.New(scheduler.Config{
-		Driver: c.drv, Schedules: c.schedules, Now: c.cfg.Now, Logger: c.cfg.Logger,
+		Driver: c.drv, Schedules: c.schedules, Now: c.cfg.Now, Logger: c.cfg.Logger, Wrap: unavailable,
 		Leading: func() bool {
 			return c.eng.Load().Leading()
 		},
-		Task: c.scheduleTask, Enqueued: c.scheduled,
+		Task: func(ctx context.Context, s *driver.ScheduleRow, key string, meta map[string]string, now time.Time) (*driver.InsertParams, error) {
+			return c.prep.ScheduleTask(ctx, c.decl.Stored, s, key, meta, now)
+		},
+		Enqueued: c.scheduled,
 	})
 }
 
 // Schedules lists the stored schedules by name, each with its next run
 // in its own zone.
 func (c *Client) Schedules(ctx context.Context) ([]*ScheduleInfo, error) {
-	rows, err := c.drv.ListSchedules(ctx)
+	rows, err := c.sched.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("keel: list schedules: %w", unavailable(ctx, err))
+		return nil, err
 	}
 	now := c.cfg.Now()
 	out := make([]*ScheduleInfo, len(rows))
@@ -220,50 +154,31 @@ func (c *Client) Schedules(ctx context.Context) ([]*ScheduleInfo, error) {
 // GetSchedule returns one stored schedule; ErrNotFound when there is no
 // such schedule.
 func (c *Client) GetSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	row, err := getSchedule(ctx, c.drv, name)
+	row, err := c.sched.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	return scheduleInfo(row, c.cfg.Now()), nil
 }
 
-func getSchedule(ctx context.Context, drv driver.ScheduleStore, name string) (*driver.ScheduleRow, error) {
-	if !driver.ValidScheduleName(name) {
-		return nil, invalid("invalid schedule name %q", name)
-	}
-	row, err := drv.GetSchedule(ctx, name)
-	if errors.Is(err, driver.ErrNotFound) {
-		return nil, fmt.Errorf("%w: no schedule %q", ErrNotFound, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("keel: get schedule: %w", unavailable(ctx, err))
-	}
-	return row, nil
-}
-
 // PauseSchedule pauses a schedule in every process: the leader enqueues
 // none of its ticks until ResumeSchedule. ErrNotFound for an unknown name.
 func (c *Client) PauseSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	return pauseSchedule(ctx, c.drv, name, true, c.cfg.Now())
+	return c.pauseSchedule(ctx, name, true)
 }
 
 // ResumeSchedule resumes a paused schedule. The ticks of the paused period
 // never run, whatever its missed policy: the next tick after the resume
 // is the first. ErrNotFound for an unknown name.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) (*ScheduleInfo, error) {
-	return pauseSchedule(ctx, c.drv, name, false, c.cfg.Now())
+	return c.pauseSchedule(ctx, name, false)
 }
 
-func pauseSchedule(ctx context.Context, drv driver.ScheduleStore, name string, paused bool, now time.Time) (*ScheduleInfo, error) {
-	if !driver.ValidScheduleName(name) {
-		return nil, invalid("invalid schedule name %q", name)
-	}
-	row, err := drv.PauseSchedule(ctx, driver.PauseScheduleParams{Name: name, Paused: paused, Now: now})
-	if errors.Is(err, driver.ErrNotFound) {
-		return nil, fmt.Errorf("%w: no schedule %q", ErrNotFound, name)
-	}
+func (c *Client) pauseSchedule(ctx context.Context, name string, paused bool) (*ScheduleInfo, error) {
+	now := c.cfg.Now()
+	row, err := c.sched.Pause(ctx, name, paused, now)
 	if err != nil {
-		return nil, fmt.Errorf("keel: pause schedule: %w", unavailable(ctx, err))
+		return nil, err
 	}
 	return scheduleInfo(row, now), nil
 }
@@ -272,39 +187,19 @@ func pauseSchedule(ctx context.Context, drv driver.ScheduleStore, name string, p
 // schedule still in some process's Config.Schedules comes back when that
 // process starts. ErrNotFound for an unknown name.
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
-	if !driver.ValidScheduleName(name) {
-		return invalid("invalid schedule name %q", name)
-	}
-	err := c.drv.DeleteSchedule(ctx, name)
-	if errors.Is(err, driver.ErrNotFound) {
-		return fmt.Errorf("%w: no schedule %q", ErrNotFound, name)
-	}
-	if err != nil {
-		return fmt.Errorf("keel: delete schedule: %w", unavailable(ctx, err))
-	}
-	return nil
+	return c.sched.Delete(ctx, name)
 }
 
 // TriggerSchedule enqueues one task of the schedule now, also while it is
 // paused, with the idempotency key "keel.schedule:<name>:manual:<unix
 // nanoseconds>". The schedule's ticks are not moved.
 func (c *Client) TriggerSchedule(ctx context.Context, name string) (*TaskInfo, error) {
-	row, err := getSchedule(ctx, c.drv, name)
+	res, err := c.sched.Trigger(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	now := c.cfg.Now()
-	p, err := c.scheduleTask(ctx, row, scheduler.ManualKey(row.Name, now), map[string]string{scheduler.MetaSchedule: row.Name, scheduler.MetaTrigger: "manual"}, now)
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.drv.Insert(ctx, []driver.InsertParams{*p})
-	if err != nil {
-		return nil, fmt.Errorf("keel: trigger schedule %s: %w", row.Name, unavailable(ctx, err))
-	}
-	c.scheduled(row.Name, &res[0])
-	info := infoFromRow(res[0].Task)
-	info.Duplicate = res[0].Duplicate
+	info := infoFromRow(res.Task)
+	info.Duplicate = res.Duplicate
 	return info, nil
 }
 
@@ -321,35 +216,10 @@ func (c *Client) scheduled(name string, res *driver.InsertResult) {
 	}
 }
 
-// scheduleTask builds the insert of one task of schedule s. Its type may
-// be one this client does not know: the stored declaration's defaults
-// (max attempts, timeout) apply, as for keel serve's enqueues.
-func (c *Client) scheduleTask(ctx context.Context, s *driver.ScheduleRow, key string, meta map[string]string, now time.Time) (*driver.InsertParams, error) {
-	var stored map[string]*driver.TypeDefaults
-	if o, known := c.types[s.Type]; !known || !o.Declared() {
-		var err error
-		if stored, err = c.decl.Stored(ctx, []string{s.Type}); err != nil {
-			return nil, err
-		}
-	}
-	p, err := c.prep.Prepare(enqueue.Spec{Type: s.Type, Payload: json.RawMessage(s.Payload), Options: []func(*options){
-		Queue(s.Queue), Priority(s.Priority), IdempotencyKey(key), Meta(meta),
-	}}, now, stored, true)
-	if err != nil {
-		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
-	}
-	return &p, nil
-}
-
 // scheduleInfo turns a row into what the API shows, in the row's zone.
 func scheduleInfo(r *driver.ScheduleRow, now time.Time) *ScheduleInfo {
-	info := &ScheduleInfo{Name: r.Name, Spec: r.Spec, TimeZone: r.TimeZone, Type: r.Type, Queue: r.Queue,
+	t := scheduler.Describe(r, now)
+	return &ScheduleInfo{Name: r.Name, Spec: r.Spec, TimeZone: r.TimeZone, Type: r.Type, Queue: r.Queue,
 		Payload: r.Payload, Priority: r.Priority, Missed: MissedPolicy(r.Missed), Paused: r.Paused,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-	t, err := scheduler.Describe(r, now)
-	if err != nil {
-		info.Error = err.Error()
-	}
-	info.LastTick, info.NextRun, info.Due = t.LastTick, t.NextRun, t.Due
-	return info
+		LastTick: t.LastTick, NextRun: t.NextRun, Due: t.Due, Error: t.Error, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }

@@ -1,8 +1,9 @@
 // Package brake holds the automatic brake's judgement of one task type on
 // one node: which outcomes are evidence against the type's downstream, the
 // window of the latest evidence, and what a half-open brake's trickle of
-// probes does. It stores nothing and knows no clock or database: the
-// engine feeds it outcomes and writes the changes it asks for.
+// probes does. The judgement stores nothing and knows no clock or
+// database: the engine feeds it outcomes and writes the changes it asks
+// for. Admin (admin.go) is the API's calls on the stored brakes.
 //
 // The brake judges tasks, not attempts. A task gives at most two pieces
 // of evidence in its life: the failure of its first attempt (when the

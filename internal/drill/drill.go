@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
+	"github.com/keelq/keel/internal/kerr"
 	"github.com/keelq/keel/internal/service"
 )
 
@@ -38,6 +39,12 @@ type Config struct {
 	// Clock paces the polls; default Real(Now).
 	Clock service.Clock
 	Now   func() time.Time
+	// AlertsOff: the client evaluates no alerts, so there is nothing to
+	// drill (RunFor refuses).
+	AlertsOff bool
+	// DeadPerHour reads the dead_per_hour rule's threshold (negative: the
+	// rule is off), for RunFor.
+	DeadPerHour func(ctx context.Context) (int, error)
 }
 
 // Drill runs drills.
@@ -72,6 +79,32 @@ type Notifier struct {
 	Delay     time.Duration
 	Attempts  int
 	LastError string
+}
+
+// RunFor runs a drill of one task more than the dead_per_hour rule
+// allows, for at most timeout (see Run). It refuses (kerr.ErrInvalid) a
+// drill that cannot trip an alert: alerts off, the rule off or above
+// 1000, or a timeout that is not positive.
+func (d *Drill) RunFor(ctx context.Context, timeout time.Duration, notifiers []string) (*Report, error) {
+	if d.cfg.AlertsOff {
+		return nil, kerr.Invalid("alerts are off in this client (Config.Alerts.Off): there is nothing to drill")
+	}
+	if timeout <= 0 {
+		return nil, kerr.Invalid("drill timeout must be positive, got %v", timeout)
+	}
+	limit, err := d.cfg.DeadPerHour(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 0 {
+		return nil, kerr.Invalid("the dead_per_hour rule is off: the drill has no alert to trip")
+	}
+	if limit > 1000 {
+		return nil, kerr.Invalid("the dead_per_hour rule fires above %d: the drill makes at most 1001 dead letters", limit)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return d.Run(ctx, limit+1, notifiers)
 }
 
 // Run dead-letters tasks tasks of alerts.DrillType and waits, until ctx

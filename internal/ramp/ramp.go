@@ -20,20 +20,17 @@ import (
 // State is a type's ramp and where it stands: the stored document. Its
 // JSON is the public keel.RampState's, field for field.
 type State struct {
-	Type            string        `json:"type"`
-	Steps           []int         `json:"steps"`
-	Every           time.Duration `json:"every"`
-	MaxFailureRatio float64       `json:"max_failure_ratio"`
-	MinAttempts     int           `json:"min_attempts"`
-	Step            int           `json:"step"`
-	StepAt          time.Time     `json:"step_at"`
-	NextAt          time.Time     `json:"next_at"`
-	Done            bool          `json:"done,omitempty"`
-	Stopped         bool          `json:"stopped,omitempty"`
-	Reason          string        `json:"reason,omitempty"`
-	Note            string        `json:"note,omitempty"`
-	StartedAt       time.Time     `json:"started_at"`
-	UpdatedAt       time.Time     `json:"updated_at"`
+	Type      string    `json:"type"`
+	Plan                // its fields are the document's, as keel.RampState's Ramp
+	Step      int       `json:"step"`
+	StepAt    time.Time `json:"step_at"`
+	NextAt    time.Time `json:"next_at"`
+	Done      bool      `json:"done,omitempty"`
+	Stopped   bool      `json:"stopped,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Note      string    `json:"note,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Concurrency is the concurrency of the current step.
@@ -95,6 +92,9 @@ type Config struct {
 	// applies it at once rather than at its next settings read. Nil: no
 	// one is.
 	Applied func(s driver.Setting)
+	// Wrap turns a driver's error into the error the API's calls return
+	// (the client marks an unreachable database); nil keeps it.
+	Wrap func(ctx context.Context, err error) error
 }
 
 // Judge is the ramp service.
@@ -108,6 +108,9 @@ type Judge struct {
 func New(cfg Config) *Judge {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Wrap == nil {
+		cfg.Wrap = func(_ context.Context, err error) error { return err }
 	}
 	return &Judge{cfg: cfg, clk: service.Or(cfg.Clock, cfg.Now)}
 }

@@ -118,7 +118,7 @@ func setup(t *testing.T) *bundle {
 // start stores a ramp of "email" begun at t0, as StartRamp does.
 func (b *bundle) start(t *testing.T, steps []int, minAttempts int, ratio float64) {
 	t.Helper()
-	st := ramp.State{Type: "email", Steps: steps, Every: every, MaxFailureRatio: ratio, MinAttempts: minAttempts,
+	st := ramp.State{Type: "email", Plan: ramp.Plan{Steps: steps, Every: every, MaxFailureRatio: ratio, MinAttempts: minAttempts},
 		StepAt: t0, NextAt: t0.Add(every), StartedAt: t0, UpdatedAt: t0}
 	raw, err := json.Marshal(st)
 	if err != nil {

@@ -47,11 +47,16 @@ func ManualKey(name string, now time.Time) string {
 	return fmt.Sprintf("%s%s:manual:%d", KeyPrefix, name, now.UnixNano())
 }
 
-// Store is what a Scheduler needs of a driver.
+// Store is what a Scheduler needs of a driver: its loop, and the API's
+// calls on stored schedules (api.go).
 type Store interface {
 	UpsertSchedules(ctx context.Context, params []driver.ScheduleParams) error
 	ListSchedules(ctx context.Context) ([]driver.ScheduleRow, error)
 	EnqueueTick(ctx context.Context, params driver.TickParams) (*driver.InsertResult, bool, error)
+	GetSchedule(ctx context.Context, name string) (*driver.ScheduleRow, error)
+	PauseSchedule(ctx context.Context, params driver.PauseScheduleParams) (*driver.ScheduleRow, error)
+	DeleteSchedule(ctx context.Context, name string) error
+	Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error)
 }
 
 // Config wires a Scheduler.
@@ -71,8 +76,12 @@ type Config struct {
 	// validation and the type's stored defaults apply).
 	Task func(ctx context.Context, s *driver.ScheduleRow, key string, meta map[string]string, now time.Time) (*driver.InsertParams, error)
 	// Enqueued is told about every tick's task inserted (or found holding
-	// its key: res.Duplicate) for schedule name.
+	// its key: res.Duplicate) for schedule name, and about every manual
+	// trigger's.
 	Enqueued func(name string, res *driver.InsertResult)
+	// Wrap turns a driver's error into the error the API's calls return
+	// (the client marks an unreachable database); nil keeps it.
+	Wrap func(ctx context.Context, err error) error
 }
 
 // Scheduler is the schedule service.
@@ -92,6 +101,9 @@ type Scheduler struct {
 func New(cfg Config) *Scheduler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Wrap == nil {
+		cfg.Wrap = func(_ context.Context, err error) error { return err }
 	}
 	return &Scheduler{cfg: cfg, clk: service.Or(cfg.Clock, cfg.Now)}
 }

@@ -33,6 +33,10 @@ type store struct {
 	ticks   chan driver.TickParams
 	upserts chan []driver.ScheduleParams
 	nextID  int64
+	// apiErr fails the API's calls (api_test.go); inserted holds the
+	// tasks they inserted.
+	apiErr   error
+	inserted []driver.InsertParams
 }
 
 func (s *store) UpsertSchedules(_ context.Context, ps []driver.ScheduleParams) error {
@@ -379,21 +383,21 @@ func TestLoopLogsLastingFailureOncePerMinute(t *testing.T) {
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	berlin := driver.ScheduleRow{Name: "b", Spec: "0 9 * * *", TimeZone: "Europe/Berlin", LastTick: t0}
-	got, err := scheduler.Describe(&berlin, t0)
-	if err != nil || got.Due || got.LastTick.Location().String() != "Europe/Berlin" || !got.LastTick.Equal(t0) ||
+	got := scheduler.Describe(&berlin, t0)
+	if got.Error != "" || got.Due || got.LastTick.Location().String() != "Europe/Berlin" || !got.LastTick.Equal(t0) ||
 		!got.NextRun.Equal(time.Date(2031, 3, 4, 8, 0, 0, 0, time.UTC)) || got.NextRun.Location().String() != "Europe/Berlin" {
-		t.Fatalf("berlin: %+v %v", got, err)
+		t.Fatalf("berlin: %+v", got)
 	}
 	m := every("m")
-	if got, _ := scheduler.Describe(&m, t0.Add(150*time.Second)); !got.Due || !got.NextRun.Equal(t0.Add(3*time.Minute)) {
+	if got := scheduler.Describe(&m, t0.Add(150*time.Second)); !got.Due || !got.NextRun.Equal(t0.Add(3*time.Minute)) {
 		t.Fatalf("due: %+v, want due with the next run at +3m", got)
 	}
 	m.Paused = true
-	if got, _ := scheduler.Describe(&m, t0.Add(150*time.Second)); got.Due || !got.NextRun.IsZero() {
+	if got := scheduler.Describe(&m, t0.Add(150*time.Second)); got.Due || !got.NextRun.IsZero() {
 		t.Fatalf("paused: %+v, want neither due nor a next run", got)
 	}
 	mars := every("mars", func(r *driver.ScheduleRow) { r.TimeZone = "Mars/Olympus" })
-	if got, err := scheduler.Describe(&mars, t0); err == nil || !strings.Contains(err.Error(), `unknown time zone "Mars/Olympus"`) || !got.LastTick.Equal(t0) {
-		t.Fatalf("mars: %+v %v", got, err)
+	if got := scheduler.Describe(&mars, t0); !strings.Contains(got.Error, `unknown time zone "Mars/Olympus"`) || !got.LastTick.Equal(t0) {
+		t.Fatalf("mars: %+v", got)
 	}
 }

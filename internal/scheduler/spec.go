@@ -54,18 +54,20 @@ type Times struct {
 	NextRun time.Time
 	// Due is set when a tick came due that no leader enqueued yet.
 	Due bool
+	// Error says why this process cannot read the spec or zone; then
+	// only LastTick is set, as stored.
+	Error string
 }
 
-// Describe returns where r stands at now, or why this process cannot
-// read its spec or zone.
-func Describe(r *driver.ScheduleRow, now time.Time) (Times, error) {
+// Describe returns where r stands at now.
+func Describe(r *driver.ScheduleRow, now time.Time) Times {
 	sched, loc, err := Parse(r.Spec, r.TimeZone)
 	if err != nil {
-		return Times{LastTick: r.LastTick}, err
+		return Times{LastTick: r.LastTick, Error: err.Error()}
 	}
 	t := Times{LastTick: r.LastTick.In(loc)}
 	if r.Paused {
-		return t, nil // no next run until resumed, which restarts the count
+		return t // no next run until resumed, which restarts the count
 	}
 	if next := sched.Next(r.LastTick); !next.IsZero() && !next.After(now) {
 		t.Due = true
@@ -73,7 +75,7 @@ func Describe(r *driver.ScheduleRow, now time.Time) (Times, error) {
 	if next := nextAfter(sched, r.LastTick, now); !next.IsZero() {
 		t.NextRun = next.In(loc)
 	}
-	return t, nil
+	return t
 }
 
 // latestDue returns the latest tick of sched after last that is not after
