@@ -157,7 +157,6 @@ func (c *Client) DeleteRejected(ctx context.Context, id int64) error {
 }
 
 func rejectedFromRow(r *driver.RejectedRow) *RejectedMessage {
-	return &RejectedMessage{ID: r.ID, Source: r.Source, Type: r.Type, Queue: r.Queue, Key: r.Key, Reason: r.Reason,
-		Body: r.Body, Size: r.Size, Headers: rejected.Headers(r), ReceivedAt: r.ReceivedAt,
-		ResubmittedAt: r.ResubmittedAt, TaskID: r.TaskID}
+	return &RejectedMessage{ID: r.ID, Source: r.Source, Type: r.Type, Queue: r.Queue, Key: r.Key, Reason: r.Reason, Body: r.Body,
+		Size: r.Size, Headers: rejected.Headers(r), ReceivedAt: r.ReceivedAt, ResubmittedAt: r.ResubmittedAt, TaskID: r.TaskID}
 }

@@ -60,8 +60,7 @@ const MaxStepName = driver.MaxStepName
 // name returns an ErrInvalid error; fn is not called in either case.
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	if !engine.InHandler(ctx) {
-		var zero T
-		return zero, ErrNotInHandler
+		return *new(T), ErrNotInHandler
 	}
 	return steps.Run(ctx, steps.Handler, name, fn)
 }

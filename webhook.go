@@ -1,6 +1,7 @@
 package keel
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -27,12 +28,7 @@ type WebhookNotifier struct {
 }
 
 // Name returns ID, or "webhook".
-func (w *WebhookNotifier) Name() string {
-	if w.ID == "" {
-		return "webhook"
-	}
-	return w.ID
-}
+func (w *WebhookNotifier) Name() string { return cmp.Or(w.ID, "webhook") }
 
 // WebhookBody is the JSON a WebhookNotifier posts.
 type WebhookBody struct {

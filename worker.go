@@ -11,8 +11,7 @@ import (
 	"github.com/keelq/keel/internal/ondead"
 )
 
-// reservedWorkers is how many of keel's own tasks (alert deliveries, the
-// drill, the OnDead hook) a process runs at once in ReservedQueue.
+// reservedWorkers run keel's own tasks (alerts, the drill, OnDead) in ReservedQueue.
 const reservedWorkers = 4
 
 // Start runs the workers of every configured queue, the batched completer
@@ -111,6 +110,5 @@ type ArchiveTotals struct {
 // Archived returns what this client's archiver did since Start; zero
 // before Start and on a client that is not the leader.
 func (c *Client) Archived() ArchiveTotals {
-	a := c.eng.Load().Archived()
-	return ArchiveTotals{Succeeded: a.Succeeded, Cancelled: a.Cancelled, Dead: a.Dead, Deleted: a.Deleted, Batches: a.Batches}
+	return ArchiveTotals(c.eng.Load().Archived())
 }

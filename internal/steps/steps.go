@@ -120,7 +120,8 @@ func Save(ctx context.Context, s Store, id, fence int64, name string, result []b
 	case row.State != driver.StateRunning:
 		return fmt.Errorf("save step %q of task %d: the task is %s, not running: %w", name, id, row.State, driver.ErrWrongState)
 	case row.Fence != fence:
-		return fmt.Errorf("save step %q of task %d: fence %d is not the running claim's (%d): %w", name, id, fence, row.Fence, engine.ErrLeaseLost)
+		return fmt.Errorf("save step %q of task %d: fence %d is not the running claim's (%d): %w",
+			name, id, fence, row.Fence, engine.ErrLeaseLost)
 	}
 	size := driver.StepsSize(row.Steps) + len(result)
 	for _, st := range row.Steps {

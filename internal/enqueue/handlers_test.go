@@ -1,6 +1,7 @@
 package enqueue
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -22,4 +23,16 @@ func TestRetries(t *testing.T) {
 	if policies, snoozes := Retries(nil); policies == nil || snoozes == nil {
 		t.Error("nil maps for no types")
 	}
+}
+
+func TestMustRegister(t *testing.T) {
+	if d := MustRegister("Handle", "t.ok", false, []func(*Options){func(o *Options) { q := "q"; o.Queue = &q }}); d.Queue == nil || *d.Queue != "q" {
+		t.Fatalf("defaults %+v", d)
+	}
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "t.dup") {
+			t.Fatalf("panic %q, want the registration's error", msg)
+		}
+	}()
+	MustRegister[func(*Options)]("Handle", "t.dup", true, nil)
 }
