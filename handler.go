@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/engine"
@@ -20,7 +22,6 @@ type Handlers struct {
 func NewHandlers() *Handlers { return &Handlers{m: map[string]*handlerEntry{}} }
 
 type handlerEntry struct {
-	typ      string
 	defaults options
 	// run decodes the payload, calls the user's function and returns the
 	// result it set.
@@ -46,7 +47,7 @@ func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Opti
 		panic(fmt.Sprintf("keel: Handle: nil handler for %q", taskType))
 	}
 	defaults := h.check("Handle", taskType, opts)
-	h.m[taskType] = &handlerEntry{typ: taskType, defaults: defaults, run: func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error) {
+	h.m[taskType] = &handlerEntry{defaults: defaults, run: func(ctx context.Context, row *driver.TaskRow) (json.RawMessage, error) {
 		task := &Task[T]{
 			ID: row.ID, Type: row.Type, Queue: row.Queue, Priority: row.Priority, Attempt: row.Attempt,
 			MaxAttempts: row.MaxAttempts, Snoozes: row.Snoozes, Delivery: row.Fence, CreatedAt: row.CreatedAt, Payload: row.Payload,
@@ -67,18 +68,14 @@ func Handle[T any](h *Handlers, taskType string, fn HandlerFunc[T], opts ...Opti
 // handler. It panics like Handle on an invalid name, a duplicate
 // registration or a per-task option.
 func Declare(h *Handlers, taskType string, opts ...Option) {
-	h.m[taskType] = &handlerEntry{typ: taskType, defaults: h.check("Declare", taskType, opts)}
+	h.m[taskType] = &handlerEntry{defaults: h.check("Declare", taskType, opts)}
 }
 
 // check validates a registration and returns the type's defaults; it
 // panics with what is wrong.
 func (h *Handlers) check(fn, taskType string, opts []Option) options {
 	_, dup := h.m[taskType]
-	defaults, err := enqueue.Registration(fn, taskType, dup, opts)
-	if err != nil {
-		panic(err.Error())
-	}
-	return defaults
+	return enqueue.MustRegister(fn, taskType, dup, opts)
 }
 
 // handled reports whether any registered type has a handler.
@@ -93,9 +90,5 @@ func (h *Handlers) handled() bool {
 
 // Types returns the registered task types, declared ones included.
 func (h *Handlers) Types() []string {
-	out := make([]string, 0, len(h.m))
-	for t := range h.m {
-		out = append(out, t)
-	}
-	return out
+	return slices.AppendSeq(make([]string, 0, len(h.m)), maps.Keys(h.m))
 }

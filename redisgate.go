@@ -69,17 +69,7 @@ type RedisGateStats struct {
 
 // newGate validates cfg and returns the client's gate in front of drv.
 func newGate(cfg RedisGate, drv driver.Driver, logger *slog.Logger) (*redisgate.Gate, error) {
-	if cfg.Client == nil {
-		return nil, invalid("Config.RedisGate.Client is required")
-	}
-	if cfg.TTL < 0 || cfg.Timeout < 0 || cfg.Wait < 0 {
-		return nil, invalid("Config.RedisGate: TTL, Timeout and Wait must not be negative")
-	}
-	if cfg.TTL != 0 && cfg.TTL < time.Millisecond {
-		return nil, invalid("Config.RedisGate.TTL must be at least 1ms, got %v", cfg.TTL)
-	}
-	return redisgate.New(redisgate.Config{Keys: redisgate.NewRedisKeys(cfg.Client), Store: drv, Prefix: cfg.Prefix,
-		TTL: cfg.TTL, Timeout: cfg.Timeout, Wait: cfg.Wait, Logger: logger}), nil
+	return redisgate.Open(redisgate.Settings(cfg), drv, logger)
 }
 
 // RedisGateStats returns the Redis gate's counters (zero without a gate).

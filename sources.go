@@ -3,12 +3,10 @@ package keel
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/sourcemap"
+	"github.com/keelq/keel/internal/rejected"
 )
 
 // Broker sources (package keel/source) turn RabbitMQ and NATS JetStream
@@ -75,13 +73,8 @@ type SourceInfo struct {
 	UpdatedAt      time.Time
 }
 
-func (c *Client) sourceStore() (driver.SourceStore, error) {
-	s, ok := c.drv.(driver.SourceStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: the driver stores no broker sources", ErrWrongState)
-	}
-	return s, nil
-}
+// rejected answers the calls on sources and rejected messages.
+func (c *Client) rejected() *rejected.Book { return rejected.New(c.drv, c.cfg.Now) }
 
 // Sources returns every source's latest report, by name then node. A
 // source whose process stopped keeps its last report (state "stopped",
@@ -89,13 +82,9 @@ func (c *Client) sourceStore() (driver.SourceStore, error) {
 // once neither the report nor the node's heartbeat is younger than three
 // lease TTLs, the leader deletes it with the node.
 func (c *Client) Sources(ctx context.Context) ([]SourceInfo, error) {
-	s, ok := c.drv.(driver.SourceStore)
-	if !ok {
-		return nil, nil
-	}
-	rows, err := s.ListSources(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("keel: list sources: %w", unavailable(ctx, err))
+	rows, err := c.rejected().Sources(ctx)
+	if rows == nil {
+		return nil, err
 	}
 	out := make([]SourceInfo, len(rows))
 	for i, r := range rows {
@@ -109,22 +98,9 @@ func (c *Client) Sources(ctx context.Context) ([]SourceInfo, error) {
 // Rejected lists rejected messages, newest first. Bad filters are
 // ErrInvalid.
 func (c *Client) Rejected(ctx context.Context, f RejectedFilter) ([]*RejectedMessage, error) {
-	if f.Limit == 0 {
-		f.Limit = 100
-	}
-	if f.Limit < 1 || f.Limit > 1000 {
-		return nil, invalid("limit %d out of 1..1000", f.Limit)
-	}
-	if f.Before < 0 {
-		return nil, invalid("before %d is negative", f.Before)
-	}
-	s, err := c.sourceStore()
+	rows, err := c.rejected().List(ctx, driver.RejectedFilter{Source: f.Source, Open: f.Open, Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err
-	}
-	rows, err := s.ListRejected(ctx, driver.RejectedFilter{Source: f.Source, Open: f.Open, Before: f.Before, Limit: f.Limit})
-	if err != nil {
-		return nil, fmt.Errorf("keel: list rejected messages: %w", unavailable(ctx, err))
 	}
 	out := make([]*RejectedMessage, len(rows))
 	for i := range rows {
@@ -135,16 +111,9 @@ func (c *Client) Rejected(ctx context.Context, f RejectedFilter) ([]*RejectedMes
 
 // GetRejected reads one rejected message; an unknown id is ErrNotFound.
 func (c *Client) GetRejected(ctx context.Context, id int64) (*RejectedMessage, error) {
-	s, err := c.sourceStore()
+	r, err := c.rejected().Get(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	r, err := s.GetRejected(ctx, id)
-	if err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
-			return nil, fmt.Errorf("%w: no rejected message %d", ErrNotFound, id)
-		}
-		return nil, fmt.Errorf("keel: get rejected message: %w", unavailable(ctx, err))
 	}
 	return rejectedFromRow(r), nil
 }
@@ -155,49 +124,28 @@ func (c *Client) GetRejected(ctx context.Context, id int64) (*RejectedMessage, e
 // Duplicate set. A message that still cannot become a task is ErrInvalid
 // with the reason, and nothing is written.
 func (c *Client) ResubmitRejected(ctx context.Context, id int64, r Resubmit) (*TaskInfo, error) {
-	m, err := c.GetRejected(ctx, id)
+	task, err := c.rejected().Resubmission(ctx, id, r.Payload, r.Key)
 	if err != nil {
 		return nil, err
 	}
-	if m.TaskID != 0 {
-		t, err := c.Get(ctx, m.TaskID)
+	if task.Done != 0 {
+		t, err := c.Get(ctx, task.Done)
 		if err != nil {
 			return nil, err
 		}
 		t.Duplicate = true
 		return t, nil
 	}
-	body := m.Body
-	if r.Payload != nil {
-		body = r.Payload
+	opts := []Option{UniqueBy(task.Key)}
+	if task.Queue != "" {
+		opts = append(opts, Queue(task.Queue))
 	}
-	if int64(len(m.Body)) < m.Size && r.Payload == nil {
-		return nil, invalid("rejected message %d: only %d of its %d bytes were stored; resubmit it with a payload", id, len(m.Body), m.Size)
-	}
-	key := r.Key
-	if key == "" {
-		if key, err = sourcemap.Message(m.Key, body, len(body), sourcemap.Headers(m.Headers, "")); err != nil {
-			return nil, invalid("rejected message %d: %s", id, sourcemap.Reason(err))
-		}
-	} else if !json.Valid(body) {
-		return nil, invalid("rejected message %d: the payload is not JSON", id)
-	}
-	opts := []Option{UniqueBy(key)}
-	if m.Queue != "" {
-		opts = append(opts, Queue(m.Queue))
-	}
-	t, err := c.Enqueue(ctx, m.Type, json.RawMessage(body), opts...)
+	t, err := c.Enqueue(ctx, task.Type, task.Payload, opts...)
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.sourceStore()
-	if err != nil {
+	if err := c.rejected().Resolved(ctx, id, t.ID); err != nil {
 		return nil, err
-	}
-	// The task exists now; when this write fails, a second resubmit finds
-	// the same task through its key and records it then.
-	if _, err := s.ResolveRejected(ctx, id, t.ID, c.cfg.Now()); err != nil {
-		return nil, fmt.Errorf("keel: resubmit rejected message %d: task %d enqueued, not recorded: %w", id, t.ID, unavailable(ctx, err))
 	}
 	return t, nil
 }
@@ -205,24 +153,10 @@ func (c *Client) ResubmitRejected(ctx context.Context, id int64, r Resubmit) (*T
 // DeleteRejected deletes a rejected message for good; an unknown id is
 // ErrNotFound.
 func (c *Client) DeleteRejected(ctx context.Context, id int64) error {
-	s, err := c.sourceStore()
-	if err != nil {
-		return err
-	}
-	if err := s.DeleteRejected(ctx, id); err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
-			return fmt.Errorf("%w: no rejected message %d", ErrNotFound, id)
-		}
-		return fmt.Errorf("keel: delete rejected message: %w", unavailable(ctx, err))
-	}
-	return nil
+	return c.rejected().Delete(ctx, id)
 }
 
 func rejectedFromRow(r *driver.RejectedRow) *RejectedMessage {
-	m := &RejectedMessage{ID: r.ID, Source: r.Source, Type: r.Type, Queue: r.Queue, Key: r.Key, Reason: r.Reason,
-		Body: r.Body, Size: r.Size, ReceivedAt: r.ReceivedAt, ResubmittedAt: r.ResubmittedAt, TaskID: r.TaskID}
-	if len(r.Headers) > 0 {
-		_ = json.Unmarshal(r.Headers, &m.Headers) // written by package source as a JSON object
-	}
-	return m
+	return &RejectedMessage{ID: r.ID, Source: r.Source, Type: r.Type, Queue: r.Queue, Key: r.Key, Reason: r.Reason, Body: r.Body,
+		Size: r.Size, Headers: rejected.Headers(r), ReceivedAt: r.ReceivedAt, ResubmittedAt: r.ResubmittedAt, TaskID: r.TaskID}
 }

@@ -3,11 +3,10 @@ package keel
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/steps"
 )
 
 // ErrStepsTooLarge: a step's result would take its task's stored step
@@ -60,42 +59,10 @@ const MaxStepName = driver.MaxStepName
 // the final step). Outside a handler Step returns ErrNotInHandler; a bad
 // name returns an ErrInvalid error; fn is not called in either case.
 func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
-	var zero T
 	if !engine.InHandler(ctx) {
-		return zero, ErrNotInHandler
+		return *new(T), ErrNotInHandler
 	}
-	if err := driver.ValidateStepName(name); err != nil {
-		return zero, invalid("step %q: %v", name, err)
-	}
-	if fn == nil {
-		return zero, invalid("step %q: nil function", name)
-	}
-	stored, found, _, err := engine.StoredStep(ctx, name)
-	if err != nil {
-		return zero, unavailable(ctx, err)
-	}
-	if found {
-		var v T
-		if err := json.Unmarshal(stored, &v); err != nil {
-			return zero, fmt.Errorf("step %q: decode its stored result into %T: %w", name, v, err)
-		}
-		return v, nil
-	}
-	v, err := fn(ctx)
-	if err != nil {
-		return v, err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return zero, invalid("step %q: result cannot be encoded as JSON: %v", name, err)
-	}
-	if err := checkStepResult(b); err != nil {
-		return zero, invalid("step %q: %v", name, err)
-	}
-	if _, err := engine.SaveStep(ctx, name, b); err != nil {
-		return zero, unavailable(ctx, err)
-	}
-	return v, nil
+	return steps.Run(ctx, steps.Handler, name, fn)
 }
 
 // SaveStep stores result as step name of task id for a worker outside this
@@ -109,59 +76,8 @@ func Step[T any](ctx context.Context, name string, fn func(ctx context.Context) 
 // rules (result is JSON; a task's results take at most MaxStepsBytes,
 // else ErrStepsTooLarge). It returns the task with its steps.
 func (c *Client) SaveStep(ctx context.Context, id, fence int64, name string, result json.RawMessage) (*TaskInfo, error) {
-	switch {
-	case id <= 0:
-		return nil, invalid("task id must be positive, got %d", id)
-	case fence <= 0:
-		return nil, invalid("fence must be positive, got %d", fence)
-	}
-	if err := driver.ValidateStepName(name); err != nil {
-		return nil, invalid("step %q: %v", name, err)
-	}
-	switch {
-	case len(result) == 0:
-		return nil, invalid("step %q: result is required (JSON; null for none)", name)
-	case !json.Valid(result):
-		return nil, invalid("step %q: result is not valid JSON", name)
-	}
-	if err := checkStepResult(result); err != nil {
-		return nil, invalid("step %q: %v", name, err)
-	}
-	row, err := c.drv.Get(ctx, id)
-	if err != nil {
-		return nil, unavailable(ctx, err)
-	}
-	switch {
-	case row.State != driver.StateRunning:
-		return nil, fmt.Errorf("save step %q of task %d: the task is %s, not running: %w", name, id, row.State, ErrWrongState)
-	case row.Fence != fence:
-		return nil, fmt.Errorf("save step %q of task %d: fence %d is not the running claim's (%d): %w", name, id, fence, row.Fence, ErrLeaseLost)
-	}
-	size := driver.StepsSize(row.Steps) + len(result)
-	for _, s := range row.Steps {
-		if s.Name == name {
-			size -= len(s.Result)
-		}
-	}
-	if size > MaxStepsBytes {
-		return nil, fmt.Errorf("save step %q of task %d: %w (result of %d bytes)", name, id, ErrStepsTooLarge, len(result))
-	}
-	applied, err := c.drv.SaveStep(ctx, driver.StepParams{ID: id, Fence: fence, Name: name, Result: result, Now: c.cfg.Now()})
-	if err != nil {
-		return nil, unavailable(ctx, fmt.Errorf("save step %q of task %d: %w", name, id, err))
-	}
-	if !applied {
-		return nil, fmt.Errorf("save step %q of task %d: %w", name, id, ErrLeaseLost)
+	if err := steps.Save(ctx, c.drv, id, fence, name, result, c.cfg.Now()); err != nil {
+		return nil, err
 	}
 	return c.Get(ctx, id)
-}
-
-// checkStepResult refuses a step result, valid JSON, that some database
-// would refuse or store changed: the checks of a payload, and nesting
-// deeper than MaxStepDepth.
-func checkStepResult(result []byte) error {
-	if digest.Depth(result) > MaxStepDepth {
-		return fmt.Errorf("result is nested deeper than %d levels", MaxStepDepth)
-	}
-	return digest.Check("result", result)
 }

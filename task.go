@@ -120,25 +120,18 @@ type StepInfo struct {
 	Attempt int
 }
 
-func stepsFromRows(rows []driver.StepRow) []StepInfo {
-	if len(rows) == 0 {
-		return nil
-	}
-	out := make([]StepInfo, len(rows))
-	for i, r := range rows {
-		out[i] = StepInfo{Name: r.Name, Result: r.Result, At: r.At, Attempt: r.Attempt}
-	}
-	return out
-}
-
 func infoFromRow(r *driver.TaskRow) *TaskInfo {
-	return &TaskInfo{
+	info := &TaskInfo{
 		ID: r.ID, Queue: r.Queue, Type: r.Type, Priority: r.Priority, State: r.State,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Snoozes: r.Snoozes, Payload: r.Payload, Result: r.Result,
 		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
-		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt, Steps: stepsFromRows(r.Steps),
+		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt,
 		IdempotencyKey: digest.ExplicitKeyOf(r.IdemKey), UniqueDigest: digest.UniqueDigestOf(r.IdemKey),
 	}
+	for _, s := range r.Steps {
+		info.Steps = append(info.Steps, StepInfo{Name: s.Name, Result: s.Result, At: s.At, Attempt: s.Attempt})
+	}
+	return info
 }

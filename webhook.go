@@ -1,17 +1,14 @@
 package keel
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/webhook"
 )
 
 // WebhookNotifier posts each alert event as JSON to URL: the alert's
@@ -31,12 +28,7 @@ type WebhookNotifier struct {
 }
 
 // Name returns ID, or "webhook".
-func (w *WebhookNotifier) Name() string {
-	if w.ID == "" {
-		return "webhook"
-	}
-	return w.ID
-}
+func (w *WebhookNotifier) Name() string { return cmp.Or(w.ID, "webhook") }
 
 // WebhookBody is the JSON a WebhookNotifier posts.
 type WebhookBody struct {
@@ -54,13 +46,7 @@ type WebhookBody struct {
 }
 
 // validate checks the URL (Config validation calls it).
-func (w *WebhookNotifier) validate() error {
-	u, err := url.Parse(w.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("webhook %s: url must be an http(s) URL, got %q", w.Name(), w.URL)
-	}
-	return nil
-}
+func (w *WebhookNotifier) validate() error { return webhook.Validate(w.Name(), w.URL) }
 
 // Notify posts a.
 func (w *WebhookNotifier) Notify(ctx context.Context, a *Alert) error {
@@ -69,29 +55,6 @@ func (w *WebhookNotifier) Notify(ctx context.Context, a *Alert) error {
 	if !a.ResolvedAt.IsZero() && a.Event == driver.AlertResolved {
 		body.ResolvedAt = &a.ResolvedAt
 	}
-	raw, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(raw))
-	if err != nil {
-		return Permanent(fmt.Errorf("webhook %s: %w", w.Name(), err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "keel-alerts")
-	req.Header.Set("Idempotency-Key", strconv.FormatInt(a.ID, 10)+"-"+a.Event)
-	for k, v := range w.Headers {
-		req.Header.Set(k, v)
-	}
-	client := w.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("webhook %s: %w", w.Name(), err)
-	}
-	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("webhook %s: %s answered %s: %s", w.Name(), w.URL, resp.Status, bytes.TrimSpace(snippet))
-	}
-	return nil
+	return webhook.Send(ctx, webhook.Post{Name: w.Name(), URL: w.URL, Headers: w.Headers, Client: w.Client,
+		Key: strconv.FormatInt(a.ID, 10) + "-" + a.Event, Body: body})
 }

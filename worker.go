@@ -3,14 +3,16 @@ package keel
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backlog"
-	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/engine"
+	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/ondead"
 )
+
+// reservedWorkers run keel's own tasks (alerts, the drill, OnDead) in ReservedQueue.
+const reservedWorkers = 4
 
 // Start runs the workers of every configured queue, the batched completer
 // and heartbeat, the node registry and the leader-elected rescuer. It
@@ -35,8 +37,7 @@ func (c *Client) Start(ctx context.Context) error {
 		Driver: c.drv, Node: c.cfg.Node, Version: c.cfg.Version, Logger: c.cfg.Logger, Now: c.cfg.Now,
 		Queues:   make(map[string]int, len(c.cfg.Queues)),
 		Handlers: make(map[string]engine.Handler, len(c.cfg.Handlers.m)),
-		Backoff:  c.cfg.backoffPolicy(), TypeBackoff: map[string]backoff.Policy{},
-		MaxSnoozes: c.cfg.MaxSnoozes, TypeMaxSnoozes: map[string]int{},
+		Backoff:  c.cfg.backoffPolicy(), MaxSnoozes: c.cfg.MaxSnoozes,
 
 		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
 		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval,
@@ -45,8 +46,9 @@ func (c *Client) Start(ctx context.Context) error {
 		RetainSucceeded:  c.cfg.RetainSucceeded, RetainDead: c.cfg.RetainDead,
 		DeleteArchivedAfter: c.cfg.DeleteArchivedAfter, ArchiveInterval: c.cfg.ArchiveInterval, ArchiveBatch: c.cfg.ArchiveBatch,
 		ClaimBatch: c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
-		Tracer:   c.trace,
-		Observer: engineObserver{&c.obs},
+		Tracer:        c.trace,
+		Observer:      engineObserver{&c.obs},
+		BrakeDefaults: brakeDefaults(),
 	}
 	for name, q := range c.cfg.Queues {
 		cfg.Queues[name] = q.MaxWorkers
@@ -56,35 +58,13 @@ func (c *Client) Start(ctx context.Context) error {
 			cfg.Handlers[t] = h.run
 		}
 	}
-	for t, o := range c.types {
-		if o.Backoff != nil {
-			cfg.TypeBackoff[t] = *o.Backoff
-		}
-		if o.MaxSnoozes != nil {
-			cfg.TypeMaxSnoozes[t] = *o.MaxSnoozes
-		}
-	}
+	cfg.TypeBackoff, cfg.TypeMaxSnoozes = enqueue.Retries(c.types)
 	dead := ondead.New(ondead.Config{Driver: c.drv, Now: c.cfg.Now, Declaration: c.declaration, Reserved: reservedType,
 		Queue: DefaultQueue, HookQueue: ReservedQueue, MaxAttempts: c.cfg.MaxAttempts, Timeout: c.cfg.Timeout,
 		Hook: func(ctx context.Context, row *driver.TaskRow) error { return c.cfg.OnDead(ctx, *infoFromRow(row)) }})
-	cfg.FollowUps, cfg.BrakeDefaults = dead.FollowUps, brakeDefaults()
-	if c.cfg.OnDead != nil {
-		cfg.Queues[ReservedQueue] = 4
-		cfg.Handlers[ondead.Type], cfg.TypeBackoff[ondead.Type] = dead.Handle, ondead.Backoff
-	}
+	dead.Install(&cfg, c.cfg.OnDead != nil, reservedWorkers)
 	if !c.cfg.Alerts.Off {
-		// keel's own tasks: alert deliveries and the drill, in their
-		// own queue so that they never wait behind users' tasks.
-		cfg.Queues[ReservedQueue] = 4
-		// Its tasks are enqueued by this process (which wakes its
-		// workers) or retried on this process's due timer: polling is
-		// only a fallback, as often as the rules are evaluated.
-		cfg.QueuePoll = map[string]time.Duration{ReservedQueue: max(c.cfg.PollInterval, c.cfg.Alerts.Interval)}
-		for t, h := range c.alerter.Handlers() {
-			cfg.Handlers[t] = h
-			cfg.TypeBackoff[t] = c.alerter.Backoff()
-		}
-		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: c.cfg.Alerts.Interval, Run: c.alerter.RunOnce})
+		c.alerter.Install(&cfg, reservedWorkers, c.cfg.Alerts.Interval)
 	}
 	if store, ok := c.drv.(backlog.Store); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: backlog.Interval, Run: newBacklogSampler(c, store).RunOnce})
@@ -130,6 +110,5 @@ type ArchiveTotals struct {
 // Archived returns what this client's archiver did since Start; zero
 // before Start and on a client that is not the leader.
 func (c *Client) Archived() ArchiveTotals {
-	a := c.eng.Load().Archived()
-	return ArchiveTotals{Succeeded: a.Succeeded, Cancelled: a.Cancelled, Dead: a.Dead, Deleted: a.Deleted, Batches: a.Batches}
+	return ArchiveTotals(c.eng.Load().Archived())
 }
