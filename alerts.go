@@ -2,10 +2,8 @@ package keel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -36,7 +34,6 @@ const ReservedQueue = "keel"
 const (
 	reservedTypePrefix = enqueue.KeelTypePrefix
 	notifyTypePrefix   = alerts.NotifyTypePrefix
-	logNotifierName    = alerts.LogNotifier
 )
 
 // reserved reports whether a type or queue name belongs to keel itself.
@@ -147,8 +144,6 @@ type Notifier interface {
 	Notify(ctx context.Context, a *Alert) error
 }
 
-var notifierName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
 // Alert is one alert: what fired, with the numbers that tripped it and
 // what to run next, and, once it resolved, why.
 type Alert struct {
@@ -213,15 +208,9 @@ type AlertFilter struct {
 
 // Alerts lists alerts, newest first, with their deliveries.
 func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
-	if f.Limit == 0 {
-		f.Limit = 100
-	}
-	if err := enqueue.CheckTimeFilter("fired_after", f.Since); err != nil {
-		return nil, err
-	}
 	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}
-	if err := df.Validate(); err != nil {
-		return nil, invalid("%v", err)
+	if err := alerts.CheckFilter(&df); err != nil {
+		return nil, err
 	}
 	rows, err := c.drv.ListAlerts(ctx, df)
 	if err != nil {
@@ -248,24 +237,10 @@ func (c *Client) GetAlert(ctx context.Context, id int64) (*Alert, error) {
 }
 
 func alertFromRow(r *driver.AlertRow, event string) *Alert {
-	a := &Alert{ID: r.ID, Rule: r.Rule, Subject: r.Subject, Event: event, Message: r.Message, Hint: r.Hint,
-		FiredAt: r.FiredAt, ResolvedAt: r.ResolvedAt, ResolvedMessage: r.ResolvedMessage}
-	if a.Event == "" {
-		a.Event = driver.AlertFired
-		if !r.Open() {
-			a.Event = driver.AlertResolved
-		}
-	}
-	if len(r.Values) > 0 {
-		json.Unmarshal(r.Values, &a.Values) //nolint:errcheck // written by us as an object
-	}
-	a.CurrentMessage, a.CurrentValues, a.CurrentAt = a.Message, a.Values, a.FiredAt
-	if r.CurrentMessage != "" {
-		a.CurrentMessage, a.CurrentValues, a.CurrentAt = r.CurrentMessage, nil, r.CurrentAt
-		if len(r.CurrentValues) > 0 {
-			json.Unmarshal(r.CurrentValues, &a.CurrentValues) //nolint:errcheck // written by us as an object
-		}
-	}
+	f := alerts.FiguresOf(r, event)
+	a := &Alert{ID: r.ID, Rule: r.Rule, Subject: r.Subject, Event: f.Event, Message: r.Message, Hint: r.Hint,
+		Values: f.Values, FiredAt: r.FiredAt, CurrentMessage: f.CurrentMessage, CurrentValues: f.CurrentValues,
+		CurrentAt: f.CurrentAt, ResolvedAt: r.ResolvedAt, ResolvedMessage: r.ResolvedMessage}
 	for _, d := range r.Deliveries {
 		a.Deliveries = append(a.Deliveries, AlertDelivery{Event: d.Event, Notifier: d.Notifier, Attempts: d.Attempts,
 			DeliveredAt: d.DeliveredAt, LastError: d.LastError})
@@ -273,43 +248,21 @@ func alertFromRow(r *driver.AlertRow, event string) *Alert {
 	return a
 }
 
-// alertRulesMeta is the keel_meta document holding runtime rules.
-const alertRulesMeta = "alert_rules"
-
-// storedRules is AlertRules as stored: durations as strings.
-type storedRules struct {
-	DeadPerHour        int     `json:"dead_per_hour"`
-	OldestReadyAge     string  `json:"oldest_ready_age"`
-	FailureRatio       float64 `json:"failure_ratio"`
-	FailureMinAttempts int     `json:"failure_min_attempts"`
-	FailureWindow      string  `json:"failure_window"`
-	NoLiveWorker       bool    `json:"no_live_worker"`
-	NodeLost           bool    `json:"node_lost"`
-}
-
 // AlertRules returns the rules in force: those set at runtime when there
 // are, else the configured ones; runtime reports which.
 func (c *Client) AlertRules(ctx context.Context) (rules AlertRules, runtime bool, err error) {
-	raw, err := c.drv.GetMeta(ctx, alertRulesMeta)
+	raw, err := c.drv.GetMeta(ctx, alerts.RulesMeta)
 	if err != nil {
 		return AlertRules{}, false, fmt.Errorf("keel: read alert rules: %w", unavailable(ctx, err))
 	}
 	if raw == nil {
 		return c.cfg.alertRules(), false, nil
 	}
-	var s storedRules
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return AlertRules{}, false, fmt.Errorf("keel: stored alert rules are not valid: %w", err)
-	}
-	r := AlertRules{DeadPerHour: s.DeadPerHour, FailureRatio: s.FailureRatio, FailureMinAttempts: s.FailureMinAttempts,
-		NoLiveWorker: s.NoLiveWorker, NodeLost: s.NodeLost}
-	if r.OldestReadyAge, err = time.ParseDuration(s.OldestReadyAge); err == nil {
-		r.FailureWindow, err = time.ParseDuration(s.FailureWindow)
-	}
+	r, err := alerts.DecodeRules(raw)
 	if err != nil {
-		return AlertRules{}, false, fmt.Errorf("keel: stored alert rules are not valid: %w", err)
+		return AlertRules{}, false, err
 	}
-	return r, true, nil
+	return AlertRules(r), true, nil
 }
 
 // SetAlertRules replaces the rules in force in every process (the leader
@@ -319,10 +272,7 @@ func (c *Client) SetAlertRules(ctx context.Context, r AlertRules) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	raw, _ := json.Marshal(storedRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge.String(),
-		FailureRatio: r.FailureRatio, FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow.String(),
-		NoLiveWorker: r.NoLiveWorker, NodeLost: r.NodeLost})
-	if err := c.drv.PutMeta(ctx, alertRulesMeta, raw, c.cfg.Now()); err != nil {
+	if err := c.drv.PutMeta(ctx, alerts.RulesMeta, alerts.EncodeRules(alerts.Rules(r)), c.cfg.Now()); err != nil {
 		return fmt.Errorf("keel: store alert rules: %w", unavailable(ctx, err))
 	}
 	return nil
@@ -331,7 +281,7 @@ func (c *Client) SetAlertRules(ctx context.Context, r AlertRules) error {
 // ResetAlertRules drops the runtime rules: each process's configured
 // rules apply again.
 func (c *Client) ResetAlertRules(ctx context.Context) error {
-	if err := c.drv.PutMeta(ctx, alertRulesMeta, nil, c.cfg.Now()); err != nil {
+	if err := c.drv.PutMeta(ctx, alerts.RulesMeta, nil, c.cfg.Now()); err != nil {
 		return fmt.Errorf("keel: reset alert rules: %w", unavailable(ctx, err))
 	}
 	return nil
@@ -371,18 +321,7 @@ func newAlerter(c *Client) *alerts.Alerter {
 // enqueueInternal inserts one task of keel's own into ReservedQueue and
 // wakes this process's workers for it.
 func (c *Client) enqueueInternal(ctx context.Context, t alerts.Task) error {
-	p, err := t.InsertParams(c.cfg.Now())
-	if err != nil {
-		return err
-	}
-	res, err := c.drv.Insert(ctx, []driver.InsertParams{p})
-	if err != nil {
-		return unavailable(ctx, err)
-	}
-	if !res[0].Duplicate {
-		c.eng.Load().Wrote(res[0].Task)
-	}
-	return nil
+	return unavailable(ctx, t.Insert(ctx, c.drv, c.cfg.Now(), c.eng.Load().Wrote))
 }
 
 // Notifiers names this client's notifiers, keel's log first.
@@ -390,7 +329,7 @@ func (c *Client) Notifiers() []string {
 	if c.cfg.Alerts.Off {
 		return nil
 	}
-	names := []string{logNotifierName}
+	names := []string{alerts.LogNotifier}
 	for _, n := range c.cfg.Alerts.Notifiers {
 		names = append(names, n.Name())
 	}
@@ -405,27 +344,15 @@ func (c Config) validateAlerts() error {
 			return err
 		}
 	}
-	if a.Interval < 0 || a.RetryMax < 0 {
-		return invalid("Config.Alerts: Interval and RetryMax must be positive, got %v and %v", a.Interval, a.RetryMax)
-	}
-	seen := map[string]bool{logNotifierName: true}
+	ns := make([]*alerts.Configured, len(a.Notifiers))
 	for i, n := range a.Notifiers {
 		if n == nil {
-			return invalid("Config.Alerts.Notifiers[%d] is nil", i)
+			continue
 		}
-		name := n.Name()
-		switch {
-		case !notifierName.MatchString(name):
-			return invalid("Config.Alerts.Notifiers[%d]: invalid name %q: use 1-64 of a-z, 0-9, '_' and '-'", i, name)
-		case seen[name]:
-			return invalid("Config.Alerts.Notifiers[%d]: name %q used twice (\"log\" is keel's own)", i, name)
-		}
-		seen[name] = true
+		ns[i] = &alerts.Configured{Name: n.Name()}
 		if v, ok := n.(interface{ validate() error }); ok {
-			if err := v.validate(); err != nil {
-				return invalid("Config.Alerts.Notifiers[%d]: %v", i, err)
-			}
+			ns[i].Validate = v.validate
 		}
 	}
-	return nil
+	return alerts.CheckConfig(a.Interval, a.RetryMax, ns)
 }

@@ -1,0 +1,68 @@
+package alerts
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/enqueue"
+	"github.com/keelq/keel/internal/kerr"
+)
+
+// notifierName is the form of a notifier's name.
+var notifierName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidNotifierName reports whether name is a valid notifier name: 1–64
+// of a-z, 0-9, '_' and '-', starting with a letter or digit.
+func ValidNotifierName(name string) bool { return notifierName.MatchString(name) }
+
+// Configured is one of keel.Config.Alerts.Notifiers as CheckConfig sees
+// it; nil stands for a nil notifier.
+type Configured struct {
+	Name string
+	// Validate is the notifier's own check (a webhook's URL); nil: none.
+	Validate func() error
+}
+
+// CheckConfig checks a process's alert settings after their defaults:
+// interval and retryMax, then each notifier in order (set, named validly
+// and once, "log" being keel's own, and passing its own check), with the
+// errors keel.NewClient returns.
+func CheckConfig(interval, retryMax time.Duration, notifiers []*Configured) error {
+	if interval < 0 || retryMax < 0 {
+		return kerr.Invalid("Config.Alerts: Interval and RetryMax must be positive, got %v and %v", interval, retryMax)
+	}
+	seen := map[string]bool{LogNotifier: true}
+	for i, n := range notifiers {
+		switch {
+		case n == nil:
+			return kerr.Invalid("Config.Alerts.Notifiers[%d] is nil", i)
+		case !ValidNotifierName(n.Name):
+			return kerr.Invalid("Config.Alerts.Notifiers[%d]: invalid name %q: use 1-64 of a-z, 0-9, '_' and '-'", i, n.Name)
+		case seen[n.Name]:
+			return kerr.Invalid("Config.Alerts.Notifiers[%d]: name %q used twice (\"log\" is keel's own)", i, n.Name)
+		}
+		seen[n.Name] = true
+		if n.Validate != nil {
+			if err := n.Validate(); err != nil {
+				return kerr.Invalid("Config.Alerts.Notifiers[%d]: %v", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckFilter checks a listing of alerts (keel.Client.Alerts), after
+// giving it the default limit of 100.
+func CheckFilter(f *driver.AlertFilter) error {
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if err := enqueue.CheckTimeFilter("fired_after", f.Since); err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
+		return kerr.Invalid("%v", err)
+	}
+	return nil
+}
