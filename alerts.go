@@ -9,7 +9,6 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
-	"github.com/keelq/keel/internal/check"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/estimator"
 )
@@ -99,17 +98,7 @@ func DefaultAlertRules() AlertRules {
 
 // Validate rejects rules that cannot be evaluated, with the rules
 // `keel config check` applies to [alerts].
-func (r AlertRules) Validate() error {
-	var errs []error
-	check.Alerts(check.AlertRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge, FailureRatio: r.FailureRatio,
-		FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow}, func(field, problem string) {
-		errs = append(errs, errors.New(field+" "+problem))
-	})
-	if len(errs) > 0 {
-		return invalid("alert rules: %v", errors.Join(errs...))
-	}
-	return nil
-}
+func (r AlertRules) Validate() error { return alerts.Rules(r).Validate() }
 
 // AlertConfig configures alerting; see Config.Alerts.
 type AlertConfig struct {
@@ -256,7 +245,7 @@ func (c *Client) AlertRules(ctx context.Context) (rules AlertRules, runtime bool
 		return AlertRules{}, false, fmt.Errorf("keel: read alert rules: %w", unavailable(ctx, err))
 	}
 	if raw == nil {
-		return c.cfg.alertRules(), false, nil
+		return *c.cfg.Alerts.Rules, false, nil // set by withDefaults
 	}
 	r, err := alerts.DecodeRules(raw)
 	if err != nil {
@@ -287,14 +276,6 @@ func (c *Client) ResetAlertRules(ctx context.Context) error {
 	return nil
 }
 
-// alertRules are the configured rules.
-func (c Config) alertRules() AlertRules {
-	if c.Alerts.Rules != nil {
-		return *c.Alerts.Rules
-	}
-	return DefaultAlertRules()
-}
-
 // newAlerter wires keel's alert service to c: the leader's evaluation of
 // the rules and this process's deliveries to its notifiers.
 func newAlerter(c *Client) *alerts.Alerter {
@@ -305,9 +286,7 @@ func newAlerter(c *Client) *alerts.Alerter {
 			return alerts.Rules(r), err // the same fields: a new rule is added to both
 		},
 		Snapshot: func(ctx context.Context) (*estimator.Snapshot, error) { return c.snaps.Read(ctx, 0) },
-		Leading: func() bool {
-			return c.eng.Load().Leading()
-		},
+		Leading:  func() bool { return c.eng.Load().Leading() },
 	}
 	for _, n := range c.cfg.Alerts.Notifiers {
 		cfg.Notifiers = append(cfg.Notifiers, alerts.Notifier{Name: n.Name(),
@@ -339,10 +318,8 @@ func (c *Client) Notifiers() []string {
 // validateAlerts checks Config.Alerts.
 func (c Config) validateAlerts() error {
 	a := c.Alerts
-	if a.Rules != nil {
-		if err := a.Rules.Validate(); err != nil {
-			return err
-		}
+	if err := a.Rules.Validate(); err != nil { // set by withDefaults
+		return err
 	}
 	ns := make([]*alerts.Configured, len(a.Notifiers))
 	for i, n := range a.Notifiers {

@@ -231,10 +231,11 @@ func (c Config) withDefaults() Config {
 		c.TracerProvider = otel.GetTracerProvider()
 	}
 	c.fields().Default()
+	rules := DefaultAlertRules()
 	if c.Alerts.Rules != nil { // the caller keeps its own copy to change
-		r := *c.Alerts.Rules
-		c.Alerts.Rules = &r
+		rules = *c.Alerts.Rules
 	}
+	c.Alerts.Rules = &rules
 	c.Alerts.Notifiers = slices.Clone(c.Alerts.Notifiers)
 	c.Schedules = slices.Clone(c.Schedules)
 	return c

@@ -1,10 +1,12 @@
 package alerts
 
 import (
+	"errors"
 	"regexp"
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/check"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/kerr"
 )
@@ -63,6 +65,21 @@ func CheckFilter(f *driver.AlertFilter) error {
 	}
 	if err := f.Validate(); err != nil {
 		return kerr.Invalid("%v", err)
+	}
+	return nil
+}
+
+// Validate rejects rules that cannot be evaluated, with the rules
+// `keel config check` applies to [alerts] (package check): every invalid
+// field, one a line.
+func (r Rules) Validate() error {
+	var errs []error
+	check.Alerts(check.AlertRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge, FailureRatio: r.FailureRatio,
+		FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow}, func(field, problem string) {
+		errs = append(errs, errors.New(field+" "+problem))
+	})
+	if len(errs) > 0 {
+		return kerr.Invalid("alert rules: %v", errors.Join(errs...))
 	}
 	return nil
 }

@@ -80,3 +80,18 @@ func TestCheckFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestRulesValidate(t *testing.T) {
+	ok := Rules{DeadPerHour: -1, OldestReadyAge: time.Minute, FailureRatio: 0.5, FailureMinAttempts: 1, FailureWindow: time.Hour}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	err := Rules{DeadPerHour: -2, FailureRatio: 2}.Validate()
+	const want = "keel: invalid input: alert rules: dead_per_hour must be -1 (off) or more, got -2\n" +
+		"failure_ratio must be in [0, 1) (0 turns the rule off), got 2\n" +
+		"failure_min_attempts must be at least 1, got 0\n" +
+		`failure_window must be in 1m..1h (the history keeps minutes; stats read the last hour), got "0s"`
+	if !errors.Is(err, kerr.ErrInvalid) || err.Error() != want {
+		t.Fatalf("%v\nwant %s", err, want)
+	}
+}
