@@ -240,40 +240,25 @@ func alertFromRow(r *driver.AlertRow, event string) *Alert {
 // AlertRules returns the rules in force: those set at runtime when there
 // are, else the configured ones; runtime reports which.
 func (c *Client) AlertRules(ctx context.Context) (rules AlertRules, runtime bool, err error) {
-	raw, err := c.drv.GetMeta(ctx, alerts.RulesMeta)
-	if err != nil {
-		return AlertRules{}, false, fmt.Errorf("keel: read alert rules: %w", unavailable(ctx, err))
-	}
-	if raw == nil {
-		return *c.cfg.Alerts.Rules, false, nil // set by withDefaults
-	}
-	r, err := alerts.DecodeRules(raw)
-	if err != nil {
-		return AlertRules{}, false, err
-	}
-	return AlertRules(r), true, nil
+	r, runtime, err := c.ruleStore().Load(ctx)
+	return AlertRules(r), runtime, err
 }
 
 // SetAlertRules replaces the rules in force in every process (the leader
 // reads them at each evaluation) until ResetAlertRules. Invalid rules are
 // refused and nothing is stored.
 func (c *Client) SetAlertRules(ctx context.Context, r AlertRules) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	if err := c.drv.PutMeta(ctx, alerts.RulesMeta, alerts.EncodeRules(alerts.Rules(r)), c.cfg.Now()); err != nil {
-		return fmt.Errorf("keel: store alert rules: %w", unavailable(ctx, err))
-	}
-	return nil
+	return c.ruleStore().Set(ctx, alerts.Rules(r))
 }
 
 // ResetAlertRules drops the runtime rules: each process's configured
 // rules apply again.
-func (c *Client) ResetAlertRules(ctx context.Context) error {
-	if err := c.drv.PutMeta(ctx, alerts.RulesMeta, nil, c.cfg.Now()); err != nil {
-		return fmt.Errorf("keel: reset alert rules: %w", unavailable(ctx, err))
-	}
-	return nil
+func (c *Client) ResetAlertRules(ctx context.Context) error { return c.ruleStore().Reset(ctx) }
+
+// ruleStore reads and writes the rules set at runtime. alerts.Rules has
+// AlertRules' fields: a new rule is added to both.
+func (c *Client) ruleStore() alerts.RuleStore {
+	return alerts.RuleStore{Meta: c.drv, Configured: alerts.Rules(*c.cfg.Alerts.Rules), Now: c.cfg.Now, Wrap: unavailable}
 }
 
 // newAlerter wires keel's alert service to c: the leader's evaluation of
@@ -282,8 +267,8 @@ func newAlerter(c *Client) *alerts.Alerter {
 	cfg := alerts.Config{Driver: c.drv, Enqueue: c.enqueueInternal, LiveWindow: c.cfg.liveWindow(),
 		RetryMax: c.cfg.Alerts.RetryMax, Now: c.cfg.Now, Logger: c.cfg.Logger,
 		Rules: func(ctx context.Context) (alerts.Rules, error) {
-			r, _, err := c.AlertRules(ctx)
-			return alerts.Rules(r), err // the same fields: a new rule is added to both
+			r, _, err := c.ruleStore().Load(ctx)
+			return r, err
 		},
 		Snapshot: func(ctx context.Context) (*estimator.Snapshot, error) { return c.snaps.Read(ctx, 0) },
 		Leading:  func() bool { return c.eng.Load().Leading() },

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
@@ -211,26 +210,13 @@ func (c Config) withDefaults() Config {
 	if c.Queues == nil {
 		c.Queues = map[string]QueueConfig{DefaultQueue: {}}
 	}
-	queues := make(map[string]QueueConfig, len(c.Queues))
+	queues, workers := make(map[string]QueueConfig, len(c.Queues)), 0
 	for name, q := range c.Queues {
 		q.MaxWorkers = cmp.Or(q.MaxWorkers, 10)
-		queues[name] = q
+		queues[name], workers = q, workers+q.MaxWorkers
 	}
 	c.Queues = queues
-	if c.MaxRunawayHandlers == 0 {
-		for _, q := range queues {
-			c.MaxRunawayHandlers += q.MaxWorkers
-		}
-		c.MaxRunawayHandlers = max(c.MaxRunawayHandlers, 1) // no queues: nothing runs
-	}
-	c.Logger = cmp.Or(c.Logger, slog.Default())
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	c.fields().Default()
+	c.fields().Default(workers)
 	rules := DefaultAlertRules()
 	if c.Alerts.Rules != nil { // the caller keeps its own copy to change
 		rules = *c.Alerts.Rules
@@ -243,7 +229,7 @@ func (c Config) withDefaults() Config {
 
 // fields points at c's settings that internal/config defaults and checks.
 func (c *Config) fields() config.Fields {
-	return config.Fields{Node: &c.Node, Version: &c.Version,
+	return config.Fields{Node: &c.Node, Version: &c.Version, Logger: &c.Logger, Now: &c.Now, TracerProvider: &c.TracerProvider,
 		MaxAttempts: &c.MaxAttempts, MaxSnoozes: &c.MaxSnoozes, ArchiveBatch: &c.ArchiveBatch, ClaimBatch: &c.ClaimBatch,
 		MaxRunawayHandlers: &c.MaxRunawayHandlers, MaxPayloadBytes: &c.MaxPayloadBytes, BackoffJitter: &c.BackoffJitter,
 		Timeout: &c.Timeout, BackoffBase: &c.BackoffBase, BackoffMax: &c.BackoffMax, LeaseTTL: &c.LeaseTTL,
@@ -259,11 +245,16 @@ func (c Config) validate() error {
 	if c.Driver == nil {
 		return invalid("Config.Driver is required")
 	}
-	workers := make(map[string]int, len(c.Queues))
+	return config.Check(c.fields(), c.workersByQueue(), c.Types, c.validateAlerts)
+}
+
+// workersByQueue maps each of c's queues to its MaxWorkers.
+func (c Config) workersByQueue() map[string]int {
+	w := make(map[string]int, len(c.Queues))
 	for name, q := range c.Queues {
-		workers[name] = q.MaxWorkers
+		w[name] = q.MaxWorkers
 	}
-	return config.Check(c.fields(), workers, c.Types, c.validateAlerts)
+	return w
 }
 
 func (c Config) backoffPolicy() backoff.Policy {

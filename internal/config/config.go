@@ -7,9 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/enqueue"
@@ -27,7 +31,10 @@ const (
 // AlertsInterval and AlertsRetryMax are Alerts.Interval and
 // Alerts.RetryMax.
 type Fields struct {
-	Node, Version *string
+	Node, Version  *string
+	Logger         **slog.Logger
+	Now            *func() time.Time
+	TracerProvider *trace.TracerProvider
 
 	MaxAttempts, MaxSnoozes, ArchiveBatch, ClaimBatch, MaxRunawayHandlers, MaxPayloadBytes *int
 	BackoffJitter                                                                          *float64
@@ -38,14 +45,25 @@ type Fields struct {
 	SettingsInterval, TimeoutGrace, AlertsInterval, AlertsRetryMax              *time.Duration
 }
 
-// Default sets every field left zero to its documented default.
-func (f Fields) Default() {
+// Default sets every field left zero to its documented default; workers,
+// the sum of the queues' MaxWorkers, is MaxRunawayHandlers' (at least 1).
+func (f Fields) Default(workers int) {
 	if *f.Node == "" {
 		*f.Node = NodeName()
 	}
 	if *f.Version == "" {
 		*f.Version = ModuleVersion()
 	}
+	if *f.Logger == nil {
+		*f.Logger = slog.Default()
+	}
+	if *f.Now == nil {
+		*f.Now = time.Now
+	}
+	if *f.TracerProvider == nil {
+		*f.TracerProvider = otel.GetTracerProvider()
+	}
+	setDefault(f.MaxRunawayHandlers, max(workers, 1)) // no queues: nothing runs
 	for _, d := range []struct {
 		v   *int
 		def int

@@ -2,16 +2,25 @@ package config
 
 import (
 	"errors"
+	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/internal/kerr"
 )
 
 // settings are the values of one keel.Config that Fields points at.
 type settings struct {
+	logger         *slog.Logger
+	now            func() time.Time
+	tracerProvider trace.TracerProvider
+
 	node, version                                                                          string
 	maxAttempts, maxSnoozes, archiveBatch, claimBatch, maxRunawayHandlers, maxPayloadBytes int
 	backoffJitter                                                                          float64
@@ -21,7 +30,7 @@ type settings struct {
 }
 
 func (s *settings) fields() Fields {
-	return Fields{Node: &s.node, Version: &s.version,
+	return Fields{Node: &s.node, Version: &s.version, Logger: &s.logger, Now: &s.now, TracerProvider: &s.tracerProvider,
 		MaxAttempts: &s.maxAttempts, MaxSnoozes: &s.maxSnoozes, ArchiveBatch: &s.archiveBatch, ClaimBatch: &s.claimBatch,
 		MaxRunawayHandlers: &s.maxRunawayHandlers, MaxPayloadBytes: &s.maxPayloadBytes, BackoffJitter: &s.backoffJitter,
 		Timeout: &s.timeout, BackoffBase: &s.backoffBase, BackoffMax: &s.backoffMax, LeaseTTL: &s.leaseTTL,
@@ -32,34 +41,45 @@ func (s *settings) fields() Fields {
 		AlertsInterval: &s.alertsInterval, AlertsRetryMax: &s.alertsRetryMax}
 }
 
-// defaulted returns settings with every default, the runaway bound set
-// as keel.Config's queues would.
+// defaulted returns settings with every default, for queues of 10
+// workers in all.
 func defaulted() *settings {
-	s := &settings{maxRunawayHandlers: 10}
-	s.fields().Default()
+	s := &settings{}
+	s.fields().Default(10)
 	return s
 }
 
 func TestDefault(t *testing.T) {
 	s := defaulted()
-	want := settings{node: s.node, maxAttempts: 4, maxSnoozes: 100, archiveBatch: 1000, claimBatch: 100,
+	if s.logger != slog.Default() || s.now == nil || s.tracerProvider != otel.GetTracerProvider() {
+		t.Fatalf("logger %v, clock set %v, tracer provider %v", s.logger, s.now != nil, s.tracerProvider)
+	}
+	s.now = nil
+	want := settings{logger: s.logger, tracerProvider: s.tracerProvider, node: s.node, maxAttempts: 4, maxSnoozes: 100, archiveBatch: 1000, claimBatch: 100,
 		maxRunawayHandlers: 10, maxPayloadBytes: 1 << 20, backoffJitter: 0.2, timeout: time.Minute,
 		backoffBase: 30 * time.Second, backoffMax: time.Hour, leaseTTL: 30 * time.Second, heartbeat: 10 * time.Second,
 		poll: time.Second, rescue: 10 * time.Second, reconcile: 5 * time.Minute, maintain: time.Minute,
 		history: 192 * time.Hour, retainSucceeded: 720 * time.Hour, retainDead: 720 * time.Hour,
 		archiveInterval: time.Minute, settingsInterval: 2 * time.Second, timeoutGrace: 5 * time.Second,
 		alertsInterval: 15 * time.Second, alertsRetryMax: 5 * time.Minute}
-	if *s != want {
+	if !reflect.DeepEqual(*s, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", *s, want)
 	}
 	if strings.Count(s.node, "-") < 2 {
 		t.Fatalf("node %q is not hostname-pid-random", s.node)
 	}
-	set := &settings{node: "n1", version: "v1", maxAttempts: 9, backoffJitter: -1, timeout: time.Second, deleteArchived: time.Hour}
-	set.fields().Default()
-	if set.node != "n1" || set.version != "v1" || set.maxAttempts != 9 || set.backoffJitter != -1 || set.timeout != time.Second ||
-		set.deleteArchived != time.Hour {
+	logger := slog.New(slog.DiscardHandler)
+	set := &settings{logger: logger, node: "n1", version: "v1", maxAttempts: 9, maxRunawayHandlers: 3, backoffJitter: -1,
+		timeout: time.Second, deleteArchived: time.Hour}
+	set.fields().Default(50)
+	if set.logger != logger || set.node != "n1" || set.version != "v1" || set.maxAttempts != 9 || set.maxRunawayHandlers != 3 ||
+		set.backoffJitter != -1 || set.timeout != time.Second || set.deleteArchived != time.Hour {
 		t.Fatalf("Default changed a set value: %+v", *set)
+	}
+	none := &settings{}
+	none.fields().Default(0)
+	if none.maxRunawayHandlers != 1 {
+		t.Fatalf("no queues: MaxRunawayHandlers %d, want 1", none.maxRunawayHandlers)
 	}
 }
 
