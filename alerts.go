@@ -2,7 +2,6 @@ package keel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -198,12 +197,9 @@ type AlertFilter struct {
 // Alerts lists alerts, newest first, with their deliveries.
 func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}
-	if err := alerts.CheckFilter(&df); err != nil {
-		return nil, err
-	}
-	rows, err := c.drv.ListAlerts(ctx, df)
+	rows, err := alerts.List(ctx, c.drv, df, unavailable)
 	if err != nil {
-		return nil, fmt.Errorf("keel: list alerts: %w", unavailable(ctx, err))
+		return nil, err
 	}
 	out := make([]*Alert, len(rows))
 	for i := range rows {
@@ -215,12 +211,9 @@ func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 // GetAlert loads one alert with its deliveries; ErrNotFound when there is
 // no such alert.
 func (c *Client) GetAlert(ctx context.Context, id int64) (*Alert, error) {
-	row, err := c.drv.GetAlert(ctx, id)
+	row, err := alerts.Get(ctx, c.drv, id, unavailable)
 	if err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
-			return nil, fmt.Errorf("%w: no alert %d", ErrNotFound, id)
-		}
-		return nil, fmt.Errorf("keel: get alert: %w", unavailable(ctx, err))
+		return nil, err
 	}
 	return alertFromRow(row, ""), nil
 }
@@ -303,9 +296,6 @@ func (c *Client) Notifiers() []string {
 // validateAlerts checks Config.Alerts.
 func (c Config) validateAlerts() error {
 	a := c.Alerts
-	if err := a.Rules.Validate(); err != nil { // set by withDefaults
-		return err
-	}
 	ns := make([]*alerts.Configured, len(a.Notifiers))
 	for i, n := range a.Notifiers {
 		if n == nil {
@@ -316,5 +306,5 @@ func (c Config) validateAlerts() error {
 			ns[i].Validate = v.validate
 		}
 	}
-	return alerts.CheckConfig(a.Interval, a.RetryMax, ns)
+	return alerts.CheckConfig(alerts.Rules(*a.Rules), a.Interval, a.RetryMax, ns) // Rules set by withDefaults
 }

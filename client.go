@@ -196,10 +196,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 // payload, so the lookup would need the payload too. It reads one row
 // through the key's unique index.
 func (c *Client) GetByKey(ctx context.Context, key string) (*TaskInfo, error) {
-	if key == "" || len(key) > 255 {
-		return nil, invalid("idempotency key must be 1-255 bytes, got %d", len(key))
-	}
-	if err := enqueue.CheckText("idempotency key", key); err != nil {
+	if err := enqueue.CheckKey(key); err != nil {
 		return nil, err
 	}
 	row, err := c.drv.GetByKey(ctx, digest.ExplicitKey(key))

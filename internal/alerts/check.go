@@ -1,7 +1,9 @@
 package alerts
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"time"
 
@@ -27,10 +29,13 @@ type Configured struct {
 }
 
 // CheckConfig checks a process's alert settings after their defaults:
-// interval and retryMax, then each notifier in order (set, named validly
-// and once, "log" being keel's own, and passing its own check), with the
-// errors keel.NewClient returns.
-func CheckConfig(interval, retryMax time.Duration, notifiers []*Configured) error {
+// the rules, interval and retryMax, then each notifier in order (set,
+// named validly and once, "log" being keel's own, and passing its own
+// check), with the errors keel.NewClient returns.
+func CheckConfig(rules Rules, interval, retryMax time.Duration, notifiers []*Configured) error {
+	if err := rules.Validate(); err != nil {
+		return err
+	}
 	if interval < 0 || retryMax < 0 {
 		return kerr.Invalid("Config.Alerts: Interval and RetryMax must be positive, got %v and %v", interval, retryMax)
 	}
@@ -82,4 +87,37 @@ func (r Rules) Validate() error {
 		return kerr.Invalid("alert rules: %v", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ListStore is the alerts table as keel.Client.Alerts and GetAlert read
+// it.
+type ListStore interface {
+	ListAlerts(ctx context.Context, filter driver.AlertFilter) ([]driver.AlertRow, error)
+	GetAlert(ctx context.Context, id int64) (*driver.AlertRow, error)
+}
+
+// List checks f (see CheckFilter) and lists the alerts it selects, newest
+// first; wrap classifies the store's error.
+func List(ctx context.Context, s ListStore, f driver.AlertFilter, wrap func(context.Context, error) error) ([]driver.AlertRow, error) {
+	if err := CheckFilter(&f); err != nil {
+		return nil, err
+	}
+	rows, err := s.ListAlerts(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("keel: list alerts: %w", wrap(ctx, err))
+	}
+	return rows, nil
+}
+
+// Get loads one alert; an error wrapping driver.ErrNotFound
+// (keel.ErrNotFound) when there is none.
+func Get(ctx context.Context, s ListStore, id int64, wrap func(context.Context, error) error) (*driver.AlertRow, error) {
+	row, err := s.GetAlert(ctx, id)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return nil, fmt.Errorf("%w: no alert %d", driver.ErrNotFound, id)
+	case err != nil:
+		return nil, fmt.Errorf("keel: get alert: %w", wrap(ctx, err))
+	}
+	return row, nil
 }

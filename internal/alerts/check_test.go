@@ -1,13 +1,19 @@
 package alerts
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/kerr"
 )
+
+// okRules are valid rules.
+var okRules = Rules{DeadPerHour: 3, FailureRatio: 0.5, FailureMinAttempts: 20, FailureWindow: 5 * time.Minute}
 
 func TestCheckConfig(t *testing.T) {
 	broken := errors.New("webhook w: url must be an http(s) URL")
@@ -41,13 +47,17 @@ func TestCheckConfig(t *testing.T) {
 		{name: "own check", notifiers: []*Configured{{Name: "w", Validate: func() error { return broken }}},
 			want: "Config.Alerts.Notifiers[0]: webhook w: url must be an http(s) URL"},
 	} {
-		err := CheckConfig(c.interval, c.retries, c.notifiers)
+		err := CheckConfig(okRules, c.interval, c.retries, c.notifiers)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
 		case c.want != "" && (!errors.Is(err, kerr.ErrInvalid) || err.Error() != "keel: invalid input: "+c.want):
 			t.Errorf("%s: %v, want ErrInvalid: %s", c.name, err, c.want)
 		}
+	}
+	err := CheckConfig(Rules{DeadPerHour: -2}, -1, 0, []*Configured{nil})
+	if !errors.Is(err, kerr.ErrInvalid) || !strings.HasPrefix(err.Error(), "keel: invalid input: alert rules: dead_per_hour") {
+		t.Fatalf("the rules are checked first: %v", err)
 	}
 	if len(checked) != 2 || checked[0] != "chat" || checked[1] != "a" {
 		t.Fatalf("own checks ran for %v, want chat then a", checked)
@@ -93,5 +103,52 @@ func TestRulesValidate(t *testing.T) {
 		`failure_window must be in 1m..1h (the history keeps minutes; stats read the last hour), got "0s"`
 	if !errors.Is(err, kerr.ErrInvalid) || err.Error() != want {
 		t.Fatalf("%v\nwant %s", err, want)
+	}
+}
+
+// alertsTable is a fake alerts table of one alert, id 1; err fails
+// every read.
+type alertsTable struct {
+	listed []driver.AlertFilter
+	err    error
+}
+
+func (s *alertsTable) ListAlerts(ctx context.Context, f driver.AlertFilter) ([]driver.AlertRow, error) {
+	s.listed = append(s.listed, f)
+	return []driver.AlertRow{{ID: 1}}, s.err
+}
+
+func (s *alertsTable) GetAlert(ctx context.Context, id int64) (*driver.AlertRow, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if id != 1 {
+		return nil, fmt.Errorf("alert %d: %w", id, driver.ErrNotFound)
+	}
+	return &driver.AlertRow{ID: 1}, nil
+}
+
+func TestListAndGet(t *testing.T) {
+	ctx := context.Background()
+	wrap := func(ctx context.Context, err error) error { return errors.Join(errors.New("wrapped"), err) }
+	s := &alertsTable{}
+	if rows, err := List(ctx, s, driver.AlertFilter{Open: true}, wrap); err != nil || len(rows) != 1 || s.listed[0].Limit != 100 {
+		t.Fatalf("list: %v, %v, %+v", rows, err, s.listed)
+	}
+	if _, err := List(ctx, s, driver.AlertFilter{Limit: 5000}, wrap); !errors.Is(err, kerr.ErrInvalid) || len(s.listed) != 1 {
+		t.Fatalf("a bad filter: %v, listed %d times", err, len(s.listed))
+	}
+	if row, err := Get(ctx, s, 1, wrap); err != nil || row.ID != 1 {
+		t.Fatalf("get: %v, %v", row, err)
+	}
+	if _, err := Get(ctx, s, 2, wrap); !errors.Is(err, driver.ErrNotFound) || err.Error() != "keel: task not found: no alert 2" {
+		t.Fatalf("get a missing alert: %v", err)
+	}
+	s.err = errors.New("down")
+	if _, err := List(ctx, s, driver.AlertFilter{}, wrap); !errors.Is(err, s.err) || err.Error() != "keel: list alerts: wrapped\ndown" {
+		t.Fatalf("list failed: %v", err)
+	}
+	if _, err := Get(ctx, s, 1, wrap); !errors.Is(err, s.err) || err.Error() != "keel: get alert: wrapped\ndown" {
+		t.Fatalf("get failed: %v", err)
 	}
 }

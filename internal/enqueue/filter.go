@@ -51,3 +51,12 @@ func CheckList(p driver.Filter) error {
 func ordered(after, before time.Time) bool {
 	return after.IsZero() || before.IsZero() || after.Before(before)
 }
+
+// CheckKey refuses an idempotency key to look up (keel.Client.GetByKey)
+// that no task can hold, as the IdempotencyKey option would refuse it.
+func CheckKey(key string) error {
+	if key == "" || len(key) > 255 {
+		return kerr.Invalid("idempotency key must be 1-255 bytes, got %d", len(key))
+	}
+	return CheckText("idempotency key", key)
+}

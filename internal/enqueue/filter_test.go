@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,25 @@ func TestCheckList(t *testing.T) {
 			t.Errorf("%+v: %v", c.f, err)
 		case c.want != "" && (!errors.Is(err, kerr.ErrInvalid) || err.Error() != "keel: invalid input: "+c.want):
 			t.Errorf("%+v: %v, want ErrInvalid: %s", c.f, err, c.want)
+		}
+	}
+}
+
+func TestCheckKey(t *testing.T) {
+	for key, want := range map[string]string{
+		"k":                      "",
+		strings.Repeat("k", 255): "",
+		"":                       "idempotency key must be 1-255 bytes, got 0",
+		strings.Repeat("k", 256): "idempotency key must be 1-255 bytes, got 256",
+		"a\x00b":                 `idempotency key contains the NUL character (\u0000)`,
+		"\xff":                   "idempotency key is not valid UTF-8",
+	} {
+		err := CheckKey(key)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", key, err)
+		case want != "" && (!errors.Is(err, kerr.ErrInvalid) || err.Error() != "keel: invalid input: "+want):
+			t.Errorf("%q: %v, want %s", key, err, want)
 		}
 	}
 }
