@@ -223,9 +223,8 @@ func alertFromRow(r *driver.AlertRow, event string) *Alert {
 	a := &Alert{ID: r.ID, Rule: r.Rule, Subject: r.Subject, Event: f.Event, Message: r.Message, Hint: r.Hint,
 		Values: f.Values, FiredAt: r.FiredAt, CurrentMessage: f.CurrentMessage, CurrentValues: f.CurrentValues,
 		CurrentAt: f.CurrentAt, ResolvedAt: r.ResolvedAt, ResolvedMessage: r.ResolvedMessage}
-	for _, d := range r.Deliveries {
-		a.Deliveries = append(a.Deliveries, AlertDelivery{Event: d.Event, Notifier: d.Notifier, Attempts: d.Attempts,
-			DeliveredAt: d.DeliveredAt, LastError: d.LastError})
+	for _, d := range f.Deliveries {
+		a.Deliveries = append(a.Deliveries, AlertDelivery(d))
 	}
 	return a
 }

@@ -69,7 +69,13 @@ func NewClient(cfg Config) (*Client, error) {
 		MaxPayloadBytes: cfg.MaxPayloadBytes, AnyType: cfg.AnyType}
 	c.decl = declare.New(declare.Config{Store: c.drv, Types: enqueue.DeclaredTypes(c.types), MaxAge: cfg.SettingsInterval,
 		Now: cfg.Now, Logger: cfg.Logger})
-	c.snaps = &estimator.Reader{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable, Workers: c.cfg.workersByQueue}
+	c.snaps = &estimator.Reader{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable, Workers: func() map[string]int {
+		w := make(map[string]int, len(c.cfg.Queues))
+		for q := range c.cfg.Queues {
+			w[q] = c.workers(q)
+		}
+		return w
+	}}
 	c.alerter = newAlerter(c)
 	c.eta = estimator.New(estimator.Config{Snapshots: c.snaps, Store: c.drv, Now: c.cfg.Now, LiveWindow: c.cfg.liveWindow(), Wrap: unavailable})
 	var err error

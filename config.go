@@ -245,16 +245,11 @@ func (c Config) validate() error {
 	if c.Driver == nil {
 		return invalid("Config.Driver is required")
 	}
-	return config.Check(c.fields(), c.workersByQueue(), c.Types, c.validateAlerts)
-}
-
-// workersByQueue maps each of c's queues to its MaxWorkers.
-func (c Config) workersByQueue() map[string]int {
-	w := make(map[string]int, len(c.Queues))
+	workers := make(map[string]int, len(c.Queues))
 	for name, q := range c.Queues {
-		w[name] = q.MaxWorkers
+		workers[name] = q.MaxWorkers
 	}
-	return w
+	return config.Check(c.fields(), workers, c.Types, c.validateAlerts)
 }
 
 func (c Config) backoffPolicy() backoff.Policy {

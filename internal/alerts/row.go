@@ -20,6 +20,17 @@ type Figures struct {
 	CurrentMessage string
 	CurrentValues  map[string]any
 	CurrentAt      time.Time
+	Deliveries     []Delivery
+}
+
+// Delivery is one notifier's delivery of one event of an alert, with
+// keel.AlertDelivery's fields: a new field is added to both.
+type Delivery struct {
+	Event       string
+	Notifier    string
+	Attempts    int
+	DeliveredAt time.Time
+	LastError   string
 }
 
 // FiguresOf decodes r's numbers as keel.Alert shows them, for event.
@@ -40,6 +51,10 @@ func FiguresOf(r *driver.AlertRow, event string) Figures {
 		if len(r.CurrentValues) > 0 {
 			json.Unmarshal(r.CurrentValues, &f.CurrentValues) //nolint:errcheck // written by us as an object
 		}
+	}
+	for _, d := range r.Deliveries {
+		f.Deliveries = append(f.Deliveries, Delivery{Event: d.Event, Notifier: d.Notifier, Attempts: d.Attempts,
+			DeliveredAt: d.DeliveredAt, LastError: d.LastError})
 	}
 	return f
 }

@@ -20,7 +20,10 @@ func TestFiguresOf(t *testing.T) {
 		t.Fatalf("open, never updated:\n got %+v\nwant %+v", got, want)
 	}
 	r.CurrentMessage, r.CurrentValues, r.CurrentAt, r.ResolvedAt = "cm", json.RawMessage(`{"b":2}`), now, now
+	r.Deliveries = []driver.DeliveryRow{{AlertID: 3, Event: driver.AlertFired, Notifier: "chat", Attempts: 2, DeliveredAt: now,
+		LastError: "e", UpdatedAt: now}}
 	want.Event, want.CurrentMessage, want.CurrentValues, want.CurrentAt = driver.AlertResolved, "cm", map[string]any{"b": 2.0}, now
+	want.Deliveries = []Delivery{{Event: driver.AlertFired, Notifier: "chat", Attempts: 2, DeliveredAt: now, LastError: "e"}}
 	if got := FiguresOf(r, ""); !reflect.DeepEqual(got, want) {
 		t.Fatalf("resolved, updated:\n got %+v\nwant %+v", got, want)
 	}
