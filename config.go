@@ -195,8 +195,8 @@ type Config struct {
 // so a test can watch archival happen (a test that cannot wait a minute
 // moves its Config.Now clock instead).
 const (
-	MinRetainSucceeded = config.MinRetainSucceeded // 1m
-	MinRetainDead      = config.MinRetainDead      // 7 days (168h)
+	MinRetainSucceeded = time.Minute
+	MinRetainDead      = 7 * 24 * time.Hour
 )
 
 // validName reports whether s is a valid type or queue name: 1–128

@@ -20,8 +20,8 @@ import (
 	"github.com/keelq/keel/internal/kerr"
 )
 
-// The least retention keel.Config accepts (keel.MinRetainSucceeded and
-// keel.MinRetainDead).
+// The least retention keel.Config accepts: keel.MinRetainSucceeded and
+// keel.MinRetainDead, which a test holds equal to these.
 const (
 	MinRetainSucceeded = time.Minute
 	MinRetainDead      = 7 * 24 * time.Hour
