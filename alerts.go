@@ -2,16 +2,12 @@ package keel
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
-	"github.com/keelq/keel/internal/check"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/estimator"
 )
@@ -36,7 +32,6 @@ const ReservedQueue = "keel"
 const (
 	reservedTypePrefix = enqueue.KeelTypePrefix
 	notifyTypePrefix   = alerts.NotifyTypePrefix
-	logNotifierName    = alerts.LogNotifier
 )
 
 // reserved reports whether a type or queue name belongs to keel itself.
@@ -102,17 +97,7 @@ func DefaultAlertRules() AlertRules {
 
 // Validate rejects rules that cannot be evaluated, with the rules
 // `keel config check` applies to [alerts].
-func (r AlertRules) Validate() error {
-	var errs []error
-	check.Alerts(check.AlertRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge, FailureRatio: r.FailureRatio,
-		FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow}, func(field, problem string) {
-		errs = append(errs, errors.New(field+" "+problem))
-	})
-	if len(errs) > 0 {
-		return invalid("alert rules: %v", errors.Join(errs...))
-	}
-	return nil
-}
+func (r AlertRules) Validate() error { return alerts.Rules(r).Validate() }
 
 // AlertConfig configures alerting; see Config.Alerts.
 type AlertConfig struct {
@@ -146,8 +131,6 @@ type Notifier interface {
 	// Notify delivers one event of a. An error is retried with backoff.
 	Notify(ctx context.Context, a *Alert) error
 }
-
-var notifierName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Alert is one alert: what fired, with the numbers that tripped it and
 // what to run next, and, once it resolved, why.
@@ -213,19 +196,10 @@ type AlertFilter struct {
 
 // Alerts lists alerts, newest first, with their deliveries.
 func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
-	if f.Limit == 0 {
-		f.Limit = 100
-	}
-	if err := enqueue.CheckTimeFilter("fired_after", f.Since); err != nil {
-		return nil, err
-	}
 	df := driver.AlertFilter{Rule: f.Rule, Subject: f.Subject, Open: f.Firing, Since: f.Since, BeforeID: f.BeforeID, Limit: f.Limit}
-	if err := df.Validate(); err != nil {
-		return nil, invalid("%v", err)
-	}
-	rows, err := c.drv.ListAlerts(ctx, df)
+	rows, err := alerts.List(ctx, c.drv, df, unavailable)
 	if err != nil {
-		return nil, fmt.Errorf("keel: list alerts: %w", unavailable(ctx, err))
+		return nil, err
 	}
 	out := make([]*Alert, len(rows))
 	for i := range rows {
@@ -237,112 +211,46 @@ func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 // GetAlert loads one alert with its deliveries; ErrNotFound when there is
 // no such alert.
 func (c *Client) GetAlert(ctx context.Context, id int64) (*Alert, error) {
-	row, err := c.drv.GetAlert(ctx, id)
+	row, err := alerts.Get(ctx, c.drv, id, unavailable)
 	if err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
-			return nil, fmt.Errorf("%w: no alert %d", ErrNotFound, id)
-		}
-		return nil, fmt.Errorf("keel: get alert: %w", unavailable(ctx, err))
+		return nil, err
 	}
 	return alertFromRow(row, ""), nil
 }
 
 func alertFromRow(r *driver.AlertRow, event string) *Alert {
-	a := &Alert{ID: r.ID, Rule: r.Rule, Subject: r.Subject, Event: event, Message: r.Message, Hint: r.Hint,
-		FiredAt: r.FiredAt, ResolvedAt: r.ResolvedAt, ResolvedMessage: r.ResolvedMessage}
-	if a.Event == "" {
-		a.Event = driver.AlertFired
-		if !r.Open() {
-			a.Event = driver.AlertResolved
-		}
-	}
-	if len(r.Values) > 0 {
-		json.Unmarshal(r.Values, &a.Values) //nolint:errcheck // written by us as an object
-	}
-	a.CurrentMessage, a.CurrentValues, a.CurrentAt = a.Message, a.Values, a.FiredAt
-	if r.CurrentMessage != "" {
-		a.CurrentMessage, a.CurrentValues, a.CurrentAt = r.CurrentMessage, nil, r.CurrentAt
-		if len(r.CurrentValues) > 0 {
-			json.Unmarshal(r.CurrentValues, &a.CurrentValues) //nolint:errcheck // written by us as an object
-		}
-	}
-	for _, d := range r.Deliveries {
-		a.Deliveries = append(a.Deliveries, AlertDelivery{Event: d.Event, Notifier: d.Notifier, Attempts: d.Attempts,
-			DeliveredAt: d.DeliveredAt, LastError: d.LastError})
+	f := alerts.FiguresOf(r, event)
+	a := &Alert{ID: r.ID, Rule: r.Rule, Subject: r.Subject, Event: f.Event, Message: r.Message, Hint: r.Hint,
+		Values: f.Values, FiredAt: r.FiredAt, CurrentMessage: f.CurrentMessage, CurrentValues: f.CurrentValues,
+		CurrentAt: f.CurrentAt, ResolvedAt: r.ResolvedAt, ResolvedMessage: r.ResolvedMessage}
+	for _, d := range f.Deliveries {
+		a.Deliveries = append(a.Deliveries, AlertDelivery(d))
 	}
 	return a
-}
-
-// alertRulesMeta is the keel_meta document holding runtime rules.
-const alertRulesMeta = "alert_rules"
-
-// storedRules is AlertRules as stored: durations as strings.
-type storedRules struct {
-	DeadPerHour        int     `json:"dead_per_hour"`
-	OldestReadyAge     string  `json:"oldest_ready_age"`
-	FailureRatio       float64 `json:"failure_ratio"`
-	FailureMinAttempts int     `json:"failure_min_attempts"`
-	FailureWindow      string  `json:"failure_window"`
-	NoLiveWorker       bool    `json:"no_live_worker"`
-	NodeLost           bool    `json:"node_lost"`
 }
 
 // AlertRules returns the rules in force: those set at runtime when there
 // are, else the configured ones; runtime reports which.
 func (c *Client) AlertRules(ctx context.Context) (rules AlertRules, runtime bool, err error) {
-	raw, err := c.drv.GetMeta(ctx, alertRulesMeta)
-	if err != nil {
-		return AlertRules{}, false, fmt.Errorf("keel: read alert rules: %w", unavailable(ctx, err))
-	}
-	if raw == nil {
-		return c.cfg.alertRules(), false, nil
-	}
-	var s storedRules
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return AlertRules{}, false, fmt.Errorf("keel: stored alert rules are not valid: %w", err)
-	}
-	r := AlertRules{DeadPerHour: s.DeadPerHour, FailureRatio: s.FailureRatio, FailureMinAttempts: s.FailureMinAttempts,
-		NoLiveWorker: s.NoLiveWorker, NodeLost: s.NodeLost}
-	if r.OldestReadyAge, err = time.ParseDuration(s.OldestReadyAge); err == nil {
-		r.FailureWindow, err = time.ParseDuration(s.FailureWindow)
-	}
-	if err != nil {
-		return AlertRules{}, false, fmt.Errorf("keel: stored alert rules are not valid: %w", err)
-	}
-	return r, true, nil
+	r, runtime, err := c.ruleStore().Load(ctx)
+	return AlertRules(r), runtime, err
 }
 
 // SetAlertRules replaces the rules in force in every process (the leader
 // reads them at each evaluation) until ResetAlertRules. Invalid rules are
 // refused and nothing is stored.
 func (c *Client) SetAlertRules(ctx context.Context, r AlertRules) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	raw, _ := json.Marshal(storedRules{DeadPerHour: r.DeadPerHour, OldestReadyAge: r.OldestReadyAge.String(),
-		FailureRatio: r.FailureRatio, FailureMinAttempts: r.FailureMinAttempts, FailureWindow: r.FailureWindow.String(),
-		NoLiveWorker: r.NoLiveWorker, NodeLost: r.NodeLost})
-	if err := c.drv.PutMeta(ctx, alertRulesMeta, raw, c.cfg.Now()); err != nil {
-		return fmt.Errorf("keel: store alert rules: %w", unavailable(ctx, err))
-	}
-	return nil
+	return c.ruleStore().Set(ctx, alerts.Rules(r))
 }
 
 // ResetAlertRules drops the runtime rules: each process's configured
 // rules apply again.
-func (c *Client) ResetAlertRules(ctx context.Context) error {
-	if err := c.drv.PutMeta(ctx, alertRulesMeta, nil, c.cfg.Now()); err != nil {
-		return fmt.Errorf("keel: reset alert rules: %w", unavailable(ctx, err))
-	}
-	return nil
-}
+func (c *Client) ResetAlertRules(ctx context.Context) error { return c.ruleStore().Reset(ctx) }
 
-// alertRules are the configured rules.
-func (c Config) alertRules() AlertRules {
-	if c.Alerts.Rules != nil {
-		return *c.Alerts.Rules
-	}
-	return DefaultAlertRules()
+// ruleStore reads and writes the rules set at runtime. alerts.Rules has
+// AlertRules' fields: a new rule is added to both.
+func (c *Client) ruleStore() alerts.RuleStore {
+	return alerts.RuleStore{Meta: c.drv, Configured: alerts.Rules(*c.cfg.Alerts.Rules), Now: c.cfg.Now, Wrap: unavailable}
 }
 
 // newAlerter wires keel's alert service to c: the leader's evaluation of
@@ -351,13 +259,11 @@ func newAlerter(c *Client) *alerts.Alerter {
 	cfg := alerts.Config{Driver: c.drv, Enqueue: c.enqueueInternal, LiveWindow: c.cfg.liveWindow(),
 		RetryMax: c.cfg.Alerts.RetryMax, Now: c.cfg.Now, Logger: c.cfg.Logger,
 		Rules: func(ctx context.Context) (alerts.Rules, error) {
-			r, _, err := c.AlertRules(ctx)
-			return alerts.Rules(r), err // the same fields: a new rule is added to both
+			r, _, err := c.ruleStore().Load(ctx)
+			return r, err
 		},
 		Snapshot: func(ctx context.Context) (*estimator.Snapshot, error) { return c.snaps.Read(ctx, 0) },
-		Leading: func() bool {
-			return c.eng.Load().Leading()
-		},
+		Leading:  func() bool { return c.eng.Load().Leading() },
 	}
 	for _, n := range c.cfg.Alerts.Notifiers {
 		cfg.Notifiers = append(cfg.Notifiers, alerts.Notifier{Name: n.Name(),
@@ -371,18 +277,7 @@ func newAlerter(c *Client) *alerts.Alerter {
 // enqueueInternal inserts one task of keel's own into ReservedQueue and
 // wakes this process's workers for it.
 func (c *Client) enqueueInternal(ctx context.Context, t alerts.Task) error {
-	p, err := t.InsertParams(c.cfg.Now())
-	if err != nil {
-		return err
-	}
-	res, err := c.drv.Insert(ctx, []driver.InsertParams{p})
-	if err != nil {
-		return unavailable(ctx, err)
-	}
-	if !res[0].Duplicate {
-		c.eng.Load().Wrote(res[0].Task)
-	}
-	return nil
+	return unavailable(ctx, t.Insert(ctx, c.drv, c.cfg.Now(), c.eng.Load().Wrote))
 }
 
 // Notifiers names this client's notifiers, keel's log first.
@@ -390,7 +285,7 @@ func (c *Client) Notifiers() []string {
 	if c.cfg.Alerts.Off {
 		return nil
 	}
-	names := []string{logNotifierName}
+	names := []string{alerts.LogNotifier}
 	for _, n := range c.cfg.Alerts.Notifiers {
 		names = append(names, n.Name())
 	}
@@ -400,32 +295,15 @@ func (c *Client) Notifiers() []string {
 // validateAlerts checks Config.Alerts.
 func (c Config) validateAlerts() error {
 	a := c.Alerts
-	if a.Rules != nil {
-		if err := a.Rules.Validate(); err != nil {
-			return err
-		}
-	}
-	if a.Interval < 0 || a.RetryMax < 0 {
-		return invalid("Config.Alerts: Interval and RetryMax must be positive, got %v and %v", a.Interval, a.RetryMax)
-	}
-	seen := map[string]bool{logNotifierName: true}
+	ns := make([]*alerts.Configured, len(a.Notifiers))
 	for i, n := range a.Notifiers {
 		if n == nil {
-			return invalid("Config.Alerts.Notifiers[%d] is nil", i)
+			continue
 		}
-		name := n.Name()
-		switch {
-		case !notifierName.MatchString(name):
-			return invalid("Config.Alerts.Notifiers[%d]: invalid name %q: use 1-64 of a-z, 0-9, '_' and '-'", i, name)
-		case seen[name]:
-			return invalid("Config.Alerts.Notifiers[%d]: name %q used twice (\"log\" is keel's own)", i, name)
-		}
-		seen[name] = true
+		ns[i] = &alerts.Configured{Name: n.Name()}
 		if v, ok := n.(interface{ validate() error }); ok {
-			if err := v.validate(); err != nil {
-				return invalid("Config.Alerts.Notifiers[%d]: %v", i, err)
-			}
+			ns[i].Validate = v.validate
 		}
 	}
-	return nil
+	return alerts.CheckConfig(alerts.Rules(*a.Rules), a.Interval, a.RetryMax, ns) // Rules set by withDefaults
 }

@@ -2,15 +2,14 @@ package keel
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
+	"github.com/keelq/keel/internal/catalog"
 	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
@@ -29,6 +28,7 @@ type Client struct {
 	drv   driver.Driver
 	types map[string]options    // known types and their defaults
 	prep  *enqueue.Preparer     // checks tasks and makes their inserts; reads types
+	enq   *enqueue.Inserter     // runs the enqueues with prep, decl, trace and gate
 	decl  *declare.Declarations // stored type defaults: ours written, others' read
 	trace trace.Tracer          // from Config.TracerProvider
 
@@ -61,12 +61,9 @@ func NewClient(cfg Config) (*Client, error) {
 		c.types[t] = options{}
 	}
 	for t, h := range cfg.Handlers.m {
-		c.types[t] = h.defaults
-		if cfg.OnDead != nil && h.run != nil {
-			o := h.defaults
-			o.OnDeadHook = true
-			c.types[t] = o
-		}
+		o := h.defaults
+		o.OnDeadHook = cfg.OnDead != nil && h.run != nil
+		c.types[t] = o
 	}
 	c.prep = &enqueue.Preparer{Types: c.types, MaxAttempts: cfg.MaxAttempts, Timeout: cfg.Timeout,
 		MaxPayloadBytes: cfg.MaxPayloadBytes, AnyType: cfg.AnyType}
@@ -86,10 +83,13 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.sched, c.ramps = newScheduler(c), newRampJudge(c)
+	c.enq = &enqueue.Inserter{Prep: c.prep, Decl: c.decl, Tracer: c.trace, Now: cfg.Now, Wrap: unavailable,
+		Wrote: func(row *driver.TaskRow) { c.eng.Load().Wrote(row) }}
 	if cfg.RedisGate != nil {
 		if c.gate, err = newGate(*cfg.RedisGate, c.drv, cfg.Logger); err != nil {
 			return nil, err
 		}
+		c.enq.Gate = c.gate.Insert
 	}
 	return c, nil
 }
@@ -159,71 +159,21 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TaskSpec) ([]*
 	})
 }
 
-// enqueue validates jobs and inserts them with insert. inTx says insert
-// runs in the caller's transaction: this client's type declarations are
-// then stored in the background rather than before the insert.
-func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert func([]driver.InsertParams) ([]driver.InsertResult, error)) ([]*TaskInfo, error) {
-	if len(jobs) == 0 {
-		return nil, invalid("no tasks to enqueue")
-	}
-	if inTx {
-		c.decl.DeclareLater(ctx)
-	} else if err := c.decl.Declare(ctx); err != nil {
-		return nil, err
-	}
+// enqueue validates jobs and inserts them with insert; inTx says insert
+// runs in the caller's transaction (see enqueue.Inserter).
+func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert enqueue.InsertFunc) ([]*TaskInfo, error) {
 	specs := make([]enqueue.Spec, len(jobs))
 	for i, j := range jobs {
-		specs[i] = enqueue.Spec{Type: j.Type, Payload: j.Payload, Options: make([]func(*options), len(j.Options))}
-		for k, o := range j.Options {
-			specs[i].Options[k] = o
-		}
+		specs[i] = enqueue.Spec{Type: j.Type, Payload: j.Payload, Options: enqueue.Funcs(j.Options)}
 	}
-	stored, err := c.decl.Stored(ctx, c.prep.Undeclared(specs))
+	results, err := c.enq.Enqueue(ctx, specs, inTx, insert)
 	if err != nil {
-		return nil, err
-	}
-	now := c.cfg.Now()
-	params := make([]driver.InsertParams, len(jobs))
-	for i, j := range specs {
-		p, err := c.prep.PrepareEnqueue(j, now, stored)
-		if err != nil {
-			if len(jobs) > 1 {
-				return nil, fmt.Errorf("task %d: %w", i, err)
-			}
-			return nil, err
-		}
-		params[i] = p
-	}
-	spans, err := tracing.StartEnqueue(ctx, c.trace, params)
-	if err != nil {
-		return nil, err
-	}
-	var results []driver.InsertResult
-	if c.gate != nil && !inTx && len(params) == 1 && params[0].IdemKey != "" {
-		results, err = c.gate.Insert(ctx, params[0], insert)
-	} else {
-		results, err = insert(params)
-	}
-	if err != nil {
-		err = fmt.Errorf("enqueue: %w", unavailable(ctx, err))
-		for _, s := range spans {
-			s.RecordError(err)
-			s.SetStatus(codes.Error, err.Error())
-			s.End()
-		}
 		return nil, err
 	}
 	infos := make([]*TaskInfo, len(results))
 	for i, r := range results {
 		infos[i] = infoFromRow(r.Task)
 		infos[i].Duplicate = r.Duplicate
-		if !r.Duplicate {
-			c.eng.Load().Wrote(r.Task)
-		}
-		if spans[i].IsRecording() {
-			spans[i].SetAttributes(tracing.AttrTaskID.Int64(r.Task.ID), tracing.AttrDuplicate.Bool(r.Duplicate))
-		}
-		spans[i].End()
 		if c.obs.active() {
 			c.obs.emit(Event{Kind: EventEnqueued, TaskID: r.Task.ID, Queue: r.Task.Queue, Type: r.Task.Type,
 				Duplicate: r.Duplicate, State: r.Task.State})
@@ -252,10 +202,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*TaskInfo, error) {
 // payload, so the lookup would need the payload too. It reads one row
 // through the key's unique index.
 func (c *Client) GetByKey(ctx context.Context, key string) (*TaskInfo, error) {
-	if key == "" || len(key) > 255 {
-		return nil, invalid("idempotency key must be 1-255 bytes, got %d", len(key))
-	}
-	if err := enqueue.CheckText("idempotency key", key); err != nil {
+	if err := enqueue.CheckKey(key); err != nil {
 		return nil, err
 	}
 	row, err := c.drv.GetByKey(ctx, digest.ExplicitKey(key))
@@ -295,36 +242,8 @@ func (c *Client) Retry(ctx context.Context, id int64) (*TaskInfo, error) {
 // List returns the tasks p selects, newest first: every field of Filter
 // applies; Limit defaults to 100, at most 1000; page with BeforeID.
 func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
-	if p.State != "" && !p.State.Valid() {
-		return nil, invalid("unknown state %q: use pending, running, succeeded, dead or cancelled", p.State)
-	}
-	if p.Limit < 0 || p.Limit > 1000 {
-		return nil, invalid("limit must be in 0..1000, got %d", p.Limit)
-	}
-	if p.IDs != nil {
-		return nil, invalid("ids select tasks for RetryMatching and PurgeMatching only; use Get for one task")
-	}
-	if p.BeforeID < 0 || p.AfterID < 0 {
-		return nil, invalid("before_id and after_id must not be negative, got %d and %d", p.BeforeID, p.AfterID)
-	}
-	if err := enqueue.CheckTimeFilters("created_after", p.CreatedAfter, "created_before", p.CreatedBefore,
-		"finished_after", p.FinishedAfter, "finished_before", p.FinishedBefore); err != nil {
+	if err := enqueue.CheckList(p); err != nil {
 		return nil, err
-	}
-	if !p.CreatedAfter.IsZero() && !p.CreatedBefore.IsZero() && !p.CreatedAfter.Before(p.CreatedBefore) {
-		return nil, invalid("created_after must be before created_before")
-	}
-	if !p.FinishedAfter.IsZero() && !p.FinishedBefore.IsZero() && !p.FinishedAfter.Before(p.FinishedBefore) {
-		return nil, invalid("finished_after must be before finished_before")
-	}
-	if err := enqueue.CheckText("type filter", p.Type); err != nil {
-		return nil, err
-	}
-	if err := enqueue.CheckText("queue filter", p.Queue); err != nil {
-		return nil, err
-	}
-	if err := p.ValidateNames(); err != nil {
-		return nil, invalid("%v", err)
 	}
 	rows, err := c.drv.List(ctx, p)
 	if err != nil {
@@ -344,24 +263,5 @@ func (c *Client) Counts(ctx context.Context) (map[string]map[State]int64, error)
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	out := map[string]map[State]int64{}
-	for _, r := range rows {
-		if IsKeelTask(r.Queue, r.Type) {
-			continue
-		}
-		if out[r.Queue] == nil {
-			out[r.Queue] = map[State]int64{}
-		}
-		out[r.Queue][kindState(r.Kind)] += r.N
-	}
-	return out, nil
-}
-
-// kindState is the state a live counter's kind counts: retrying tasks are
-// pending.
-func kindState(kind string) State {
-	if kind == driver.KindRetrying {
-		return StatePending
-	}
-	return State(kind)
+	return catalog.QueueCounts(rows, IsKeelTask), nil
 }

@@ -1,21 +1,17 @@
 package keel
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
-	"github.com/keelq/keel/internal/enqueue"
+	"github.com/keelq/keel/internal/config"
 )
 
 // DefaultQueue is the queue tasks go to unless Queue says otherwise.
@@ -203,9 +199,6 @@ const (
 	MinRetainDead      = 7 * 24 * time.Hour
 )
 
-// maxSnoozesLimit is the largest MaxSnoozes keel accepts.
-const maxSnoozesLimit = enqueue.MaxSnoozesLimit
-
 // validName reports whether s is a valid type or queue name: 1–128
 // characters of letters, digits and _ . : -, starting with a letter or digit.
 func validName(s string) bool { return driver.ValidName(s) }
@@ -217,153 +210,46 @@ func (c Config) withDefaults() Config {
 	if c.Queues == nil {
 		c.Queues = map[string]QueueConfig{DefaultQueue: {}}
 	}
-	queues := make(map[string]QueueConfig, len(c.Queues))
+	queues, workers := make(map[string]QueueConfig, len(c.Queues)), 0
 	for name, q := range c.Queues {
-		if q.MaxWorkers == 0 {
-			q.MaxWorkers = 10
-		}
-		queues[name] = q
+		q.MaxWorkers = cmp.Or(q.MaxWorkers, 10)
+		queues[name], workers = q, workers+q.MaxWorkers
 	}
 	c.Queues = queues
-	if c.MaxRunawayHandlers == 0 {
-		for _, q := range queues {
-			c.MaxRunawayHandlers += q.MaxWorkers
-		}
-		c.MaxRunawayHandlers = max(c.MaxRunawayHandlers, 1) // no queues: nothing runs
-	}
-	if c.Node == "" {
-		host, _ := os.Hostname()
-		var b [3]byte
-		rand.Read(b[:]) //nolint:errcheck // never fails
-		c.Node = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Version == "" {
-		c.Version = moduleVersion()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	setDefault(&c.MaxAttempts, 4)
-	setDefault(&c.Timeout, 60*time.Second)
-	setDefault(&c.BackoffBase, 30*time.Second)
-	setDefault(&c.BackoffMax, time.Hour)
-	setDefault(&c.BackoffJitter, 0.2)
-	setDefault(&c.MaxSnoozes, 100)
-	setDefault(&c.LeaseTTL, 30*time.Second)
-	setDefault(&c.HeartbeatInterval, 10*time.Second)
-	setDefault(&c.PollInterval, time.Second)
-	setDefault(&c.RescueInterval, 10*time.Second)
-	setDefault(&c.ReconcileInterval, 5*time.Minute)
-	setDefault(&c.MaintainInterval, time.Minute)
-	setDefault(&c.HistoryRetention, 8*24*time.Hour)
-	setDefault(&c.RetainSucceeded, 30*24*time.Hour)
-	setDefault(&c.RetainDead, 30*24*time.Hour)
-	setDefault(&c.ArchiveInterval, time.Minute)
-	setDefault(&c.ArchiveBatch, 1000)
-	setDefault(&c.SettingsInterval, 2*time.Second)
-	setDefault(&c.ClaimBatch, 100)
-	setDefault(&c.TimeoutGrace, 5*time.Second)
-	setDefault(&c.MaxPayloadBytes, 1<<20)
+	c.fields().Default(workers)
+	rules := DefaultAlertRules()
 	if c.Alerts.Rules != nil { // the caller keeps its own copy to change
-		r := *c.Alerts.Rules
-		c.Alerts.Rules = &r
+		rules = *c.Alerts.Rules
 	}
+	c.Alerts.Rules = &rules
 	c.Alerts.Notifiers = slices.Clone(c.Alerts.Notifiers)
 	c.Schedules = slices.Clone(c.Schedules)
-	setDefault(&c.Alerts.Interval, 15*time.Second)
-	setDefault(&c.Alerts.RetryMax, 5*time.Minute)
 	return c
 }
 
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
+// fields points at c's settings that internal/config defaults and checks.
+func (c *Config) fields() config.Fields {
+	return config.Fields{Node: &c.Node, Version: &c.Version, Logger: &c.Logger, Now: &c.Now, TracerProvider: &c.TracerProvider,
+		MaxAttempts: &c.MaxAttempts, MaxSnoozes: &c.MaxSnoozes, ArchiveBatch: &c.ArchiveBatch, ClaimBatch: &c.ClaimBatch,
+		MaxRunawayHandlers: &c.MaxRunawayHandlers, MaxPayloadBytes: &c.MaxPayloadBytes, BackoffJitter: &c.BackoffJitter,
+		Timeout: &c.Timeout, BackoffBase: &c.BackoffBase, BackoffMax: &c.BackoffMax, LeaseTTL: &c.LeaseTTL,
+		HeartbeatInterval: &c.HeartbeatInterval, PollInterval: &c.PollInterval, RescueInterval: &c.RescueInterval,
+		ReconcileInterval: &c.ReconcileInterval, MaintainInterval: &c.MaintainInterval,
+		HistoryRetention: &c.HistoryRetention, RetainSucceeded: &c.RetainSucceeded, RetainDead: &c.RetainDead,
+		DeleteArchivedAfter: &c.DeleteArchivedAfter, ArchiveInterval: &c.ArchiveInterval,
+		SettingsInterval: &c.SettingsInterval, TimeoutGrace: &c.TimeoutGrace,
+		AlertsInterval: &c.Alerts.Interval, AlertsRetryMax: &c.Alerts.RetryMax}
 }
 
 func (c Config) validate() error {
 	if c.Driver == nil {
 		return invalid("Config.Driver is required")
 	}
+	workers := make(map[string]int, len(c.Queues))
 	for name, q := range c.Queues {
-		if !validName(name) {
-			return invalid("Config.Queues: invalid queue name %q", name)
-		}
-		if reservedQueue(name) {
-			return invalid("Config.Queues: queue %q is reserved for keel's own tasks (alert deliveries, the drill)", name)
-		}
-		if q.MaxWorkers < 0 {
-			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.MaxWorkers)
-		}
+		workers[name] = q.MaxWorkers
 	}
-	for _, t := range c.Types {
-		if !validName(t) {
-			return invalid("Config.Types: invalid type name %q", t)
-		}
-		if reservedType(t) {
-			return invalid("Config.Types: type names starting with %q are reserved for keel's own tasks, got %q", reservedTypePrefix, t)
-		}
-	}
-	positive := []struct {
-		name string
-		d    time.Duration
-	}{
-		{"Timeout", c.Timeout}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
-		{"LeaseTTL", c.LeaseTTL}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"PollInterval", c.PollInterval}, {"RescueInterval", c.RescueInterval}, {"ReconcileInterval", c.ReconcileInterval}, {"MaintainInterval", c.MaintainInterval}, {"HistoryRetention", c.HistoryRetention}, {"SettingsInterval", c.SettingsInterval}, {"TimeoutGrace", c.TimeoutGrace},
-		{"RetainSucceeded", c.RetainSucceeded}, {"RetainDead", c.RetainDead},
-		{"DeleteArchivedAfter", c.DeleteArchivedAfter}, {"ArchiveInterval", c.ArchiveInterval},
-	}
-	for _, p := range positive {
-		if p.d < 0 {
-			return invalid("Config.%s must be positive, got %v", p.name, p.d)
-		}
-	}
-	if err := c.validateAlerts(); err != nil {
-		return err
-	}
-	if c.HistoryRetention < time.Hour {
-		// Stats and the ETA read the last hour.
-		return invalid("Config.HistoryRetention must be at least 1h, got %v", c.HistoryRetention)
-	}
-	switch {
-	case c.RetainSucceeded < MinRetainSucceeded:
-		return invalid("Config.RetainSucceeded must be at least %v, got %v", MinRetainSucceeded, c.RetainSucceeded)
-	case c.RetainDead < MinRetainDead:
-		// Seed 000 §3.2: dead letters are kept at least a week.
-		return invalid("Config.RetainDead must be at least %v (7 days: dead letters are kept at least a week), got %v",
-			MinRetainDead, c.RetainDead)
-	case c.ArchiveBatch < 1 || c.ArchiveBatch > driver.MaxArchiveLimit:
-		return invalid("Config.ArchiveBatch must be in 1..%d, got %d", driver.MaxArchiveLimit, c.ArchiveBatch)
-	case c.MaxAttempts < 1:
-		return invalid("Config.MaxAttempts must be at least 1, got %d", c.MaxAttempts)
-	case c.MaxAttempts > 1000: // the limit of the MaxAttempts option too
-		return invalid("Config.MaxAttempts must be at most 1000, got %d", c.MaxAttempts)
-	case c.Timeout < time.Millisecond: // stored in milliseconds: less would be no time at all
-		return invalid("Config.Timeout must be at least 1ms, got %v", c.Timeout)
-	case c.MaxSnoozes < 1 || c.MaxSnoozes > maxSnoozesLimit:
-		return invalid("Config.MaxSnoozes must be in 1..%d, got %d", maxSnoozesLimit, c.MaxSnoozes)
-	case c.BackoffJitter >= 1:
-		return invalid("Config.BackoffJitter must be below 1, got %v", c.BackoffJitter)
-	case c.BackoffMax < c.BackoffBase:
-		return invalid("Config.BackoffMax (%v) must not be below BackoffBase (%v)", c.BackoffMax, c.BackoffBase)
-	case c.HeartbeatInterval >= c.LeaseTTL:
-		return invalid("Config.HeartbeatInterval (%v) must be shorter than LeaseTTL (%v)", c.HeartbeatInterval, c.LeaseTTL)
-	case c.ClaimBatch < 1 || c.ClaimBatch > 1000:
-		return invalid("Config.ClaimBatch must be in 1..1000, got %d", c.ClaimBatch)
-	case c.MaxRunawayHandlers < 1:
-		return invalid("Config.MaxRunawayHandlers must be positive, got %d", c.MaxRunawayHandlers)
-	case c.MaxPayloadBytes < 1:
-		return invalid("Config.MaxPayloadBytes must be positive, got %d", c.MaxPayloadBytes)
-	}
-	return nil
+	return config.Check(c.fields(), workers, c.Types, c.validateAlerts)
 }
 
 func (c Config) backoffPolicy() backoff.Policy {

@@ -3,7 +3,6 @@ package keel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -51,21 +50,9 @@ var (
 func invalid(format string, args ...any) error { return kerr.Invalid(format, args...) }
 
 // unavailable wraps a driver error that says the database could not be
-// reached with ErrUnavailable. An error after ctx ended is the caller's,
-// and is returned as it is.
-func unavailable(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil || errors.Is(err, ErrUnavailable) || !connectionFailed(err) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
-}
-
-// connectionFailed reports whether err is a failure to reach the database
-// rather than an answer from it (driver.Unreachable). Drivers classify
-// their own library's errors into ErrUnavailable at their boundary; this
-// is the fallback for an error that reached keel another way, such as
-// from a caller's transaction.
-func connectionFailed(err error) bool { return driver.Unreachable(err) }
+// reached with ErrUnavailable; an error after ctx ended is the caller's,
+// and is returned as it is (see kerr.Unavailable).
+func unavailable(ctx context.Context, err error) error { return kerr.Unavailable(ctx, err) }
 
 // Permanent marks err as not worth retrying: the task is dead-lettered at
 // once, whatever attempts remain.

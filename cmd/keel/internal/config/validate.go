@@ -17,6 +17,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/check"
 )
 
@@ -389,9 +390,6 @@ var dsnPassword = regexp.MustCompile(`^([a-z]+://[^:/@]*):[^@]*@`)
 // RedactDSN hides the password of a database URL.
 func RedactDSN(dsn string) string { return dsnPassword.ReplaceAllString(dsn, "${1}:xxxxx@") }
 
-// webhookName is the pattern of a notifier's name (keel.Notifier).
-var webhookName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
 func (c *Config) validateAlerts(v *checker) {
 	a := &c.Alerts
 	// The rules PATCH /v1/alerts/rules applies (keel.AlertRules.Validate).
@@ -412,7 +410,7 @@ func (c *Config) validateAlerts(v *checker) {
 			}
 		}
 		switch {
-		case !webhookName.MatchString(w.Name):
+		case !alerts.ValidNotifierName(w.Name): // as keel.NewClient checks a notifier's name
 			v.bad(key+".name", "must be 1-64 of a-z, 0-9, '_' and '-', got %q", w.Name)
 		case seen[w.Name]:
 			v.bad(key+".name", "%q is used twice (\"log\" is keel's own)", w.Name)

@@ -1,0 +1,17 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/config"
+)
+
+// TestLeastRetentionMatchesKeel: Check refuses exactly below the least
+// retention package keel documents.
+func TestLeastRetentionMatchesKeel(t *testing.T) {
+	if config.MinRetainSucceeded != keel.MinRetainSucceeded || config.MinRetainDead != keel.MinRetainDead {
+		t.Fatalf("config has %v and %v, keel %v and %v", config.MinRetainSucceeded, config.MinRetainDead,
+			keel.MinRetainSucceeded, keel.MinRetainDead)
+	}
+}
