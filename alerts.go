@@ -277,7 +277,10 @@ func newAlerter(c *Client) *alerts.Alerter {
 // enqueueInternal inserts one task of keel's own into ReservedQueue and
 // wakes this process's workers for it.
 func (c *Client) enqueueInternal(ctx context.Context, t alerts.Task) error {
-	return unavailable(ctx, t.Insert(ctx, c.drv, c.cfg.Now(), c.eng.Load().Wrote))
+	// The engine is looked up after the insert: a Start that ends during it
+	// still has its workers woken.
+	wrote := func(r *driver.TaskRow) { c.eng.Load().Wrote(r) }
+	return unavailable(ctx, t.Insert(ctx, c.drv, c.cfg.Now(), wrote))
 }
 
 // Notifiers names this client's notifiers, keel's log first.
