@@ -165,6 +165,11 @@ func planCompare(ctx context.Context, o benchOptions, f *pflag.FlagSet, self str
 	p.other = benchSide{name: "other", path: other}
 	switch kind {
 	case "keel":
+		// Asked only now for --compare-kind keel: another program could
+		// take "bench --help" for a bench to run.
+		if c.kind == "keel" && kindOf(helpOf(ctx, other, "--help")) != "keel" {
+			return comparePlan{}, fmt.Errorf("--compare: %s does not answer --help as keel does", other)
+		}
 		takes, err := keelBenchFlags(ctx, other)
 		if err != nil {
 			return comparePlan{}, err

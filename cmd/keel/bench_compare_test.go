@@ -256,6 +256,7 @@ func TestCompareRejectsBadInput(t *testing.T) {
 		{[]string{"--compare", fakeKeel, "--cpuprofile", filepath.Join(dir, "cpu")}, "leave out --cpuprofile"},
 		{[]string{"--compare", fakeKeel, "--workers", "10"}, "bench has no --workers"},
 		{[]string{"--compare", unknown}, "looks like neither keel nor River's bench/river"},
+		{[]string{"--compare", unknown, "--compare-kind", "keel"}, "does not answer --help as keel does"},
 		{[]string{"--compare", unknown, "--compare-kind", "river"}, "River runs on PostgreSQL only"},
 		{[]string{"--compare", unknown, "--compare-kind", "river", "--dsn", "mysql://root@127.0.0.1:3306/test"}, "River runs on PostgreSQL only"},
 		{[]string{"--compare", unknown, "--compare-kind", "river", "--dsn", pg, "--workers", "10"}, "River's bench takes only -n, --duration and --dsn"},
