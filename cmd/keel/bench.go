@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
@@ -37,6 +38,7 @@ type benchOptions struct {
 	profiles  benchProfiles
 	vacuum    bool
 	settle    time.Duration
+	compare   benchCompare
 }
 
 func newBenchCmd() *cobra.Command {
@@ -49,11 +51,33 @@ func newBenchCmd() *cobra.Command {
   keel bench -n 100000                    insert N tasks, then work them down: jobs/s drained
   keel bench --duration 10s               insert and work at once for D: jobs/s sustained
   keel bench --duration 10s --rate 1000   insert R tasks a second: pickup latency p50/p95/p99
-  keel bench http                         keel serve's HTTP paths beside plain net/http (see bench http --help)`,
+  keel bench -n 100000 --compare OTHER    7 pairs of runs of this build and OTHER: each pair's ratio, their median
+  keel bench http                         keel serve's HTTP paths beside plain net/http (see bench http --help)
+
+--compare runs this binary's bench and the other program's, each in a process of its
+own on a new database, alternately first, with the same flags. The other program is
+another keel binary, or River's bench/river (then only -n, --duration and --dsn, on
+PostgreSQL). Which of the two it is, --compare-kind says, or by default its --help.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), cmd.OutOrStdout(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.compare.other != "" {
+				return runBenchCompare(cmd.Context(), cmd.OutOrStdout(), o, cmd.Flags())
+			}
+			for _, name := range compareFlags[1:] {
+				if cmd.Flags().Changed(name) {
+					return fmt.Errorf("--%s needs --compare", name)
+				}
+			}
+			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
+		},
 	}
-	f := cmd.Flags()
+	o.flags(cmd.Flags())
+	cmd.AddCommand(newBenchHTTPCmd())
+	return cmd
+}
+
+// flags registers the bench's flags on f.
+func (o *benchOptions) flags(f *pflag.FlagSet) {
 	f.IntVarP(&o.n, "n", "n", 100000, "tasks to insert and drain (drain mode)")
 	f.DurationVar(&o.duration, "duration", 0, "run continuous insert-and-work for this long instead of draining")
 	f.IntVar(&o.rate, "rate", 0, "with --duration: insert this many tasks a second and report pickup latency")
@@ -70,8 +94,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
 	o.profiles.flags(f, "the run")
-	cmd.AddCommand(newBenchHTTPCmd())
-	return cmd
+	o.compare.flags(f)
 }
 
 func (o benchOptions) validate() error {
