@@ -18,9 +18,16 @@ import (
 	"github.com/keelq/keel/internal/service"
 )
 
-// Interval is how often the leader looks for due ticks: a tick is
-// enqueued within about this long of its time.
+// Interval is how often the leader looks for due ticks. Passes fall
+// just after each whole Interval of the clock (Offset after it), so a
+// tick, always on a whole second, is enqueued about Offset after its time.
 const Interval = time.Second
+
+// Offset is how long after each whole Interval a pass runs. A pass that
+// ran on the boundary itself could read the clock a moment before a tick
+// came due and find it one pass later, with the tick after it: one tick
+// passed over and logged as missed.
+const Offset = 10 * time.Millisecond
 
 // SkipGrace is how late a tick may be enqueued under driver.MissedSkip: a
 // tick found due longer ago than this counts as missed.
@@ -123,13 +130,30 @@ func (s *Scheduler) StoreConfigured(ctx context.Context) error {
 	return s.cfg.Driver.UpsertSchedules(ctx, ps)
 }
 
-// Start runs a pass at once, then every Interval, each while leading.
-// It reads every stored schedule, not only the configured ones, so a
-// schedule runs whichever process leads.
+// Start runs a pass at once, then Offset after every whole Interval,
+// each while leading. It reads every stored schedule, not only the
+// configured ones, so a schedule runs whichever process leads.
 func (s *Scheduler) Start(ctx context.Context) {
 	s.loop = service.Start(ctx, func(ctx context.Context) {
-		service.EveryOn(ctx, s.clk, Interval, s.pass)
+		for {
+			s.pass(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.clk.After(untilNextPass(s.clk.Now())):
+			}
+		}
 	})
+}
+
+// untilNextPass returns how long from now to the next time that is Offset
+// after a whole Interval.
+func untilNextPass(now time.Time) time.Duration {
+	next := now.Truncate(Interval).Add(Offset)
+	if !next.After(now) {
+		next = next.Add(Interval)
+	}
+	return next.Sub(now)
 }
 
 // Stop stops the service.

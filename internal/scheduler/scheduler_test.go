@@ -106,8 +106,14 @@ type bundle struct {
 
 func setup(t *testing.T, rows ...driver.ScheduleRow) *bundle {
 	t.Helper()
+	return setupAt(t, t0, rows...)
+}
+
+// setupAt is setup with the clock at start.
+func setupAt(t *testing.T, start time.Time, rows ...driver.ScheduleRow) *bundle {
+	t.Helper()
 	b := &bundle{
-		clk: servicetest.NewClock(t0),
+		clk: servicetest.NewClock(start),
 		drv: &store{rows: rows, lists: make(chan struct{}, 100), ticks: make(chan driver.TickParams, 100),
 			upserts: make(chan []driver.ScheduleParams, 10)},
 		logs:     &syncBuffer{},
@@ -342,7 +348,10 @@ func TestLoopLeaderOnly(t *testing.T) {
 	servicetest.Recv(t, b.checks) // a second pass, still not leading
 	servicetest.None(t, b.drv.lists)
 	b.leading.Store(true)
-	b.clk.Advance(scheduler.Interval)
+	// The clock stands on a whole second: the next pass is Offset away.
+	if d := b.clk.AdvanceToNext(t); d != scheduler.Offset {
+		t.Fatalf("the next pass came %v later, want %v", d, scheduler.Offset)
+	}
 	servicetest.Recv(t, b.checks)
 	servicetest.Recv(t, b.drv.lists)
 	if p := servicetest.Recv(t, b.drv.ticks); !p.Tick.Equal(t0.Add(time.Minute)) {
@@ -365,7 +374,7 @@ func TestLoopLogsLastingFailureOncePerMinute(t *testing.T) {
 		if i == 0 {
 			b.clk.WaitForWaiters(t, 1)
 		}
-		b.clk.Advance(scheduler.Interval)
+		b.clk.AdvanceToNext(t)
 	}
 	servicetest.Recv(t, b.checks)
 	servicetest.Recv(t, b.drv.lists)
@@ -399,5 +408,40 @@ func TestDescribe(t *testing.T) {
 	mars := every("mars", func(r *driver.ScheduleRow) { r.TimeZone = "Mars/Olympus" })
 	if got := scheduler.Describe(&mars, t0); !strings.Contains(got.Error, `unknown time zone "Mars/Olympus"`) || !got.LastTick.Equal(t0) {
 		t.Fatalf("mars: %+v", got)
+	}
+}
+
+// Passes fall Offset after each whole second, wherever the loop started
+// and however long a pass took, so a tick due on a second is found on
+// the pass right after it, never one later with the tick after it.
+func TestLoopPassesAfterWholeSeconds(t *testing.T) {
+	t.Parallel()
+	start := t0.Add(1999 * time.Millisecond) // a moment before a tick
+	b := setupAt(t, start, every("s", func(r *driver.ScheduleRow) { r.Spec = "@every 1s" }))
+	b.leading.Store(true)
+	s := scheduler.New(b.cfg)
+	s.Start(context.Background())
+	t.Cleanup(s.Stop)
+	servicetest.Recv(t, b.checks)
+	servicetest.Recv(t, b.drv.lists)
+	if p := servicetest.Recv(t, b.drv.ticks); !p.Tick.Equal(t0.Add(time.Second)) {
+		t.Fatalf("first pass at %v enqueued tick %v, want %v", start, p.Tick, t0.Add(time.Second))
+	}
+	want := t0.Add(2*time.Second + scheduler.Offset)
+	for i := range 3 {
+		b.clk.AdvanceToNext(t)
+		if now := b.clk.Now(); !now.Equal(want) {
+			t.Fatalf("pass %d at %v, want %v", i+2, now, want)
+		}
+		servicetest.Recv(t, b.checks)
+		servicetest.Recv(t, b.drv.lists)
+		p := servicetest.Recv(t, b.drv.ticks)
+		if tick := want.Truncate(time.Second); !p.Tick.Equal(tick) {
+			t.Fatalf("pass %d enqueued tick %v, want %v: one tick each pass, none passed over", i+2, p.Tick, tick)
+		}
+		want = want.Add(time.Second)
+	}
+	if n := b.logs.count("missed"); n != 0 {
+		t.Fatalf("%d missed-tick warnings on a loop that kept up", n)
 	}
 }
