@@ -53,7 +53,7 @@ func newVersionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), "keel", keelVersion())
-			fmt.Fprintln(cmd.OutOrStdout(), "sqlite", sqlite.Version(cmd.Context()))
+			fmt.Fprintln(cmd.OutOrStdout(), "built with", sqlite.Version(cmd.Context()))
 		},
 	}
 }
