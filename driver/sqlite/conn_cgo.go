@@ -1,4 +1,4 @@
-//go:build keel_cgo_sqlite
+//go:build keel_cgo_sqlite && cgo
 
 package sqlite
 
