@@ -38,8 +38,8 @@ func (c *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // (as modernc.org/sqlite's NewConnector asks of a wrapper) and gates
 // BeginTx. mattn's connections (keel_cgo_sqlite) have neither
 // ResetSession nor IsValid: for them gatedConn answers as database/sql
-// does for a connection without them. database/sql uses a connection from one goroutine at a time,
-// so in is safe without a lock.
+// does for a connection without them. database/sql uses a connection
+// from one goroutine at a time, so in is safe without a lock.
 type gatedConn struct {
 	driver.Conn
 	c  *gatedConnector
