@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/driver/mysql"
+	"github.com/keelq/keel/driver/sqlite"
 )
 
 // The doctor's thresholds.
@@ -328,7 +328,7 @@ func countMigrations(ctx context.Context, dsn, schema string) (int, error) {
 	if _, err := os.Stat(dsn); err != nil {
 		return 0, fmt.Errorf("no SQLite database at %s: %w", dsn, errNoKeelTables)
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: dsn}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	db, err := sqlite.OpenDB(dsn, true)
 	if err != nil {
 		return 0, err
 	}

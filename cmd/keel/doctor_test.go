@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -310,7 +309,7 @@ func TestDoctorPendingMigrations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db, err := sql.Open("sqlite", path)
+		db, err := sqlite.OpenDB(path, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,8 @@ import (
 	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
+
+	"github.com/keelq/keel/driver/sqlite"
 )
 
 // version, when set at build time with -ldflags "-X main.version=...",
@@ -47,10 +49,11 @@ func newRootCmd() *cobra.Command {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print keel's version",
+		Short: "Print keel's version and the SQLite it was built with",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), "keel", keelVersion())
+			fmt.Fprintln(cmd.OutOrStdout(), "built with", sqlite.Version(cmd.Context()))
 		},
 	}
 }

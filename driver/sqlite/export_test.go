@@ -1,6 +1,16 @@
 package sqlite
 
-import "github.com/keelq/keel/driver"
+import (
+	"database/sql"
+
+	"github.com/keelq/keel/driver"
+)
+
+// OpenJournal opens the file at path through this build's SQLite with
+// journal_mode set and nothing else: another program's connection.
+func OpenJournal(path, journal string) (*sql.DB, error) {
+	return openDB(path, connSettings{journal: journal})
+}
 
 // ListSQL is List's query and arguments for p.
 func (d *Driver) ListSQL(p driver.Filter) (string, []any) { return d.listSQL(p) }

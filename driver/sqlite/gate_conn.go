@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"time"
-
-	msqlite "modernc.org/sqlite"
 )
 
 // gatedConnector opens the writer's connections: every transaction begun
@@ -18,10 +16,10 @@ type gatedConnector struct {
 	patience time.Duration
 }
 
-// newGatedConnector returns the connector of dsn, gated by g (none if g
-// is nil).
-func newGatedConnector(dsn string, g *gate, patience time.Duration) (driver.Connector, error) {
-	base, err := msqlite.NewConnector(dsn)
+// newGatedConnector returns the connector of the file at path with
+// settings s, gated by g (none if g is nil).
+func newGatedConnector(path string, s connSettings, g *gate, patience time.Duration) (driver.Connector, error) {
+	base, err := newConnector(path, s)
 	if err != nil || g == nil {
 		return base, err
 	}
@@ -36,17 +34,19 @@ func (c *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return &gatedConn{Conn: conn, c: c}, nil
 }
 
-// gatedConn forwards every optional interface of modernc's connections
+// gatedConn forwards every optional interface of the SQLite's connections
 // (as modernc.org/sqlite's NewConnector asks of a wrapper) and gates
-// BeginTx. database/sql uses a connection from one goroutine at a time,
-// so in is safe without a lock.
+// BeginTx. mattn's connections (keel_cgo_sqlite) have neither
+// ResetSession nor IsValid: for them gatedConn answers as database/sql
+// does for a connection without them. database/sql uses a connection
+// from one goroutine at a time, so in is safe without a lock.
 type gatedConn struct {
 	driver.Conn
 	c  *gatedConnector
 	in bool // the gate is held for this connection's transaction
 }
 
-// Unwrap returns modernc's connection.
+// Unwrap returns the SQLite's connection.
 func (g *gatedConn) Unwrap() driver.Conn { return g.Conn }
 
 func (g *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
@@ -86,10 +86,18 @@ func (g *gatedConn) QueryContext(ctx context.Context, query string, args []drive
 func (g *gatedConn) Ping(ctx context.Context) error { return g.Conn.(driver.Pinger).Ping(ctx) }
 
 func (g *gatedConn) ResetSession(ctx context.Context) error {
-	return g.Conn.(driver.SessionResetter).ResetSession(ctx)
+	if r, ok := g.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
 }
 
-func (g *gatedConn) IsValid() bool { return g.Conn.(driver.Validator).IsValid() }
+func (g *gatedConn) IsValid() bool {
+	if v, ok := g.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
 
 // gatedTx leaves the gate when its transaction ends.
 type gatedTx struct {

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ func BenchmarkRawClaimFinish(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "keel.db")
 	writeBenchTasks(b, path, b.N)
 	now := time.Now()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=temp_store(2)&_txlock=immediate")
+	db, err := openDB(path, connSettings{journal: "WAL", sync: SyncFull, tempMemory: true, immediate: true})
 	if err != nil {
 		b.Fatal(err)
 	}

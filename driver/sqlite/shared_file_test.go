@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -157,7 +156,7 @@ func TestOpenTogetherOnNewFile(t *testing.T) {
 func TestOpenWaitsForFileBeingCreated(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keel.db")
-	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	other, err := sqlite.OpenJournal(path, "DELETE")
 	if err != nil {
 		t.Fatal(err)
 	}

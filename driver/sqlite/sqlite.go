@@ -1,5 +1,9 @@
 // Package sqlite is keel's embedded storage driver, built on the pure-Go
-// modernc.org/sqlite (no cgo).
+// modernc.org/sqlite (no cgo) by default. Built with the keel_cgo_sqlite
+// tag (go build -tags keel_cgo_sqlite, which needs cgo and a C compiler)
+// it runs over the C SQLite of github.com/mattn/go-sqlite3 instead: the
+// same driver code, only the connection's DSN, the reading of error codes
+// and the name in Build differ (conn_modernc.go, conn_cgo.go).
 //
 // The database runs in WAL mode with synchronous=FULL by default, so an
 // enqueue that returned survives a power loss. All writes of a process go
@@ -14,12 +18,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
-
-	msqlite "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -127,19 +128,18 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	base := "file:" + (&url.URL{Path: path}).EscapedPath()
 	// The writer turns the file to WAL (enterWAL) before anything else
 	// opens it; a connection opened later finds it in WAL mode (it is
 	// kept in the file), and the readers' pragma only confirms it.
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(%s)&_pragma=foreign_keys(1)",
-		opts.BusyTimeout.Milliseconds(), opts.Synchronous)
+	common := connSettings{busy: opts.BusyTimeout, sync: opts.Synchronous, foreignKeys: true}
 	// temp_store(MEMORY) keeps the writer's statement journals (the undo
 	// of one statement inside a group commit, never needed after it) off
 	// a temporary file: a multi-row claim or finish otherwise pays a
 	// write(2) per page it changes. Durability is the WAL's, unchanged.
+	ws := common
+	ws.tempMemory, ws.immediate = true, true
 	g := openGate(path)
-	wconn, err := newGatedConnector(base+"?"+pragmas+"&_pragma=temp_store(2)&_txlock=immediate", g,
-		min(gatePatience, opts.BusyTimeout))
+	wconn, err := newGatedConnector(path, ws, g, min(gatePatience, opts.BusyTimeout))
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -154,7 +154,9 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	rdb, err := sql.Open("sqlite", base+"?"+pragmas+"&_pragma=journal_mode(WAL)&_pragma=query_only(1)")
+	rs := common
+	rs.journal, rs.queryOnly = "WAL", true
+	rdb, err := openDB(path, rs)
 	if err != nil {
 		wdb.Close()
 		g.close()
@@ -223,8 +225,8 @@ func enterWAL(ctx context.Context, db *sql.DB, busy time.Duration) error {
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
 func isBusy(err error) bool {
-	var e *msqlite.Error
-	return errors.As(err, &e) && e.Code()&0xff == sqliteBusy
+	code, ok := errCode(err)
+	return ok && code&0xff == sqliteBusy
 }
 
 // sqliteBusy is SQLITE_BUSY, "database is locked".
