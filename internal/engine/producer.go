@@ -93,8 +93,14 @@ func (p *producer) run() {
 	e := p.e
 	batch := min(e.cfg.ClaimBatch, p.limit+p.prefetch)
 	// Claiming on every single freed slot makes tiny batches: wait until a
-	// quarter of a batch is free, or briefly for more.
+	// quarter of a batch is free, or briefly for more. With prefetch, a
+	// freed slot takes a held task and the room grows only as they run
+	// out: claim once half of them started, so that the rest cover the
+	// claim's round trip.
 	threshold := max(1, batch/4)
+	if p.prefetch > 0 {
+		threshold = max(1, min(threshold, (p.prefetch+1)/2))
+	}
 	pollEvery := p.pollEvery()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
