@@ -33,9 +33,8 @@ type Queue struct {
 	Burst       int
 	UpdatedAt   time.Time
 	// MaxWorkers is how many of the queue's tasks the asking client runs
-	// at once; Prefetch how many it claims ahead (the client sets it).
+	// at once.
 	MaxWorkers int
-	Prefetch   int
 }
 
 // Type is one task type (keel's TypeInfo, whose fields it mirrors but
