@@ -43,6 +43,11 @@ type brakes struct {
 	// writing holds the types whose change is being written, so that
 	// attempts ending together write it once.
 	writing map[string]bool
+	// seq counts the changes this node wrote; wrote is, per type, the
+	// count when its last change was written. A read of the brakes that
+	// began before a write ended may predate it, and must not undo it.
+	seq   uint64
+	wrote map[string]uint64
 	// lastProbe is when a probe of the type last started, or its brake
 	// half-opened: a half-open brake whose trickle found no due retry for
 	// a cooldown sends a task never tried (brake.Type.FreshRoom).
@@ -69,6 +74,9 @@ func (e *Engine) loadBrakes(ctx context.Context) bool {
 	}
 	lctx, cancel := context.WithTimeout(ctx, max(e.cfg.SettingsInterval, time.Second))
 	defer cancel()
+	e.brakes.mu.Lock()
+	readAt := e.brakes.seq
+	e.brakes.mu.Unlock()
 	rows, err := b.ListBrakes(lctx)
 	var declared []driver.TypeDefaults
 	if err == nil {
@@ -103,9 +111,19 @@ func (e *Engine) loadBrakes(ctx context.Context) bool {
 			j.SetConfig(brake.Config{Window: max(c.Window, 1), Threshold: c.Threshold, Cooldown: c.Cooldown})
 		}
 	}
+	var mine []string
 	for t := range e.brakes.writing {
-		// A change this node is writing: what was read may be from before
-		// it, and the write sets the snapshot when it commits.
+		mine = append(mine, t)
+	}
+	for t, at := range e.brakes.wrote {
+		if at > readAt {
+			mine = append(mine, t)
+		}
+	}
+	for _, t := range mine {
+		// A change this node is writing, or wrote while the brakes were
+		// read: what was read may be from before it, and the write set
+		// the snapshot when it committed.
 		if o, ok := e.brakes.rows[t]; ok {
 			next[t] = o
 		} else {
@@ -425,6 +443,11 @@ func (e *Engine) judgeAttempt(row *driver.TaskRow, t driver.Transition, judged b
 	applied, err := e.braker().ChangeBrake(ctx, ch)
 	e.brakes.mu.Lock()
 	delete(e.brakes.writing, row.Type)
+	if e.brakes.wrote == nil {
+		e.brakes.wrote = map[string]uint64{}
+	}
+	e.brakes.seq++
+	e.brakes.wrote[row.Type] = e.brakes.seq
 	switch {
 	case err == nil && applied && ch.To.State == driver.BrakeClosed:
 		delete(e.brakes.rows, row.Type)
