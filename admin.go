@@ -67,6 +67,10 @@ type QueueInfo struct {
 	// (its Config.Queues), 0 when it does not work the queue (not among
 	// its queues, or no handlers). A Concurrency above it caps nothing here.
 	MaxWorkers int
+	// Prefetch is how many of the queue's tasks this client claims ahead
+	// of a free slot (its QueueConfig.Prefetch after the default), 0 when
+	// none or when it does not work the queue.
+	Prefetch int
 }
 
 // TypeInfo is one task type: its task counts and runtime settings.
@@ -107,7 +111,10 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return conv.Slice(queues, func(q catalog.Queue) QueueInfo { return QueueInfo(q) }), nil
+	return conv.Slice(queues, func(q catalog.Queue) QueueInfo {
+		q.Prefetch = c.prefetch(q.Name)
+		return QueueInfo(q)
+	}), nil
 }
 
 // Types lists every task type that holds tasks, is known to this client,
@@ -149,8 +156,10 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	if err != nil {
 		return nil, err
 	}
-	q := QueueInfo(catalog.QueueOf(name, *s, c.workers(name)))
-	return &q, nil
+	q := catalog.QueueOf(name, *s, c.workers(name))
+	q.Prefetch = c.prefetch(name)
+	info := QueueInfo(q)
+	return &info, nil
 }
 
 // workers is how many of queue's tasks this client runs at once: 0 when it
@@ -160,6 +169,15 @@ func (c *Client) workers(queue string) int {
 		return 0
 	}
 	return c.cfg.Queues[queue].MaxWorkers
+}
+
+// prefetch is how many of queue's tasks this client claims ahead: 0 when
+// none or when it does not work the queue.
+func (c *Client) prefetch(queue string) int {
+	if c.workers(queue) == 0 {
+		return 0
+	}
+	return max(c.cfg.Queues[queue].Prefetch, 0)
 }
 
 // TypeUpdate changes a task type's runtime settings; nil fields keep

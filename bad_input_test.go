@@ -272,15 +272,22 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		"bad queue name":                func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"bad queue": {}} },
 		"empty queue name":              func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"": {}} },
 		"negative MaxWorkers":           func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"q": {MaxWorkers: -1}} },
-		"bad type name":                 func(c *keel.Config) { c.Types = []string{"ok", "not ok"} },
-		"RetainSucceeded below 1m":      func(c *keel.Config) { c.RetainSucceeded = 59 * time.Second },
-		"negative RetainSucceeded":      func(c *keel.Config) { c.RetainSucceeded = -time.Hour },
-		"RetainDead below 7 days":       func(c *keel.Config) { c.RetainDead = 7*24*time.Hour - time.Second },
-		"negative DeleteArchivedAfter":  func(c *keel.Config) { c.DeleteArchivedAfter = -time.Hour },
-		"negative ArchiveInterval":      func(c *keel.Config) { c.ArchiveInterval = -time.Second },
-		"negative ArchiveBatch":         func(c *keel.Config) { c.ArchiveBatch = -1 },
-		"ArchiveBatch over 10000":       func(c *keel.Config) { c.ArchiveBatch = 10001 },
-		"RedisGate without Client":      func(c *keel.Config) { c.RedisGate = &keel.RedisGate{} },
+		"Prefetch below NoPrefetch":     func(c *keel.Config) { c.Queues = map[string]keel.QueueConfig{"q": {Prefetch: -2}} },
+		"Prefetch over 4×MaxWorkers": func(c *keel.Config) {
+			c.Queues = map[string]keel.QueueConfig{"q": {MaxWorkers: 2, Prefetch: 9}}
+		},
+		"Prefetch over 1000": func(c *keel.Config) {
+			c.Queues = map[string]keel.QueueConfig{"q": {MaxWorkers: 1000, Prefetch: 1001}}
+		},
+		"bad type name":                func(c *keel.Config) { c.Types = []string{"ok", "not ok"} },
+		"RetainSucceeded below 1m":     func(c *keel.Config) { c.RetainSucceeded = 59 * time.Second },
+		"negative RetainSucceeded":     func(c *keel.Config) { c.RetainSucceeded = -time.Hour },
+		"RetainDead below 7 days":      func(c *keel.Config) { c.RetainDead = 7*24*time.Hour - time.Second },
+		"negative DeleteArchivedAfter": func(c *keel.Config) { c.DeleteArchivedAfter = -time.Hour },
+		"negative ArchiveInterval":     func(c *keel.Config) { c.ArchiveInterval = -time.Second },
+		"negative ArchiveBatch":        func(c *keel.Config) { c.ArchiveBatch = -1 },
+		"ArchiveBatch over 10000":      func(c *keel.Config) { c.ArchiveBatch = 10001 },
+		"RedisGate without Client":     func(c *keel.Config) { c.RedisGate = &keel.RedisGate{} },
 		"RedisGate negative TTL": func(c *keel.Config) {
 			c.RedisGate = &keel.RedisGate{Client: rdb, TTL: -time.Second}
 		},

@@ -22,7 +22,22 @@ type QueueConfig struct {
 	// MaxWorkers is how many of the queue's tasks run at once in this
 	// process. Default 10.
 	MaxWorkers int
+	// Prefetch is how many of the queue's tasks the worker claims ahead,
+	// while every slot is busy, and holds to start the moment a slot
+	// frees, in claim order, without waiting for a claim. A held task's
+	// lease is renewed like a running task's; its timeout counts from its
+	// handler's start; Stop gives it back at once, its attempt refunded.
+	// It waits for a running task to finish, so a slow task type delays
+	// the tasks held behind it. Queues and types with a cluster-wide
+	// concurrency or rate (UpdateQueue, UpdateType) hold none. At most
+	// 4×MaxWorkers and 1000; NoPrefetch turns it off. Default
+	// MaxWorkers/4, rounded down (0 below 4 workers).
+	Prefetch int
 }
+
+// NoPrefetch, as QueueConfig.Prefetch, turns prefetch off: the queue
+// claims only as many tasks as it has free slots.
+const NoPrefetch = -1
 
 // Config configures a Client. Only Driver is required; every other field's
 // comment ends with its default.
@@ -213,6 +228,9 @@ func (c Config) withDefaults() Config {
 	queues, workers := make(map[string]QueueConfig, len(c.Queues)), 0
 	for name, q := range c.Queues {
 		q.MaxWorkers = cmp.Or(q.MaxWorkers, 10)
+		if q.Prefetch == 0 {
+			q.Prefetch = max(q.MaxWorkers/4, 0)
+		}
 		queues[name], workers = q, workers+q.MaxWorkers
 	}
 	c.Queues = queues
@@ -245,11 +263,11 @@ func (c Config) validate() error {
 	if c.Driver == nil {
 		return invalid("Config.Driver is required")
 	}
-	workers := make(map[string]int, len(c.Queues))
+	queues := make(map[string]config.Queue, len(c.Queues))
 	for name, q := range c.Queues {
-		workers[name] = q.MaxWorkers
+		queues[name] = config.Queue{Workers: q.MaxWorkers, Prefetch: q.Prefetch}
 	}
-	return config.Check(c.fields(), workers, c.Types, c.validateAlerts)
+	return config.Check(c.fields(), queues, c.Types, c.validateAlerts)
 }
 
 func (c Config) backoffPolicy() backoff.Policy {

@@ -50,8 +50,9 @@ func (c *Client) Start(ctx context.Context) error {
 		Observer:      engineObserver{&c.obs},
 		BrakeDefaults: brakeDefaults(),
 	}
+	cfg.QueuePrefetch = make(map[string]int, len(c.cfg.Queues))
 	for name, q := range c.cfg.Queues {
-		cfg.Queues[name] = q.MaxWorkers
+		cfg.Queues[name], cfg.QueuePrefetch[name] = q.MaxWorkers, max(q.Prefetch, 0)
 	}
 	for t, h := range c.cfg.Handlers.m {
 		if h.run != nil {

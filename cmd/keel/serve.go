@@ -361,7 +361,11 @@ func clientConfig(cfg *config.Config, drv driver.Driver, log *slog.Logger) keel.
 	}
 	queues := map[string]keel.QueueConfig{} // empty, not nil: nil means keel's default queue
 	for name, q := range cfg.WorkedQueues() {
-		queues[name] = keel.QueueConfig{MaxWorkers: q.Workers}
+		prefetch := q.Prefetch
+		if prefetch == 0 {
+			prefetch = keel.NoPrefetch // keel reads 0 as "default"
+		}
+		queues[name] = keel.QueueConfig{MaxWorkers: q.Workers, Prefetch: prefetch}
 	}
 	return keel.Config{
 		Driver: drv, Queues: queues, Node: e.Node, Logger: log,

@@ -33,8 +33,9 @@ type Queue struct {
 	Burst       int
 	UpdatedAt   time.Time
 	// MaxWorkers is how many of the queue's tasks the asking client runs
-	// at once.
+	// at once; Prefetch how many it claims ahead (the client sets it).
 	MaxWorkers int
+	Prefetch   int
 }
 
 // Type is one task type (keel's TypeInfo, whose fields it mirrors but

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -136,20 +138,41 @@ func moduleVersion(bi *debug.BuildInfo) string {
 	return ""
 }
 
+// Queue is a keel.QueueConfig after Default: MaxWorkers and Prefetch
+// (NoPrefetch for none).
+type Queue struct {
+	Workers, Prefetch int
+}
+
+// NoPrefetch is keel.NoPrefetch; MaxPrefetch bounds a queue's prefetch,
+// which is also at most PrefetchPerWorker times its workers.
+const (
+	NoPrefetch        = -1
+	MaxPrefetch       = 1000
+	PrefetchPerWorker = 4
+)
+
+// PrefetchBound is the largest prefetch a queue of workers may have.
+func PrefetchBound(workers int) int { return min(MaxPrefetch, PrefetchPerWorker*workers) }
+
 // Check refuses a Config whose settings (f, after Default) cannot run,
-// naming the first bad field: queues (name to MaxWorkers) and types
-// first, then the durations' signs, then alerts, the alert settings'
-// own check, then the settings' ranges.
-func Check(f Fields, queues map[string]int, types []string, alerts func() error) error {
+// naming the first bad field: queues and types first, then the
+// durations' signs, then alerts, the alert settings' own check, then the
+// settings' ranges.
+func Check(f Fields, queues map[string]Queue, types []string, alerts func() error) error {
 	invalid := kerr.Invalid
-	for name, workers := range queues {
+	for _, name := range slices.Sorted(maps.Keys(queues)) {
+		q := queues[name]
 		switch {
 		case !driver.ValidName(name):
 			return invalid("Config.Queues: invalid queue name %q", name)
 		case name == enqueue.KeelQueue:
 			return invalid("Config.Queues: queue %q is reserved for keel's own tasks (alert deliveries, the drill)", name)
-		case workers < 0:
-			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, workers)
+		case q.Workers < 0:
+			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.Workers)
+		case q.Prefetch < NoPrefetch || q.Prefetch > PrefetchBound(q.Workers):
+			return invalid("Config.Queues[%q].Prefetch must be at most %d (%d×MaxWorkers, at most %d), or keel.NoPrefetch (%d) for none; got %d",
+				name, PrefetchBound(q.Workers), PrefetchPerWorker, MaxPrefetch, NoPrefetch, q.Prefetch)
 		}
 	}
 	for _, t := range types {

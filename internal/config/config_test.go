@@ -88,17 +88,25 @@ func TestCheck(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		mod    func(*settings)
-		queues map[string]int
+		queues map[string]Queue
 		types  []string
 		want   string
 	}{
 		{name: "defaults"},
 		{name: "jitter off", mod: func(s *settings) { s.backoffJitter = -1 }},
 		{name: "least retention", mod: func(s *settings) { s.retainSucceeded, s.retainDead = MinRetainSucceeded, MinRetainDead }},
-		{name: "bad queue", queues: map[string]int{"bad queue": 1}, want: `Config.Queues: invalid queue name "bad queue"`},
-		{name: "keel queue", queues: map[string]int{"keel": 1},
+		{name: "bad queue", queues: map[string]Queue{"bad queue": {Workers: 1}}, want: `Config.Queues: invalid queue name "bad queue"`},
+		{name: "keel queue", queues: map[string]Queue{"keel": {Workers: 1}},
 			want: `Config.Queues: queue "keel" is reserved for keel's own tasks (alert deliveries, the drill)`},
-		{name: "workers", queues: map[string]int{"q": -1}, want: `Config.Queues["q"].MaxWorkers must be positive, got -1`},
+		{name: "workers", queues: map[string]Queue{"q": {Workers: -1}}, want: `Config.Queues["q"].MaxWorkers must be positive, got -1`},
+		{name: "prefetch off", queues: map[string]Queue{"q": {Workers: 1, Prefetch: NoPrefetch}}},
+		{name: "prefetch bound", queues: map[string]Queue{"q": {Workers: 2, Prefetch: 8}, "r": {Workers: 1000, Prefetch: 1000}}},
+		{name: "prefetch negative", queues: map[string]Queue{"q": {Workers: 10, Prefetch: -2}},
+			want: `Config.Queues["q"].Prefetch must be at most 40 (4×MaxWorkers, at most 1000), or keel.NoPrefetch (-1) for none; got -2`},
+		{name: "prefetch per worker", queues: map[string]Queue{"q": {Workers: 2, Prefetch: 9}},
+			want: `Config.Queues["q"].Prefetch must be at most 8 (4×MaxWorkers, at most 1000), or keel.NoPrefetch (-1) for none; got 9`},
+		{name: "prefetch most", queues: map[string]Queue{"q": {Workers: 1000, Prefetch: 1001}},
+			want: `Config.Queues["q"].Prefetch must be at most 1000 (4×MaxWorkers, at most 1000), or keel.NoPrefetch (-1) for none; got 1001`},
 		{name: "bad type", types: []string{"ok", "not ok"}, want: `Config.Types: invalid type name "not ok"`},
 		{name: "keel type", types: []string{"keel.x"},
 			want: `Config.Types: type names starting with "keel." are reserved for keel's own tasks, got "keel.x"`},

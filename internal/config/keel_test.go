@@ -15,3 +15,10 @@ func TestLeastRetentionMatchesKeel(t *testing.T) {
 			keel.MinRetainSucceeded, keel.MinRetainDead)
 	}
 }
+
+// TestNoPrefetchMatchesKeel: Check accepts keel.NoPrefetch as "off".
+func TestNoPrefetchMatchesKeel(t *testing.T) {
+	if config.NoPrefetch != keel.NoPrefetch {
+		t.Fatalf("config has %d, keel %d", config.NoPrefetch, keel.NoPrefetch)
+	}
+}

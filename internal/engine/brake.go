@@ -353,7 +353,6 @@ func (e *Engine) claimProbes(p *producer, types []string, n int) int {
 				row := &rows[i]
 				e.cfg.Logger.Debug("keel: brake probe started", "type", rm.t, "task_id", row.ID, "attempt", row.Attempt)
 				e.applyTypeSettings(row)
-				e.observeStart(row)
 				e.startExecution(p, row)
 			}
 			started += len(rows)

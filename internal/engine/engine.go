@@ -62,6 +62,10 @@ type Config struct {
 	Now     func() time.Time
 	// Queues maps each queue this process works to its MaxWorkers.
 	Queues map[string]int
+	// QueuePrefetch maps queues to how many tasks their worker may hold
+	// claimed beyond its free slots, to start as soon as one frees (see
+	// prefetch.go); a queue not in it holds none.
+	QueuePrefetch map[string]int
 	// QueuePoll overrides PollInterval for some queues: keel's own queue,
 	// whose tasks this process mostly enqueues itself (and so wakes its
 	// workers for), polls rarely.
@@ -248,7 +252,7 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	e.mu.Lock()
 	e.queues = make(map[string]*producer, len(cfg.Queues))
 	for name, limit := range cfg.Queues {
-		e.queues[name] = newProducer(e, name, limit)
+		e.queues[name] = newProducer(e, name, limit, cfg.QueuePrefetch[name])
 	}
 	for _, p := range e.queues {
 		go p.run()
@@ -298,6 +302,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	for _, p := range queues {
 		<-p.done
 		p.timer.stop()
+		p.releaseHeld() // prefetched tasks that never started go back at once
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -383,10 +388,16 @@ func (e *Engine) Cancel(id int64) {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if ex := e.running[id]; ex != nil {
+	ex := e.running[id]
+	held := false
+	if ex != nil {
 		ex.cancelled.Store(true)
 		ex.cancel(ErrCancelled)
+		held = e.dropHeldLocked(ex)
+	}
+	e.mu.Unlock()
+	if held {
+		e.release(ex) // fenced: the cancel stands
 	}
 }
 
@@ -408,21 +419,32 @@ func (e *Engine) runningIDs() []int64 {
 }
 
 // leaseLost cancels handlers whose tasks are no longer ours.
+// A held task (prefetch) is dropped and its release handed to the
+// completer, which finds it fenced off.
 func (e *Engine) leaseLost(ids []int64, all bool) {
+	var back []*execution
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if all {
 		for _, ex := range e.running {
 			ex.cancel(ErrLeaseLost)
+			if e.dropHeldLocked(ex) {
+				back = append(back, ex)
+			}
 		}
-		return
 	}
 	for _, id := range ids {
 		// A task its handler completed with CompleteTx is no longer running
 		// in the database, but it was not lost: let the handler return.
 		if ex := e.running[id]; ex != nil && !ex.completedTx {
 			ex.cancel(ErrLeaseLost)
+			if e.dropHeldLocked(ex) {
+				back = append(back, ex)
+			}
 		}
+	}
+	e.mu.Unlock()
+	for _, ex := range back {
+		e.release(ex)
 	}
 }
 

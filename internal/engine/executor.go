@@ -18,7 +18,14 @@ import (
 type execution struct {
 	e      *Engine
 	row    *driver.TaskRow
+	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// claimed is when the claim returned the task (the monotonic clock);
+	// held is set while it waits for a slot (prefetch, guarded by e.mu);
+	// started once its handler was launched (read after the outcome).
+	claimed time.Time
+	held    bool
+	started bool
 	// completedTx is set when the handler committed its own completion.
 	completedTx bool
 	// cancelled is set when this process cancelled the task (Cancel):
@@ -47,15 +54,37 @@ func (ex *execution) Done(applied bool, err error) {
 
 type execKey struct{}
 
+// startExecution starts an attempt of row, just claimed, in one of p's
+// slots.
 func (e *Engine) startExecution(p *producer, row *driver.TaskRow) {
+	e.launch(e.admit(p, row, false))
+}
+
+// admit registers an attempt of row, just claimed, as this process's: the
+// heartbeat renews its lease from now on, Stop waits for its outcome. It
+// takes one of p's slots, or with hold waits in p.held for one (prefetch).
+func (e *Engine) admit(p *producer, row *driver.TaskRow, hold bool) *execution {
 	ctx, cancel := context.WithCancelCause(e.workCtx)
-	ex := &execution{e: e, row: row, cancel: cancel}
+	ex := &execution{e: e, row: row, ctx: ctx, cancel: cancel, claimed: time.Now(), p: p}
 	e.mu.Lock()
-	p.active++
+	if hold {
+		ex.held = true
+		p.held = append(p.held, ex)
+	} else {
+		p.active++
+	}
 	e.running[row.ID] = ex
 	e.mu.Unlock()
 	e.inflight.Add(1)
-	go e.execute(p, context.WithValue(ctx, execKey{}, ex), ex)
+	return ex
+}
+
+// launch runs the handler of ex, which holds a slot, on a goroutine of its
+// own.
+func (e *Engine) launch(ex *execution) {
+	ex.started = true
+	e.observeStart(ex.row, ex.claimed)
+	go e.execute(ex.p, context.WithValue(ex.ctx, execKey{}, ex), ex)
 }
 
 // result is what one run of a handler produced.
@@ -101,12 +130,19 @@ func (e *Engine) execute(p *producer, ctx context.Context, ex *execution) {
 		p.active--
 		p.finishing++
 		e.mu.Unlock()
+		p.startHeld() // a prefetched task takes the slot at once
 		p.signalFreed()
 		if probe {
 			p.wake() // the trickle has room: a drained queue would wait for the poll
 		}
 		ex.p, ex.t, ex.dur, ex.returned = p, t, end.Sub(start), time.Now()
 		e.completer.Add(completer.Request{Transition: t, Owner: ex})
+	}
+	if ctx.Err() != nil {
+		// Cancelled, stopped or lost while it waited for a slot: the
+		// handler does not run.
+		report(nil, result{err: context.Cause(ctx)})
+		return
 	}
 	h := e.cfg.Handlers[row.Type]
 	if h == nil {
@@ -168,7 +204,11 @@ func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, dur t
 	p.finishing--
 	e.mu.Unlock()
 	ex.cancel(nil)
-	e.attemptEnded(ex, t, dur, applied, err, completedTx)
+	if ex.started {
+		e.attemptEnded(ex, t, dur, applied, err, completedTx)
+	} else {
+		e.heldReleased(ex, applied, err)
+	}
 	if applied && t.State == driver.StatePending {
 		e.Wake(row.Queue, t.RunAt)
 	}

@@ -74,8 +74,9 @@ type Rescue struct {
 	State driver.State
 }
 
-// observeStart reports the start of an attempt of row, just claimed.
-func (e *Engine) observeStart(row *driver.TaskRow) {
+// observeStart reports the start of an attempt of row, claimed at claimed
+// (the monotonic clock; a prefetched task starts later).
+func (e *Engine) observeStart(row *driver.TaskRow, claimed time.Time) {
 	o := e.cfg.Observer
 	if o == nil {
 		return
@@ -85,5 +86,5 @@ func (e *Engine) observeStart(row *driver.TaskRow) {
 		ready = row.CreatedAt
 	}
 	o.Started(AttemptStart{Queue: row.Queue, Type: row.Type, Attempt: row.Attempt,
-		PickupLatency: max(0, row.AttemptedAt.Sub(ready))})
+		PickupLatency: max(0, row.AttemptedAt.Add(time.Since(claimed)).Sub(ready))})
 }

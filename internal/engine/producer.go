@@ -14,6 +14,11 @@ type producer struct {
 	e     *Engine
 	name  string
 	limit int
+	// prefetch is how many tasks the queue may hold claimed beyond its
+	// slots, each started as soon as a slot frees (see prefetch.go); held
+	// are those tasks, in claim order (guarded by e.mu).
+	prefetch int
+	held     []*execution
 	// active counts handlers running; finishing counts attempts whose
 	// handler returned but whose outcome is not stored yet. Both are guarded
 	// by e.mu. A slot frees when the handler returns, so the next claim and
@@ -34,9 +39,9 @@ type producer struct {
 	skip map[string]time.Time
 }
 
-func newProducer(e *Engine, name string, limit int) *producer {
+func newProducer(e *Engine, name string, limit, prefetch int) *producer {
 	p := &producer{
-		e: e, name: name, limit: limit, skip: map[string]time.Time{},
+		e: e, name: name, limit: limit, prefetch: max(prefetch, 0), skip: map[string]time.Time{},
 		wakeup: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -44,15 +49,28 @@ func newProducer(e *Engine, name string, limit int) *producer {
 	return p
 }
 
-// free is how many tasks the queue may claim now: none while too many
-// handlers ignore their cancelled context (see Engine.Runaway).
-func (p *producer) free() int {
-	if p.e.runawayFull() {
-		return 0
+// room is how many tasks the queue may claim now: slots to start at once,
+// and ahead to hold for the slots that free next (prefetch). Nothing while
+// too many handlers ignore their cancelled context (see Engine.Runaway).
+// A held task occupies a slot here: it takes the next one that frees.
+// Nothing is claimed ahead for a paused queue or one with a cluster-wide
+// concurrency or rate (every task it starts must be claimed within the
+// limit), nor while commits fall behind (see claimable).
+func (p *producer) room() (slots, ahead int) {
+	e := p.e
+	if e.runawayFull() {
+		return 0, 0
 	}
-	p.e.mu.Lock()
-	defer p.e.mu.Unlock()
-	return claimable(p.e.queueLimit(p.name, p.limit), p.active, p.finishing)
+	limited := e.queueLimited(p.name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	limit := e.queueLimit(p.name, p.limit)
+	occupied := p.active + len(p.held)
+	slots = claimable(limit, occupied, p.finishing)
+	if p.prefetch > 0 && limit > 0 && !limited && p.finishing < (limit+1)/2 {
+		ahead = max(0, p.prefetch-max(0, occupied-limit))
+	}
+	return slots, ahead
 }
 
 // claimable is how many tasks a queue of limit slots may claim with active
@@ -73,10 +91,16 @@ func claimable(limit, active, finishing int) int {
 func (p *producer) run() {
 	defer close(p.done)
 	e := p.e
-	batch := min(e.cfg.ClaimBatch, p.limit)
+	batch := min(e.cfg.ClaimBatch, p.limit+p.prefetch)
 	// Claiming on every single freed slot makes tiny batches: wait until a
-	// quarter of a batch is free, or briefly for more.
+	// quarter of a batch is free, or briefly for more. With prefetch, a
+	// freed slot takes a held task and the room grows only as they run
+	// out: claim once half of them started, so that the rest cover the
+	// claim's round trip.
 	threshold := max(1, batch/4)
+	if p.prefetch > 0 {
+		threshold = max(1, min(threshold, (p.prefetch+1)/2))
+	}
 	pollEvery := p.pollEvery()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -90,8 +114,10 @@ func (p *producer) run() {
 			return
 		default:
 		}
-		if free := p.free(); free > 0 {
-			more, err := p.claim(min(free, batch))
+		p.startHeld()
+		if slots, ahead := p.room(); slots+ahead > 0 {
+			slots = min(slots, batch)
+			more, err := p.claim(slots, min(ahead, batch-slots))
 			if err != nil {
 				e.cfg.Logger.Warn("keel: claim failed", "queue", p.name, "error", err)
 				if errors.Is(err, driver.ErrUnavailable) {
@@ -122,7 +148,7 @@ func (p *producer) run() {
 				if drained {
 					continue // nothing to claim until a wake-up or the poll
 				}
-				if p.free() >= threshold {
+				if slots, ahead := p.room(); slots+ahead >= threshold {
 					break wait
 				}
 				fill.Reset(2 * time.Millisecond)
@@ -135,9 +161,10 @@ func (p *producer) run() {
 
 // claim takes up to n tasks and starts them: first the limited types
 // (see claimFilter), each through Driver.ClaimLimited, which stops at their
-// cluster-wide limits, then the other types with what is left. more
-// reports whether a claim got all it asked for, so more may be waiting.
-func (p *producer) claim(n int) (more bool, err error) {
+// cluster-wide limits, then the other types with what is left, and ahead
+// more of those to hold for the next free slots (prefetch). more reports
+// whether a claim got all it asked for, so more may be waiting.
+func (p *producer) claim(n, ahead int) (more bool, err error) {
 	e := p.e
 	types, limited := e.claimFilter(n)
 	if e.anyBraked() {
@@ -178,7 +205,10 @@ func (p *producer) claim(n int) (more bool, err error) {
 			p.skip[lt.name] = time.Time{}
 		}
 	}
-	if types == nil || n <= 0 {
+	if queueLimited {
+		ahead = 0 // limited since room was measured
+	}
+	if types == nil || n+ahead <= 0 {
 		return more, err
 	}
 	var rows []driver.TaskRow
@@ -189,13 +219,13 @@ func (p *producer) claim(n int) (more bool, err error) {
 		now := e.cfg.Now()
 		var cerr error
 		rows, cerr = e.drv.Claim(e.workCtx, driver.ClaimParams{
-			Queue: p.name, Limit: n, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL),
+			Queue: p.name, Limit: n + ahead, Owner: e.cfg.Node, Now: now, LeaseExpiresAt: now.Add(e.cfg.LeaseTTL),
 			Types: types,
 		})
 		err = cmp.Or(cerr, err)
-		p.start(rows)
+		p.startOrHold(rows, n)
 	}
-	return more || (len(rows) == n && n > 0), err
+	return more || (len(rows) == n+ahead && n+ahead > 0), err
 }
 
 // claimLimited claims up to n tasks of types within limits and starts them.
@@ -283,11 +313,21 @@ func (e *Engine) unheld(rows []driver.TaskRow) []driver.TaskRow {
 }
 
 // start starts an execution for each claimed row.
-func (p *producer) start(rows []driver.TaskRow) {
+func (p *producer) start(rows []driver.TaskRow) { p.startOrHold(rows, len(rows)) }
+
+// startOrHold starts an execution for each of the first n claimed rows and
+// holds the others, in their claim order, for the next free slots.
+func (p *producer) startOrHold(rows []driver.TaskRow, n int) {
 	for i := range rows {
 		p.e.applyTypeSettings(&rows[i])
-		p.e.observeStart(&rows[i])
-		p.e.startExecution(p, &rows[i])
+		if i < n {
+			p.e.startExecution(p, &rows[i])
+		} else {
+			p.e.admit(p, &rows[i], true)
+		}
+	}
+	if len(rows) > n {
+		p.startHeld() // a slot may have freed during the claim
 	}
 }
 

@@ -370,6 +370,11 @@ type Queue struct {
 	// Workers is how many of the queue's tasks run at once in this
 	// server, 1..10000. Default 10.
 	Workers int `toml:"workers"`
+	// Prefetch is how many of the queue's tasks this server claims ahead,
+	// while every worker is busy, to start the moment one frees; 0 turns
+	// it off; at most 4×workers and 1000. A queue with a concurrency or
+	// rate holds none. Default workers/4, rounded down.
+	Prefetch int `toml:"prefetch"`
 	// Concurrency caps the queue's running tasks across every node of the
 	// cluster, 0..10000; keel serve stores it as the queue's runtime
 	// setting when it starts (keel queue set changes it until the next
@@ -522,7 +527,7 @@ func Defaults() *Config {
 		Tracing: Tracing{ServiceName: "keel", SampleRatio: 1},
 		Redis: Redis{Prefix: "keel:gate:", GateTTL: Duration(10 * time.Second), Timeout: Duration(50 * time.Millisecond),
 			Wait: Duration(500 * time.Millisecond)},
-		Queues:  map[string]Queue{DefaultQueue: {Workers: defaultWorkers}},
+		Queues:  map[string]Queue{DefaultQueue: {Workers: defaultWorkers, Prefetch: defaultWorkers / 4}},
 		Types:   map[string]Type{},
 		sources: map[string]Source{},
 	}

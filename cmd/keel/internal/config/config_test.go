@@ -228,6 +228,30 @@ queue = "reports"
 priority = -1
 `
 
+// TestQueuePrefetch: an omitted prefetch is workers/4, prefetch = 0 turns
+// it off, and both show in the values with their source.
+func TestQueuePrefetch(t *testing.T) {
+	c := load(t, Options{Path: write(t, "[queues.a]\nworkers = 10\n[queues.b]\nworkers = 10\nprefetch = 0\n[queues.c]\nworkers = 3\n[queues.d]\nworkers = 8\nprefetch = 32\n")})
+	for name, want := range map[string]int{"a": 2, "b": 0, "c": 0, "d": 32} {
+		if got := c.Queues[name].Prefetch; got != want {
+			t.Errorf("queue %s: prefetch %d, want %d", name, got, want)
+		}
+	}
+	if d := load(t, Options{}); d.Queues[DefaultQueue].Prefetch != 2 {
+		t.Errorf("default queue: prefetch %d, want 2", d.Queues[DefaultQueue].Prefetch)
+	}
+	got := map[string]Value{}
+	for _, v := range c.Values() {
+		got[v.Key] = v
+	}
+	if v := got["queues.a.prefetch"]; v.Value != "2" || v.Source != SourceDefault {
+		t.Errorf("queues.a.prefetch: %+v, want 2 from the default", v)
+	}
+	if v := got["queues.b.prefetch"]; v.Value != "0" || v.Source != SourceFile || v.Note != "off" {
+		t.Errorf("queues.b.prefetch: %+v, want 0 from the file, off", v)
+	}
+}
+
 func TestFile(t *testing.T) {
 	env := []string{"READER_TOKEN=fedcba9876543210-read", "MAILER_AUTH=Bearer s3cret"}
 	c := load(t, Options{Path: write(t, fullFile), Environ: env})
@@ -497,6 +521,9 @@ func TestErrors(t *testing.T) {
 		{"metrics unknown key", "[metrics]\naddr = \"127.0.0.1:9090\"", nil, nil, `metrics.addr`},
 		{"queue name", "[queues.\"bad name\"]\nworkers = 1", nil, nil, `queues.bad name: invalid queue name "bad name"`},
 		{"workers", "[queues.default]\nworkers = 0", nil, nil, "queues.default.workers: must be in 1..10000, got 0"},
+		{"prefetch negative", "[queues.default]\nprefetch = -1", nil, nil, "queues.default.prefetch: must be in 0..40 (0: off; at most 4×workers and 1000), got -1"},
+		{"prefetch per worker", "[queues.default]\nworkers = 2\nprefetch = 9", nil, nil, "queues.default.prefetch: must be in 0..8 (0: off; at most 4×workers and 1000), got 9"},
+		{"prefetch most", "[queues.default]\nworkers = 1000\nprefetch = 1001", nil, nil, "queues.default.prefetch: must be in 0..1000"},
 		{"type name", "[types.\"a/b\"]\nqueue = \"x\"", nil, nil, `types.a/b: invalid type name "a/b"`},
 		{"url", "[types.email]\nurl = \"ftp://mail/x\"", nil, nil, `types.email.url: must be an absolute http(s) URL, got "ftp://mail/x"`},
 		{"url relative", "[types.email]\nurl = \"/send\"", nil, nil, `types.email.url: must be an absolute http(s) URL, got "/send"`},

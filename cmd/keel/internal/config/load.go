@@ -106,7 +106,7 @@ func environ(kv []string) map[string]string {
 // defaults the file left out.
 func (c *Config) fillEntries(md toml.MetaData) {
 	if c.Queues == nil {
-		c.Queues = map[string]Queue{DefaultQueue: {Workers: defaultWorkers}}
+		c.Queues = map[string]Queue{DefaultQueue: {Workers: defaultWorkers, Prefetch: defaultWorkers / 4}}
 	} else {
 		c.sources["queues"] = SourceFile
 	}
@@ -115,6 +115,11 @@ func (c *Config) fillEntries(md toml.MetaData) {
 			c.sources["queues."+name+".workers"] = SourceFile
 		} else {
 			q.Workers = defaultWorkers
+		}
+		if md.IsDefined("queues", name, "prefetch") {
+			c.sources["queues."+name+".prefetch"] = SourceFile
+		} else {
+			q.Prefetch = max(q.Workers, 0) / 4
 		}
 		for _, f := range []string{"concurrency", "rate", "burst"} {
 			if md.IsDefined("queues", name, f) {

@@ -19,6 +19,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/check"
+	kconfig "github.com/keelq/keel/internal/config"
 )
 
 var (
@@ -229,6 +230,9 @@ func (c *Config) validateQueuesAndTypes(v *checker) {
 		q := c.Queues[name]
 		if q.Workers < 1 || q.Workers > 10000 {
 			v.bad(key+".workers", "must be in 1..10000, got %d", q.Workers)
+		} else if most := kconfig.PrefetchBound(q.Workers); q.Prefetch < 0 || q.Prefetch > most {
+			v.bad(key+".prefetch", "must be in 0..%d (0: off; at most %d×workers and %d), got %d",
+				most, kconfig.PrefetchPerWorker, kconfig.MaxPrefetch, q.Prefetch)
 		}
 		validateRate(v, key, q.Concurrency, q.Rate, q.Burst)
 		if _, ok := worked[name]; !ok && c.Source("queues") == SourceFile {

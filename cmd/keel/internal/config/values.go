@@ -70,6 +70,12 @@ func (c *Config) Values() []Value {
 			v.Note = "not worked: no type with a url uses it"
 		}
 		out = append(out, v)
+		pkey := "queues." + name + ".prefetch"
+		pv := Value{Key: pkey, Value: strconv.Itoa(c.Queues[name].Prefetch), Source: c.Source(pkey)}
+		if c.Queues[name].Prefetch == 0 {
+			pv.Note = "off"
+		}
+		out = append(out, pv)
 		if q := c.Queues[name]; q.Concurrency > 0 || q.Rate > 0 || q.Burst > 0 {
 			p := "queues." + name + "."
 			for _, f := range [][2]string{{"concurrency", strconv.Itoa(q.Concurrency)},
