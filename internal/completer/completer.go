@@ -1,9 +1,11 @@
 // Package completer finishes tasks in batches (group commit). It never
-// waits for company: a transition that finds a writer free is written at
-// once, alone if nothing else is queued. Only what piles up while every
-// writer is busy is batched, so one statement finishes many tasks under
-// load and the time from a handler's return to its committed outcome stays
-// about one write long (keel_outcome_commit_seconds).
+// waits for company: a transition that finds every writer idle is written
+// at once, alone if nothing else is queued. What arrives while a write is
+// under way is batched into the next write: one statement finishes many
+// tasks under load, and the time from a handler's return to its committed
+// outcome stays about one write long (keel_outcome_commit_seconds).
+// Another writer joins in when a whole batch is waiting, or when the
+// oldest transition has waited Overflow for a slow or hung write.
 package completer
 
 import (
@@ -52,11 +54,18 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBatch is the most transitions per write; default 1000.
 	MaxBatch int
-	// Writers is how many writes may run at once; default 4. A transition
-	// waits for a write in progress only when every writer is busy. (The
+	// Writers is how many writes may run at once; default 4. While one
+	// write is under way, another starts only for a whole batch
+	// (MaxBatch) or for transitions that waited Overflow: each write is a
+	// commit, and on PostgreSQL writing side by side as soon as anything
+	// waited made four small commits where one would do (the drain of
+	// 100,000 no-op tasks ran at 0.83 of the speed of one writer). (The
 	// SQLite driver's single writer merges concurrent writes into one
 	// transaction; the others commit them side by side.)
 	Writers int
+	// Overflow is how long a transition waits for a write in progress
+	// before another writer takes it; default 20ms.
+	Overflow time.Duration
 	// Retry is the first wait after a failed write, doubled after each
 	// further failure up to MaxRetry; default 100ms.
 	Retry time.Duration
@@ -74,6 +83,8 @@ type Completer struct {
 	mu     sync.Mutex
 	queue  []Request
 	spare  []Request // an empty array for the queue (flush)
+	since  time.Time // when the oldest queued request came (queue not empty)
+	busy   int       // writes under way
 	signal chan struct{}
 	loop   *service.Loop
 }
@@ -85,6 +96,9 @@ func New(cfg Config) *Completer {
 	}
 	if cfg.Writers <= 0 {
 		cfg.Writers = 4
+	}
+	if cfg.Overflow <= 0 {
+		cfg.Overflow = 20 * time.Millisecond
 	}
 	if cfg.Retry == 0 {
 		cfg.Retry = 100 * time.Millisecond
@@ -106,6 +120,9 @@ func (c *Completer) Add(r Request) {
 	c.mu.Lock()
 	if c.queue == nil {
 		c.queue, c.spare = c.spare, nil
+	}
+	if len(c.queue) == 0 {
+		c.since = c.clk.Now()
 	}
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
@@ -130,27 +147,44 @@ func (c *Completer) Start(ctx context.Context) {
 // waits until the queued tasks' leases run out.
 func (c *Completer) Stop() { c.loop.Stop() }
 
-// run is one writer: it writes what is queued whenever it is free.
+// run is one writer: it writes what is queued whenever it is free and
+// may (see flush), and otherwise waits for a signal or until the queued
+// transitions have waited Overflow.
 func (c *Completer) run(ctx context.Context) {
+	var timer <-chan time.Time
 	for {
 		select {
 		case <-c.signal:
-			c.flush(ctx)
+		case <-timer:
 		case <-ctx.Done():
-			c.flush(ctx)
+			c.flush(ctx, true)
 			return
+		}
+		timer = nil
+		if wait := c.flush(ctx, false); wait > 0 {
+			timer = c.clk.After(wait)
 		}
 	}
 }
 
-// flush writes everything queued, in batches of at most MaxBatch. Having
+// flush writes everything queued, in batches of at most MaxBatch, while
+// it may: when no other write is under way, when a whole batch waits, when
+// the oldest queued transition has waited Overflow, or when stopping.
+// Otherwise it returns how long until the oldest will have waited
+// Overflow (a write under way takes what is queued when it ends). Having
 // taken a batch, it passes the signal on when more is queued, so that a
-// free writer takes it at once rather than after this write. A batch that
-// emptied the queue gives its array back as the spare for the next queue,
-// so a busy completer does not grow a new queue for every batch.
-func (c *Completer) flush(ctx context.Context) {
+// free writer considers it at once rather than after this write. A batch
+// that emptied the queue gives its array back as the spare for the next
+// queue, so a busy completer does not grow a new queue for every batch.
+func (c *Completer) flush(ctx context.Context, stopping bool) (wait time.Duration) {
 	for {
 		c.mu.Lock()
+		if len(c.queue) > 0 && c.busy > 0 && len(c.queue) < c.cfg.MaxBatch && !stopping {
+			if waited := c.clk.Now().Sub(c.since); waited < c.cfg.Overflow {
+				c.mu.Unlock()
+				return c.cfg.Overflow - waited
+			}
+		}
 		n := min(len(c.queue), c.cfg.MaxBatch)
 		batch := c.queue[:n:n]
 		c.queue = c.queue[n:]
@@ -158,9 +192,12 @@ func (c *Completer) flush(ctx context.Context) {
 		if whole {
 			c.queue = nil
 		}
+		if n > 0 {
+			c.busy++
+		}
 		c.mu.Unlock()
 		if n == 0 {
-			return
+			return 0
 		}
 		if !whole {
 			select {
@@ -169,12 +206,13 @@ func (c *Completer) flush(ctx context.Context) {
 			}
 		}
 		c.write(ctx, batch)
+		c.mu.Lock()
+		c.busy--
 		if whole {
 			clear(batch) // let the requests' owners go
-			c.mu.Lock()
 			c.spare = batch[:0]
-			c.mu.Unlock()
 		}
+		c.mu.Unlock()
 	}
 }
 

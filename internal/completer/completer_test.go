@@ -170,12 +170,12 @@ func TestIdleWritesAtOnce(t *testing.T) {
 	}
 }
 
-// TestWritesBesideSlowWrite: a transition that arrives
-// while a write is under way is written at once by another writer, not
-// after the slow write: its commit latency is its own write's.
+// TestWritesBesideSlowWrite: a transition that arrives while a write is
+// under way waits for it at most Overflow: then another writer writes it,
+// not after the slow (here hung) write.
 func TestWritesBesideSlowWrite(t *testing.T) {
 	t.Parallel()
-	b := setup(t, completer.Config{})
+	b := setup(t, completer.Config{Overflow: 5 * time.Millisecond})
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
@@ -190,8 +190,11 @@ func TestWritesBesideSlowWrite(t *testing.T) {
 	b.c.Add(b.req(1, time.Time{}))
 	servicetest.Recv(t, b.drv.calls)
 	b.c.Add(b.req(2, time.Time{}))
-	if p := servicetest.Recv(t, b.drv.calls); !slices.Equal(ids(p), []int64{2}) {
-		t.Fatalf("second write %v, want task 2", ids(p))
+	servicetest.None(t, b.drv.calls) // it waits for the write under way ...
+	b.clk.WaitForWaiters(t, 1)
+	b.clk.Advance(5 * time.Millisecond) // ... for Overflow at most
+	if p := servicetest.Recv(t, b.drv.calls); !slices.Equal(ids(p), []int64{2}) || !p.Now.Equal(t0.Add(5*time.Millisecond)) {
+		t.Fatalf("second write %v at %v, want task 2 at Overflow", ids(p), p.Now.Sub(t0))
 	}
 	if d := servicetest.Recv(t, b.done); d.id != 2 || !d.applied {
 		t.Fatalf("outcome %+v, want task 2 applied while task 1's write hangs", d)
@@ -200,6 +203,38 @@ func TestWritesBesideSlowWrite(t *testing.T) {
 	if d := servicetest.Recv(t, b.done); d.id != 1 || !d.applied {
 		t.Fatalf("outcome %+v, want task 1 applied", d)
 	}
+}
+
+// TestBatchesBehindAWrite: with every default (four writers), what
+// arrives during a short write is written together once it ends, in one
+// commit, not in writes side by side.
+func TestBatchesBehindAWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t, completer.Config{})
+	release := make(chan struct{})
+	b.drv.reply = func(call int, p driver.FinishParams) ([]int64, error) {
+		if call == 1 {
+			<-release
+		}
+		return ids(p), nil
+	}
+	b.c.Start(context.Background())
+	b.c.Add(b.req(1, time.Time{}))
+	servicetest.Recv(t, b.drv.calls)
+	for id := int64(2); id <= 6; id++ {
+		b.c.Add(b.req(id, time.Time{}))
+	}
+	servicetest.None(t, b.drv.calls)
+	close(release) // the write ends before Overflow: the clock never moves
+	if p := servicetest.Recv(t, b.drv.calls); !slices.Equal(ids(p), []int64{2, 3, 4, 5, 6}) {
+		t.Fatalf("second write %v, want tasks 2 to 6 in one", ids(p))
+	}
+	for range 6 {
+		if d := servicetest.Recv(t, b.done); !d.applied {
+			t.Fatalf("outcome %+v", d)
+		}
+	}
+	servicetest.None(t, b.drv.calls)
 }
 
 func TestMaxBatch(t *testing.T) {
