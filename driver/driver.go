@@ -312,3 +312,12 @@ type Notifier interface {
 	// its connection fails, and calls Wake("") after each (re)connect.
 	Listen(ctx context.Context, params ListenParams) error
 }
+
+// GroupCommitter is implemented by a driver whose concurrent writes share
+// one commit (SQLite's single writer merges them into one transaction).
+// The engine's outcome writer then writes side by side at once: that adds
+// no commit. Other drivers commit each write on its own, and there
+// outcomes that arrive during a write wait for it and go in the next one.
+type GroupCommitter interface {
+	GroupCommits() bool
+}

@@ -240,6 +240,10 @@ func (d *Driver) DB() *sql.DB { return d.wdb }
 // Path returns the database file path.
 func (d *Driver) Path() string { return d.path }
 
+// GroupCommits implements driver.GroupCommitter: concurrent writes share
+// the single writer's commit.
+func (d *Driver) GroupCommits() bool { return true }
+
 // Close stops the writer and closes the connections.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {

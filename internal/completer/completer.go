@@ -64,7 +64,9 @@ type Config struct {
 	// transaction; the others commit them side by side.)
 	Writers int
 	// Overflow is how long a transition waits for a write in progress
-	// before another writer takes it; default 20ms.
+	// before another writer takes it; default 20ms. Negative: it never
+	// waits (a driver whose concurrent writes share one commit,
+	// driver.GroupCommitter).
 	Overflow time.Duration
 	// Retry is the first wait after a failed write, doubled after each
 	// further failure up to MaxRetry; default 100ms.
@@ -97,7 +99,7 @@ func New(cfg Config) *Completer {
 	if cfg.Writers <= 0 {
 		cfg.Writers = 4
 	}
-	if cfg.Overflow <= 0 {
+	if cfg.Overflow == 0 {
 		cfg.Overflow = 20 * time.Millisecond
 	}
 	if cfg.Retry == 0 {
@@ -179,7 +181,7 @@ func (c *Completer) run(ctx context.Context) {
 func (c *Completer) flush(ctx context.Context, stopping bool) (wait time.Duration) {
 	for {
 		c.mu.Lock()
-		if len(c.queue) > 0 && c.busy > 0 && len(c.queue) < c.cfg.MaxBatch && !stopping {
+		if len(c.queue) > 0 && c.busy > 0 && len(c.queue) < c.cfg.MaxBatch && !stopping && c.cfg.Overflow > 0 {
 			if waited := c.clk.Now().Sub(c.since); waited < c.cfg.Overflow {
 				c.mu.Unlock()
 				return c.cfg.Overflow - waited

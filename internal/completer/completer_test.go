@@ -414,3 +414,29 @@ func TestStopWaitsForFailingWrite(t *testing.T) {
 		t.Fatalf("outcome %+v, want applied on the third attempt", d)
 	}
 }
+
+// TestNoOverflowWritesSideBySide: with a negative Overflow (a driver
+// whose concurrent writes share one commit), what arrives during a write
+// is written at once by another writer.
+func TestNoOverflowWritesSideBySide(t *testing.T) {
+	t.Parallel()
+	b := setup(t, completer.Config{Overflow: -1})
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	b.drv.reply = func(call int, p driver.FinishParams) ([]int64, error) {
+		if p.Transitions[0].ID == 1 {
+			<-release
+		}
+		return ids(p), nil
+	}
+	b.c.Start(context.Background())
+	b.c.Add(b.req(1, time.Time{}))
+	servicetest.Recv(t, b.drv.calls)
+	b.c.Add(b.req(2, time.Time{}))
+	if p := servicetest.Recv(t, b.drv.calls); !slices.Equal(ids(p), []int64{2}) || !p.Now.Equal(t0) {
+		t.Fatalf("second write %v at %v, want task 2 at once", ids(p), p.Now.Sub(t0))
+	}
+	unblock()
+}

@@ -187,7 +187,11 @@ func Start(ctx context.Context, cfg Config) *Engine {
 	_, e.notifies = cfg.Driver.(driver.Notifier)
 	e.workCtx, e.cancelWork = context.WithCancelCause(context.WithoutCancel(ctx))
 	log := cfg.Logger
-	e.completer = completer.New(completer.Config{Driver: e.drv, Owner: cfg.Node, Now: cfg.Now, Logger: log})
+	var overflow time.Duration // the completer's default: wait for a write under way
+	if gc, ok := e.drv.(driver.GroupCommitter); ok && gc.GroupCommits() {
+		overflow = -1 // writes side by side share a commit: never wait
+	}
+	e.completer = completer.New(completer.Config{Driver: e.drv, Owner: cfg.Node, Now: cfg.Now, Logger: log, Overflow: overflow})
 	e.heartbeat = heartbeat.New(heartbeat.Config{
 		Driver: e.drv, Owner: cfg.Node, Interval: cfg.HeartbeatInterval, LeaseTTL: cfg.LeaseTTL,
 		Now: cfg.Now, Logger: log, Running: e.runningIDs, Lost: e.leaseLost,
