@@ -144,11 +144,13 @@ func (e *Estimator) Estimate(ctx context.Context, ts []Task) ([]ETA, error) {
 	// out up to a fifth too low, and the ETA as much too late.)
 	histAt := s.At
 	for _, i := range todo {
-		if _, mean := runTimes(&s, &ts[i]); mean == 0 {
-			// Nothing had run in the queue as of the cached read: the
-			// first run time may have come in since, and it makes the
-			// estimate. Only the history is read again, and only for a
-			// queue that is served.
+		if !typeRan(&s, &ts[i]) {
+			// Nothing of the task's type had run in its queue as of the
+			// cached read: its first run time may have come in since, and
+			// it makes the estimate (without it the type is estimated at
+			// the queue's mean, which a fast type's runs set: a slow
+			// task was told 12 ms where its line took 500). Only the
+			// history is read again, and only for a queue that is served.
 			if s.Minutes, err = e.cfg.Store.Minutes(ctx, now.Add(-time.Hour)); err != nil {
 				return nil, fmt.Errorf("keel: read task history: %w", e.cfg.Wrap(ctx, err))
 			}

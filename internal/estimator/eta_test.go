@@ -463,3 +463,30 @@ func TestEstimateManyPlacesTheTasksBetween(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeWithoutHistory: a type that had not run when the kept snapshot
+// was read is estimated from its first run time once that arrives, not at
+// the queue's mean, which a fast type's runs set (a 0.5 s task was told it
+// runs 50 ms, and the task behind it that it starts in 12 ms).
+func TestTypeWithoutHistory(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 30, 0, time.UTC)
+	clk := &clock{now: t0}
+	minute := t0.Unix() / 60
+	fast := driver.MinuteRow{Minute: minute, Queue: queue, Type: "fast", Attempts: 10, Ended: 10, Succeeded: 10, DurationMS: 500,
+		FirstMS: t0.Add(-5 * time.Second).UnixMilli(), LastMS: t0.UnixMilli()}
+	st := &store{nodes: []driver.NodeRow{node(t0, 2)}, minutes: []driver.MinuteRow{fast}, same: -1,
+		counts: []driver.CountRow{{Queue: queue, Type: "slow", Kind: string(driver.StateRunning), N: 2}}}
+	e := newEstimator(st, clk)
+	task := pending(1, "slow", 0, t0)
+	estimateOne(t, e, task) // the snapshot is kept from here
+	// The slow type's first two runs end (0.5 s each) within the kept
+	// snapshot's age.
+	clk.now = t0.Add(500 * time.Millisecond)
+	slow := driver.MinuteRow{Minute: minute, Queue: queue, Type: "slow", Attempts: 4, Ended: 2, Succeeded: 2, DurationMS: 1000,
+		FirstMS: clk.now.UnixMilli(), LastMS: clk.now.UnixMilli()}
+	st.minutes = []driver.MinuteRow{fast, slow}
+	eta := estimateOne(t, e, task)
+	if eta.Status != estimator.Estimated || eta.Finish.Sub(eta.Start) != 500*time.Millisecond {
+		t.Fatalf("slow task after its type's first runs: %+v, want a run of 500ms", eta)
+	}
+}

@@ -202,6 +202,17 @@ func runTimes(s *Snapshot, t *Task) (hist []driver.MinuteRow, mean time.Duration
 	return hist, mean
 }
 
+// typeRan reports whether an attempt of t's type ended in t's queue in
+// the snapshot's history.
+func typeRan(s *Snapshot, t *Task) bool {
+	for _, m := range s.History(func(m driver.MinuteRow) bool { return m.Queue == t.Queue && m.Type == t.Type }) {
+		if m.Ended > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // meanDuration is the mean run time of the attempts that ended in hist; 0
 // when none did.
 func meanDuration(hist []driver.MinuteRow) time.Duration {
