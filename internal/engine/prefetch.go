@@ -53,10 +53,7 @@ func (p *producer) startHeld() {
 	if len(p.held) == 0 {
 		p.held = nil // let the backing array go
 	}
-	for _, ex := range back {
-		ex.held = false
-		p.finishing++
-	}
+	p.givingBackLocked(back)
 	e.mu.Unlock()
 	for _, ex := range run {
 		e.launch(ex)
@@ -85,13 +82,19 @@ func (p *producer) releaseHeld() {
 	e.mu.Lock()
 	back := p.held
 	p.held = nil
-	for _, ex := range back {
-		ex.held = false
-		p.finishing++
-	}
+	p.givingBackLocked(back)
 	e.mu.Unlock()
 	for _, ex := range back {
 		e.release(ex)
+	}
+}
+
+// givingBackLocked marks held tasks as being given back: no longer held,
+// each counted in p.finishing until its release is written (e.mu held).
+func (p *producer) givingBackLocked(back []*execution) {
+	for _, ex := range back {
+		ex.held = false
+		p.finishing++
 	}
 }
 
