@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
+	"github.com/keelq/keel/internal/batch"
 	"github.com/keelq/keel/internal/catalog"
 	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
@@ -47,6 +48,8 @@ type Client struct {
 	ramps     *ramp.Judge             // advances the ramps
 
 	gate *redisgate.Gate // Config.RedisGate; nil without
+
+	batches *batch.Book // EnqueueBatch and Batches
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -91,6 +94,7 @@ func NewClient(cfg Config) (*Client, error) {
 		}
 		c.enq.Gate = c.gate.Insert
 	}
+	c.batches = newBatches(c)
 	return c, nil
 }
 
@@ -162,14 +166,15 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TaskSpec) ([]*
 // enqueue validates jobs and inserts them with insert; inTx says insert
 // runs in the caller's transaction (see enqueue.Inserter).
 func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert enqueue.InsertFunc) ([]*TaskInfo, error) {
-	specs := make([]enqueue.Spec, len(jobs))
-	for i, j := range jobs {
-		specs[i] = enqueue.Spec{Type: j.Type, Payload: j.Payload, Options: enqueue.Funcs(j.Options)}
-	}
-	results, err := c.enq.Enqueue(ctx, specs, inTx, insert)
+	results, err := c.enq.Enqueue(ctx, specs(jobs), inTx, insert)
 	if err != nil {
 		return nil, err
 	}
+	return c.enqueued(results), nil
+}
+
+// enqueued converts the results of an enqueue and tells the observers.
+func (c *Client) enqueued(results []driver.InsertResult) []*TaskInfo {
 	infos := make([]*TaskInfo, len(results))
 	for i, r := range results {
 		infos[i] = infoFromRow(r.Task)
@@ -179,7 +184,7 @@ func (c *Client) enqueue(ctx context.Context, jobs []TaskSpec, inTx bool, insert
 				Duplicate: r.Duplicate, State: r.Task.State})
 		}
 	}
-	return infos, nil
+	return infos
 }
 
 // Get returns the task with id, or ErrNotFound. An archived task (moved

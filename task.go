@@ -102,6 +102,9 @@ type TaskInfo struct {
 	// it holds no idempotency key.
 	Archived   bool
 	ArchivedAt time.Time // zero unless Archived
+	// BatchID is the batch the task is a member of (EnqueueBatch); 0 for
+	// none.
+	BatchID int64
 	// Duplicate is set by Enqueue when an idempotency key matched an existing
 	// task, which is returned instead of inserting a new one.
 	Duplicate bool
@@ -127,7 +130,7 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		Errors: r.Errors, Timeout: r.Timeout, RunAt: r.RunAt, CreatedAt: r.CreatedAt,
 		StartedAt: r.StartedAt, AttemptedAt: r.AttemptedAt, FinishedAt: r.FinishedAt,
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
-		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt,
+		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt, BatchID: r.BatchID,
 		IdempotencyKey: digest.ExplicitKeyOf(r.IdemKey), UniqueDigest: digest.UniqueDigestOf(r.IdemKey),
 	}
 	for _, s := range r.Steps {

@@ -67,6 +67,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if !c.cfg.Alerts.Off {
 		c.alerter.Install(&cfg, reservedWorkers, c.cfg.Alerts.Interval)
 	}
+	if c.batches.Store != nil {
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: batchInterval, Run: newBatchFinisher(c).Run})
+	}
 	if store, ok := c.drv.(backlog.Store); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: backlog.Interval, Run: newBacklogSampler(c, store).RunOnce})
 	}

@@ -102,6 +102,9 @@ type TaskRow struct {
 	Errors         []AttemptError
 	Result         []byte // JSON or nil
 	Meta           []byte // JSON or nil
+	// BatchID is the batch the task is a member of (Batcher); 0 for none.
+	// Claim does not return it.
+	BatchID int64
 	// ArchivedAt is when the task was moved to keel_archive (Driver.Archive);
 	// zero for a task still in keel_tasks.
 	ArchivedAt time.Time

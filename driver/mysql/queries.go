@@ -16,7 +16,7 @@ import (
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes, steps`
+	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id`
 
 const (
 	// The pick reads what a worker needs (as it was before the mark) and

@@ -32,7 +32,7 @@ func plusMicros(p string) string {
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes, steps`
+	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id`
 
 type queries struct {
 	reserveIDs,

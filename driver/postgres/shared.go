@@ -32,7 +32,8 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Nodes: d.nodeSQL(), Limits: d.limitSQL(),
 			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL(),
-			Counters: sqlutil.CounterSQL{Counts: d.sql.counts, Minutes: d.sql.minutes}},
+			Counters: sqlutil.CounterSQL{Counts: d.sql.counts, Minutes: d.sql.minutes},
+			Batches:  batchSQL},
 		ApplyMigrations: d.Migrations,
 		CallerTx:        callerTx,
 		// Visible only when the caller commits: a notification for all.

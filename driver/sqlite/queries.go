@@ -11,7 +11,7 @@ import (
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes, steps`
+	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id`
 
 // sqlNextID is the id above every id in keel_tasks and keel_archive (two
 // seeks to the end of a primary key): SQLite would otherwise reuse the id

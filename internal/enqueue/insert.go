@@ -62,26 +62,9 @@ func (in *Inserter) Enqueue(ctx context.Context, specs []Spec, inTx bool, insert
 	if len(specs) == 0 {
 		return nil, kerr.Invalid("no tasks to enqueue")
 	}
-	if inTx {
-		in.Decl.DeclareLater(ctx)
-	} else if err := in.Decl.Declare(ctx); err != nil {
-		return nil, err
-	}
-	stored, err := in.Decl.Stored(ctx, in.Prep.Undeclared(specs))
+	params, err := in.Prepare(ctx, specs, inTx)
 	if err != nil {
 		return nil, err
-	}
-	now := in.Now()
-	params := make([]driver.InsertParams, len(specs))
-	for i, j := range specs {
-		p, err := in.Prep.PrepareEnqueue(j, now, stored)
-		if err != nil {
-			if len(specs) > 1 {
-				return nil, fmt.Errorf("task %d: %w", i, err)
-			}
-			return nil, err
-		}
-		params[i] = p
 	}
 	spans, err := tracing.StartEnqueue(ctx, in.Tracer, params)
 	if err != nil {
@@ -112,4 +95,34 @@ func (in *Inserter) Enqueue(ctx context.Context, specs []Spec, inTx bool, insert
 		spans[i].End()
 	}
 	return results, nil
+}
+
+// Prepare declares this client's types (later, when inTx: the caller's
+// transaction must not wait on another), reads the stored declarations
+// the specs need, and checks and turns every spec into insert parameters.
+// Bad input is an error naming the spec (when there are several) and
+// writes nothing.
+func (in *Inserter) Prepare(ctx context.Context, specs []Spec, inTx bool) ([]driver.InsertParams, error) {
+	if inTx {
+		in.Decl.DeclareLater(ctx)
+	} else if err := in.Decl.Declare(ctx); err != nil {
+		return nil, err
+	}
+	stored, err := in.Decl.Stored(ctx, in.Prep.Undeclared(specs))
+	if err != nil {
+		return nil, err
+	}
+	now := in.Now()
+	params := make([]driver.InsertParams, len(specs))
+	for i, j := range specs {
+		p, err := in.Prep.PrepareEnqueue(j, now, stored)
+		if err != nil {
+			if len(specs) > 1 {
+				return nil, fmt.Errorf("task %d: %w", i, err)
+			}
+			return nil, err
+		}
+		params[i] = p
+	}
+	return params, nil
 }

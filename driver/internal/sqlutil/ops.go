@@ -52,6 +52,7 @@ type Statements[Q any] struct {
 	Tasks     TaskSQL
 	Admin     AdminSQL
 	Counters  CounterSQL
+	Batches   BatchSQL
 }
 
 // InsertTx implements driver.Driver: the inserts run under a savepoint of

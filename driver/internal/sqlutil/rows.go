@@ -79,14 +79,16 @@ func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) 
 		runAt, createdAt, updatedAt            T
 		leaseExp, started, attempted, finished N
 		errs, steps                            []byte
+		batch                                  sql.NullInt64
 	)
 	err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Payload, &state, &r.Attempt, &r.MaxAttempts,
 		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
-		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes, &steps)
+		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes, &steps, &batch)
 	if err != nil {
 		return nil, err
 	}
 	r.State = driver.State(state)
+	r.BatchID = batch.Int64
 	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	r.IdemKey, r.LeaseOwner = idemKey.String, owner.String
 	r.RunAt, r.CreatedAt, r.UpdatedAt = at(runAt), at(createdAt), at(updatedAt)

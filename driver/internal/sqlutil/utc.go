@@ -45,3 +45,6 @@ func ScanRejectedUTC(scan Scan) (*driver.RejectedRow, error) { return ScanReject
 
 // ScanSourceUTC reads one row selected with SourceColumns.
 func ScanSourceUTC(scan Scan) (*driver.SourceRow, error) { return ScanSource(scan, UTC) }
+
+// ScanBatchUTC reads one row selected with BatchColumns.
+func ScanBatchUTC(scan Scan) (*driver.BatchRow, error) { return ScanBatch(scan, UTC, OptUTC) }
