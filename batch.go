@@ -224,5 +224,14 @@ const batchInterval = time.Second
 // newBatchFinisher is the leader's batch finisher.
 func newBatchFinisher(c *Client) *batch.Finisher {
 	return batch.New(batch.Config{Store: c.batches.Store, Now: c.cfg.Now, Logger: c.cfg.Logger,
-		Leading: func() bool { return c.eng.Load().Leading() }})
+		Leading: func() bool { return c.eng.Load().Leading() },
+		Finished: func(b *driver.BatchRow) {
+			if c.obs.active() {
+				oc := OutcomeSucceeded
+				if !batch.Succeeded(b) {
+					oc = OutcomeFailed
+				}
+				c.obs.emit(Event{Kind: EventBatchFinished, BatchID: b.ID, Outcome: oc})
+			}
+		}})
 }

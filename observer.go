@@ -36,6 +36,10 @@ const (
 	EventRescued EventKind = "rescued"
 	// EventCancelled: Cancel of this client cancelled the task.
 	EventCancelled EventKind = "cancelled"
+	// EventBatchFinished: this client, as the elected leader, finished a
+	// batch (Event.BatchID) and enqueued its callbacks; Event.Outcome is
+	// succeeded when every member succeeded, else failed. TaskID is 0.
+	EventBatchFinished EventKind = "batch_finished"
 )
 
 // Outcome names how an attempt ended: the failures' outcomes are recorded
@@ -62,6 +66,9 @@ const (
 	// OutcomeReleased: Stop cancelled the attempt and released the task
 	// to pending; the attempt is refunded, so it is no attempt outcome.
 	OutcomeReleased Outcome = "released"
+	// OutcomeFailed: a batch finished with a member dead or cancelled
+	// (EventBatchFinished).
+	OutcomeFailed Outcome = "failed"
 )
 
 // Event is something that happened to a task in this process, as an
@@ -95,6 +102,8 @@ type Event struct {
 	// Schedule names the schedule whose tick (or trigger) enqueued the
 	// task (EventEnqueued); "" for other enqueues.
 	Schedule string
+	// BatchID is the batch that finished (EventBatchFinished).
+	BatchID int64
 }
 
 // An Observer is told about this client's task events, for metrics (see

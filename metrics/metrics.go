@@ -31,6 +31,7 @@
 //	keel_archived_total                counter    state (succeeded, cancelled, dead)
 //	keel_archive_deleted_total         counter
 //	keel_schedule_tasks_total          counter    schedule
+//	keel_batches_finished_total        counter    outcome (success, failure)
 //	keel_redis_gate_total              counter    result (acquired, hit, skipped, fallback)
 //	keel_internal_tasks                gauge      state (as keel_tasks)
 //	keel_internal_attempts_total       counter    type, outcome (as keel_attempts_total)
@@ -133,6 +134,7 @@ type Collector struct {
 	httpDuration    *prometheus.HistogramVec
 	apiRequests     *prometheus.CounterVec
 	scheduleTasks   *prometheus.CounterVec
+	batchesFinished *prometheus.CounterVec
 	// internalAttempts counts the attempts of keel's own tasks.
 	internalAttempts *prometheus.CounterVec
 	internalTasks    *prometheus.Desc
@@ -210,6 +212,9 @@ func New(o Options) (*Collector, error) {
 			httpBuckets, "type", "code"),
 		apiRequests: counter("keel_api_requests_total",
 			"HTTP API requests this process answered, by route pattern and status code.", "route", "code"),
+		batchesFinished: counter("keel_batches_finished_total",
+			"Batches this process finished as the elected leader, enqueuing their callbacks: success when every member succeeded, else failure.",
+			"outcome"),
 		scheduleTasks: counter("keel_schedule_tasks_total",
 			"Tasks this process enqueued for schedules: their ticks, as the elected leader, and triggers.", "schedule"),
 		internalAttempts: counter("keel_internal_attempts_total",
@@ -274,7 +279,7 @@ func (m *Collector) Watch(c *keel.Client) error {
 // vecs are the process-local metrics.
 func (m *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{m.enqueued, m.finished, m.attempts, m.idempotencyHits, m.attemptDuration, m.commitLatency,
-		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests, m.scheduleTasks,
+		m.pickupLatency, m.attemptsPerTask, m.leasesRescued, m.httpRequests, m.httpDuration, m.apiRequests, m.scheduleTasks, m.batchesFinished,
 		m.internalAttempts}
 }
 
@@ -506,6 +511,9 @@ func (o observer) KnownWork(w known.Work) {
 	for _, s := range w.Schedules {
 		m.scheduleTasks.WithLabelValues(s)
 	}
+	for _, oc := range []string{"success", "failure"} {
+		m.batchesFinished.WithLabelValues(oc)
+	}
 	m.mu.Lock()
 	m.queues = w.Queues
 	m.mu.Unlock()
@@ -514,6 +522,14 @@ func (o observer) KnownWork(w known.Work) {
 // Observe implements keel.Observer.
 func (o observer) Observe(ev keel.Event) {
 	m := o.m
+	if ev.Kind == keel.EventBatchFinished {
+		oc := "success"
+		if ev.Outcome != keel.OutcomeSucceeded {
+			oc = "failure"
+		}
+		m.batchesFinished.WithLabelValues(oc).Inc()
+		return
+	}
 	if keel.IsKeelTask(ev.Queue, ev.Type) {
 		m.internal(ev)
 		return

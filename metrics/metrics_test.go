@@ -481,3 +481,66 @@ func TestRedisGateCounts(t *testing.T) {
 	gather(t, reg).counters(t, "keel_redis_gate_total",
 		map[string]float64{"result=acquired": 1, "result=hit": 2, "result=skipped": 0, "result=fallback": 0})
 }
+
+// TestBatchesFinishedCounted: keel_batches_finished_total is there at 0
+// from the start for both outcomes and counts the batches the leader
+// finished: success when every member succeeded, else failure.
+func TestBatchesFinishedCounted(t *testing.T) {
+	drv := openDriver(t, "sqlite")
+	h := keel.NewHandlers()
+	keel.Handle(h, "t.member", func(ctx context.Context, task *keel.Task[struct{ Fail bool }]) error {
+		if task.Args.Fail {
+			return keel.Permanent(errors.New("on purpose"))
+		}
+		return nil
+	})
+	keel.Handle(h, "t.done", func(ctx context.Context, task *keel.Task[keel.BatchEvent]) error { return nil })
+	c, err := keel.NewClient(keel.Config{Driver: drv, Handlers: h, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.New(metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Watch(c); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	value := func(labels string) (float64, bool) {
+		for _, s := range gather(t, reg)["keel_batches_finished_total"].GetMetric() {
+			if labelKey(s) == labels {
+				return s.GetCounter().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	for _, l := range []string{"outcome=success", "outcome=failure"} {
+		if v, ok := value(l); !ok || v != 0 {
+			t.Fatalf("before any batch keel_batches_finished_total{%s} = %v (present %v), want 0", l, v, ok)
+		}
+	}
+	for _, fail := range []bool{false, false, true} {
+		_, _, err := c.EnqueueBatch(t.Context(), keel.Batch{OnFinish: &keel.TaskSpec{Type: "t.done"}, Tasks: []keel.TaskSpec{
+			{Type: "t.member", Payload: map[string]bool{"Fail": fail}}, {Type: "t.member"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s, _ := value("outcome=success")
+		f, _ := value("outcome=failure")
+		if s == 2 && f == 1 {
+			break
+		}
+		if time.Now().After(deadline) || s > 2 || f > 1 {
+			t.Fatalf("keel_batches_finished_total success %v failure %v, want 2 and 1", s, f)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type Event[K ~string] struct {
 	State         driver.State
 	Error         string
 	Schedule      string
+	BatchID       int64
 }
 
 // The kinds of the events a Hub makes itself (keel's EventStarted,
