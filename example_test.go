@@ -626,3 +626,49 @@ func ExampleOnDead() {
 	// Output:
 	// invoice.send died after attempt 1 with permanent: no such recipient ; payload {"To":"nobody@example.com"}
 }
+
+// A batch of reports with one callback when all of them have finished: the
+// callback's payload carries the batch's final counts and its own data.
+func ExampleClient_EnqueueBatch() {
+	drv, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+
+	h := keel.NewHandlers()
+	keel.Handle(h, "report.build", func(ctx context.Context, t *keel.Task[struct{ Account string }]) error {
+		if t.Args.Account == "" {
+			return keel.Permanent(errors.New("no account"))
+		}
+		return nil
+	})
+	summary := make(chan keel.BatchEvent, 1)
+	keel.Handle(h, "report.summary", func(ctx context.Context, t *keel.Task[keel.BatchEvent]) error {
+		summary <- t.Args
+		return nil
+	})
+	c, err := keel.NewClient(exampleConfig(drv, h))
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, members, err := c.EnqueueBatch(ctx, keel.Batch{
+		Tasks: []keel.TaskSpec{
+			{Type: "report.build", Payload: map[string]string{"Account": "acme"}},
+			{Type: "report.build", Payload: map[string]string{"Account": "globex"}},
+			{Type: "report.build", Payload: map[string]string{}}, // dead: no account
+		},
+		OnFinish: &keel.TaskSpec{Type: "report.summary", Payload: map[string]string{"to": "ops@example.com"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(b.State, b.Total, len(members))
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	ev := <-summary
+	fmt.Println(ev.Kind, ev.Total, ev.Succeeded, ev.Dead, string(ev.Data))
+	// Output:
+	// running 3 3
+	// on_finish 3 2 1 {"to":"ops@example.com"}
+}
