@@ -88,6 +88,11 @@ type Transition struct {
 	Refund bool
 	// Snooze counts the transition as one more snooze (TaskRow.Snoozes).
 	Snooze bool
+	// Ended is when the attempt ended (its handler returned); zero: at the
+	// write. Drivers that keep the history in Go (SQLite, MySQL) time the
+	// attempt's run to it, so that the history's run times, which the ETA
+	// reads, leave out the wait for the write.
+	Ended time.Time
 	// Task is the task as claimed (Queue, Type, Priority, Attempt, RunAt
 	// and AttemptedAt are read): drivers that count transitions in Go
 	// (SQLite, MySQL) count this one by it. Nil: the driver reads them.

@@ -20,8 +20,10 @@ import (
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
 	var ok, ids []int64
 	var pairs []any
+	ends := sqlutil.Ends{}
 	others := sqlutil.SplitFinish(p.Transitions, func(t driver.Transition) {
 		ids, pairs = append(ids, t.ID), append(pairs, t.ID, t.Fence)
+		ends.Add(t)
 	})
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		ok = ok[:0]
@@ -46,7 +48,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				}
 				ok = append(ok, held...)
 				for _, id := range held {
-					tally.Finished(tasks[id], driver.Transition{State: driver.StateSucceeded}, now)
+					tally.Finished(tasks[id], stored(ends.Success(id), now, p.Now), now)
 				}
 			}
 		}
@@ -126,11 +128,14 @@ func (d *Driver) transition(ctx context.Context, q querier, owner string, now, c
 	return n == 1, nil
 }
 
-// stored is t as transition stores it at now: its RunAt moved from the
-// caller's clock to now's, to the microsecond.
+// stored is t as transition stores it at now: its RunAt and Ended moved
+// from the caller's clock to now's, to the microsecond.
 func stored(t driver.Transition, now, caller time.Time) driver.Transition {
 	if !t.RunAt.IsZero() {
 		t.RunAt = now.Add(time.Duration(offset(t.RunAt, caller)) * time.Microsecond)
+	}
+	if !t.Ended.IsZero() && !caller.IsZero() {
+		t.Ended = now.Add(t.Ended.Sub(caller)) // on the database's clock, as now
 	}
 	return t
 }

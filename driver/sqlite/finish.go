@@ -17,8 +17,10 @@ import (
 func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, error) {
 	var ok, ids []int64
 	var pairs [][2]int64
+	ends := sqlutil.Ends{}
 	others := sqlutil.SplitFinish(p.Transitions, func(t driver.Transition) {
 		ids, pairs = append(ids, t.ID), append(pairs, [2]int64{t.ID, t.Fence})
+		ends.Add(t)
 	})
 	idsJSON, pairsJSON := int64List(ids), pairList(pairs)
 	err := d.write(ctx, func(tx querier) error {
@@ -45,7 +47,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				return fmt.Errorf("finish tasks: %w", err)
 			}
 			for _, id := range ok {
-				tally.Finished(tasks[id], driver.Transition{State: driver.StateSucceeded}, p.Now)
+				tally.Finished(tasks[id], ends.Success(id), p.Now)
 			}
 		}
 		for _, t := range others {

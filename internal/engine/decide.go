@@ -19,7 +19,7 @@ func (e *Engine) decide(ctx context.Context, row *driver.TaskRow, res result, st
 
 // decideState is decide without the follow-ups of a dead task.
 func (e *Engine) decideState(ctx context.Context, row *driver.TaskRow, res result, start, end time.Time) driver.Transition {
-	t := driver.Transition{ID: row.ID, Fence: row.Fence, Task: row}
+	t := driver.Transition{ID: row.ID, Fence: row.Fence, Task: row, Ended: end}
 	if res.err == nil {
 		t.State, t.Result = driver.StateSucceeded, res.value
 		return t

@@ -119,3 +119,32 @@ func TestInsertOrder(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// TestFinishedTimesTheRunToItsEnd: an attempt's run time in the history
+// ends when its handler returned (Transition.Ended), not when the write
+// landed; an end outside the attempt (a clock apart) falls back to the
+// write's time.
+func TestFinishedTimesTheRunToItsEnd(t *testing.T) {
+	start := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	write := start.Add(800 * time.Millisecond)
+	task := &driver.TaskRow{Queue: "q", Type: "t", State: driver.StateRunning, Attempt: 1, AttemptedAt: start}
+	for _, tc := range []struct {
+		name  string
+		ended time.Time
+		want  int64
+	}{
+		{"ended before the write", start.Add(500 * time.Millisecond), 500},
+		{"no end given", time.Time{}, 800},
+		{"end after the write", write.Add(time.Second), 800},
+		{"end before the attempt", start.Add(-time.Second), 800},
+	} {
+		var tally Tally
+		ends := Ends{}
+		ends.Add(driver.Transition{ID: 7, Ended: tc.ended})
+		tally.Finished(task, ends.Success(7), write)
+		ms := tally.Minutes()
+		if len(ms) != 1 || ms[0].Ended != 1 || ms[0].Succeeded != 1 || ms[0].DurationMS != tc.want {
+			t.Errorf("%s: minutes %+v, want one success of %d ms", tc.name, ms, tc.want)
+		}
+	}
+}

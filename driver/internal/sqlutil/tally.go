@@ -112,6 +112,12 @@ func (t *Tally) Delete(o RowState) {
 // Update counts the change of one row from o to n by a write at now;
 // errored reports that the write appended an attempt error.
 func (t *Tally) Update(o, n RowState, now time.Time, errored bool) {
+	t.update(o, n, now, now, errored)
+}
+
+// update is Update for an attempt that ended at endedAt (at most now): its
+// run time counts to ended.
+func (t *Tally) update(o, n RowState, now, endedAt time.Time, errored bool) {
 	if ko, kn := o.key(), n.key(); ko != kn {
 		t.add(ko, -1)
 		t.add(kn, 1)
@@ -140,8 +146,8 @@ func (t *Tally) Update(o, n RowState, now time.Time, errored bool) {
 		if errored {
 			m.Failed++
 		}
-		m.DurationMS += now.Sub(o.AttemptedAt).Microseconds() / 1000
-		ms := now.UnixMilli()
+		m.DurationMS += endedAt.Sub(o.AttemptedAt).Microseconds() / 1000
+		ms := endedAt.UnixMilli()
 		if m.FirstMS == 0 || ms < m.FirstMS {
 			m.FirstMS = ms
 		}
@@ -162,7 +168,27 @@ func (t *Tally) Finished(task *driver.TaskRow, tr driver.Transition, now time.Ti
 	if !tr.RunAt.IsZero() {
 		n.RunAt = tr.RunAt
 	}
-	t.Update(o, n, now, tr.Error != nil)
+	ended := now
+	if !tr.Ended.IsZero() && tr.Ended.Before(now) && !tr.Ended.Before(task.AttemptedAt) {
+		ended = tr.Ended
+	}
+	t.update(o, n, now, ended, tr.Error != nil)
+}
+
+// Ends collects the end times (Transition.Ended) of plain successes, by
+// id, for Finished: see SplitFinish.
+type Ends map[int64]time.Time
+
+// Add records t's end time, when it has one.
+func (e Ends) Add(t driver.Transition) {
+	if !t.Ended.IsZero() {
+		e[t.ID] = t.Ended
+	}
+}
+
+// Success is the plain success of task id, as Finished counts it.
+func (e Ends) Success(id int64) driver.Transition {
+	return driver.Transition{ID: id, State: driver.StateSucceeded, Ended: e[id]}
 }
 
 // Counts returns the counter changes, without zeros, in key order (the
