@@ -35,6 +35,7 @@ type benchOptions struct {
 	schema    string
 	sync      string
 	batch     int
+	inBatch   bool
 	profiles  benchProfiles
 	vacuum    bool
 	settle    time.Duration
@@ -93,6 +94,7 @@ func (o *benchOptions) flags(f *pflag.FlagSet) {
 	f.BoolVar(&o.vacuum, "vacuum", false, "with --prefill on PostgreSQL: VACUUM (ANALYZE) the task table after the prefill; by default the bench does no maintenance of its own, only the client's leader does")
 	f.StringVar(&o.sync, "sync", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	f.IntVar(&o.batch, "insert-batch", 1000, "tasks per EnqueueMany when inserting")
+	f.BoolVar(&o.inBatch, "batch", false, "drain mode: insert the tasks as the members of one batch (opened, filled --insert-batch at a time, sealed) with an on_finish callback; reports when the callback ran")
 	o.profiles.flags(f, "the run")
 	o.compare.flags(f)
 }
@@ -121,6 +123,8 @@ func (o benchOptions) validate() error {
 		return fmt.Errorf("--insert-batch must be positive, got %d", o.batch)
 	case o.settle < 0:
 		return fmt.Errorf("--settle must not be negative, got %v", o.settle)
+	case o.inBatch && o.duration > 0:
+		return errors.New("--batch drains: it takes -n, not --duration")
 	case o.vacuum && o.prefill == 0:
 		return errors.New("--vacuum needs --prefill")
 	case o.vacuum && !isPostgresDSN(o.dsn):
@@ -148,6 +152,8 @@ type benchRun struct {
 	target  int64
 	reached chan struct{}
 	once    sync.Once
+	// finished is closed when the batch's on_finish callback ran (--batch).
+	finished chan keel.BatchEvent
 
 	mu      sync.Mutex
 	pickups []time.Duration
@@ -220,6 +226,14 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) (err error) {
 		}
 		if b.worked.Add(1) == b.target {
 			b.once.Do(func() { close(b.reached) })
+		}
+		return nil
+	})
+	b.finished = make(chan keel.BatchEvent, 1)
+	keel.Handle(h, "bench.batch_done", func(ctx context.Context, t *keel.Task[keel.BatchEvent]) error {
+		select {
+		case b.finished <- t.Args:
+		default:
 		}
 		return nil
 	})
@@ -297,6 +311,27 @@ func (b *benchRun) insertWith(ctx context.Context, c *keel.Client, n, batch int)
 			return err
 		}
 		n -= len(jobs)
+	}
+	return nil
+}
+
+// insertBatch inserts n tasks as the members of one batch: it opens the
+// batch, adds batch tasks at a time and seals it with the last ones.
+func (b *benchRun) insertBatch(ctx context.Context, n, batch int) error {
+	bt, _, err := b.client.EnqueueBatch(ctx, keel.Batch{Open: true, OnFinish: &keel.TaskSpec{Type: "bench.batch_done"}})
+	if err != nil {
+		return err
+	}
+	jobs := make([]keel.TaskSpec, 0, batch)
+	for n > 0 {
+		jobs = jobs[:0]
+		for range min(n, batch) {
+			jobs = append(jobs, keel.TaskSpec{Type: "bench.noop", Payload: struct{}{}})
+		}
+		n -= len(jobs)
+		if _, err := b.client.Batches().Add(ctx, bt.ID, jobs, n == 0); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -384,7 +419,11 @@ func (b *benchRun) settle(ctx context.Context, d time.Duration) (string, error) 
 
 func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) error {
 	start := time.Now()
-	if err := b.insert(ctx, o.n, o.batch); err != nil {
+	insert := b.insert
+	if o.inBatch {
+		insert = b.insertBatch
+	}
+	if err := insert(ctx, o.n, o.batch); err != nil {
 		return err
 	}
 	ins := time.Since(start)
@@ -398,15 +437,23 @@ func (b *benchRun) drain(ctx context.Context, out io.Writer, o benchOptions) err
 		return err
 	}
 	<-b.reached
+	el := time.Since(start)
+	if o.inBatch {
+		ev := <-b.finished
+		fmt.Fprintf(out, "batch %d finished: its on_finish ran %v after the drain began (%d of %d members succeeded)\n",
+			ev.BatchID, time.Since(start).Round(time.Millisecond), ev.Succeeded, ev.Total)
+	}
 	if err := b.client.Stop(ctx); err != nil {
 		return err
 	}
-	el := time.Since(start)
 	counts, err := b.client.Counts(ctx)
 	if err != nil {
 		return err
 	}
 	done := counts[keel.DefaultQueue][keel.StateSucceeded] - int64(o.prefill)
+	if o.inBatch {
+		done-- // the batch's on_finish
+	}
 	fmt.Fprintf(out, "worked %d tasks in %v: %.0f jobs/s (succeeded in database: %d)\n",
 		b.worked.Load(), el.Round(time.Millisecond), float64(b.worked.Load())/el.Seconds(), done)
 	if done != int64(o.n) {
