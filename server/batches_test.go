@@ -54,7 +54,7 @@ func TestBatchesAPI(t *testing.T) {
 			t.Fatalf("created %+v", bt)
 		}
 		for i, task := range bt.Tasks {
-			if task.Type != typeEmail || string(task.Payload) != fmt.Sprintf(`{"n":%d}`, i+1) {
+			if task.Type != typeEmail || string(task.Payload) != fmt.Sprintf(`{"n":%d}`, i+1) || task.BatchID != bt.Batch.ID {
 				t.Fatalf("task %d: %+v", i, task)
 			}
 		}
@@ -75,7 +75,7 @@ func TestBatchesAPI(t *testing.T) {
 			var cb Task
 			b.call(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), "").ok(t, http.StatusOK, &cb)
 			var ev keel.BatchEvent
-			if err := json.Unmarshal(cb.Payload, &ev); err != nil || cb.Type != typeReport || ev.BatchID != rec.ID ||
+			if err := json.Unmarshal(cb.Payload, &ev); err != nil || cb.Type != typeReport || ev.BatchID != rec.ID || cb.BatchID != 0 ||
 				ev.Succeeded != 3 || !strings.Contains(string(ev.Data), why) {
 				t.Fatalf("callback %+v, event %+v (%v)", cb, ev, err)
 			}
@@ -83,7 +83,8 @@ func TestBatchesAPI(t *testing.T) {
 
 		var page BatchMembers
 		b.call(t, "GET", fmt.Sprintf("/v1/batches/%d/tasks?limit=2", id), "").ok(t, http.StatusOK, &page)
-		if len(page.Tasks) != 2 || page.Tasks[0].ID != bt.Tasks[0].ID || page.Tasks[1].ID != bt.Tasks[1].ID || page.Tasks[0].State != "succeeded" {
+		if len(page.Tasks) != 2 || page.Tasks[0].ID != bt.Tasks[0].ID || page.Tasks[1].ID != bt.Tasks[1].ID || page.Tasks[0].State != "succeeded" ||
+			page.Tasks[0].BatchID != id {
 			t.Fatalf("first page %+v", page)
 		}
 		b.call(t, "GET", fmt.Sprintf("/v1/batches/%d/tasks?after_id=%d", id, page.Tasks[1].ID), "").ok(t, http.StatusOK, &page)

@@ -326,6 +326,7 @@ func taskFromInfo(info *keel.TaskInfo) Task {
 		Node: info.Node, Meta: info.Meta, Duplicate: info.Duplicate,
 		IdempotencyKey: info.IdempotencyKey, UniqueDigest: info.UniqueDigest,
 		Archived: info.Archived, ArchivedAt: optTime(info.ArchivedAt), Steps: stepsFromInfo(info.Steps),
+		BatchID: info.BatchID,
 	}
 	if len(t.Payload) == 0 {
 		t.Payload = []byte("null")
