@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/batch"
 	"github.com/keelq/keel/internal/shorten"
 )
 
@@ -289,9 +290,12 @@ func (s *server) tasksWithETA(ctx context.Context, infos []*keel.TaskInfo) []Tas
 }
 
 // batchError explains a failed call on batch id: no such batch is a 404,
-// a sealed one (for an add) a 409.
+// a sealed one (for an add) a 409. A driver that keeps no batches is left
+// to fail, a 409 in keel's words.
 func batchError(id int64, err error) error {
 	switch {
+	case errors.Is(err, batch.ErrNoBatches):
+		return err
 	case errors.Is(err, keel.ErrNotFound):
 		return &apiError{status: http.StatusNotFound, detail: fmt.Sprintf("batch %d not found", id)}
 	case errors.Is(err, keel.ErrWrongState):
