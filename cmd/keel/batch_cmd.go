@@ -61,7 +61,7 @@ func newBatchCreateCmd(f *apiFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "the JSON file holding the batch (- for standard input)")
-	cmd.MarkFlagRequired("file") //nolint:errcheck // the flag exists
+	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 
@@ -92,7 +92,7 @@ func newBatchAddCmd(f *apiFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "file", "", "the JSON file holding {\"tasks\": [...]} (- for standard input)")
 	cmd.Flags().BoolVar(&seal, "seal", false, "seal the batch after these tasks")
-	cmd.MarkFlagRequired("file") //nolint:errcheck // the flag exists
+	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 
@@ -261,17 +261,22 @@ func printBatch(out io.Writer, b server.BatchRecord) error {
 	return tw.Flush()
 }
 
-// printBatches writes batches as a table.
+// printBatches writes batches as a table. The API counts the members of
+// a listed batch only once it finished: an unfinished one shows "-" (keel
+// batch show counts them).
 func printBatches(out io.Writer, bs []server.BatchRecord) error {
 	if len(bs) == 0 {
 		fmt.Fprintln(out, "no batches")
 		return nil
 	}
 	tw := newTable(out)
-	fmt.Fprintln(tw, "ID\tSTATE\tTOTAL\tSUCCEEDED\tDEAD\tCANCELLED\tPROGRESS\tCREATED\tFINISHED")
+	fmt.Fprintln(tw, "ID\tSTATE\tTOTAL\tSUCCEEDED\tDEAD\tCANCELLED\tCREATED\tFINISHED")
 	for _, b := range bs {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%.0f%%\t%s\t%s\n", b.ID, b.State, b.Total, b.Succeeded, b.Dead, b.Cancelled,
-			b.Progress*100, stamp(b.CreatedAt), optStamp(b.FinishedAt))
+		counts := "-\t-\t-"
+		if b.State == "finished" {
+			counts = fmt.Sprintf("%d\t%d\t%d", b.Succeeded, b.Dead, b.Cancelled)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", b.ID, b.State, b.Total, counts, stamp(b.CreatedAt), optStamp(b.FinishedAt))
 	}
 	return tw.Flush()
 }

@@ -71,7 +71,7 @@ func TestBatchCmd(t *testing.T) {
 		t.Fatalf("open batch %+v", bt.Batch)
 	}
 	open := strconv.FormatInt(bt.Batch.ID, 10)
-	if out := s.keel(t, "batch", "list", "--unfinished"); !regexp.MustCompile(`(?m)^`+open+`\s+open\s+1\s`).MatchString(out) ||
+	if out := s.keel(t, "batch", "list", "--unfinished"); !regexp.MustCompile(`(?m)^`+open+`\s+open\s+1\s+-\s+-\s+-\s`).MatchString(out) ||
 		strings.Contains(out, "\n"+m[1]+" ") {
 		t.Fatalf("keel batch list --unfinished:\n%s", out)
 	}
@@ -82,6 +82,9 @@ func TestBatchCmd(t *testing.T) {
 	err = s.keelErr(t, "batch", "add", open, "--file", more)
 	if !strings.Contains(err.Error(), "is sealed") || !strings.Contains(err.Error(), "HTTP 409") {
 		t.Fatalf("add to a sealed batch: %v", err)
+	}
+	if out := s.keel(t, "batch", "list"); !regexp.MustCompile(`(?m)^` + m[1] + `\s+finished\s+2\s+2\s+0\s+0\s`).MatchString(out) {
+		t.Fatalf("keel batch list:\n%s", out)
 	}
 	if l := decode[server.BatchList](t, s.keel(t, "batch", "list", "--json")); len(l.Batches) != 2 || l.Batches[0].ID != bt.Batch.ID {
 		t.Fatalf("keel batch list --json: %+v", l)
