@@ -80,6 +80,14 @@ var roleRules = map[string][]Role{
 	"DELETE /v1/alerts/rules":       {RoleAdmin},
 	"POST /v1/drill":                {RoleAdmin},
 
+	// Batches.
+	"POST /v1/batches":            {RoleAdmin, RoleEnqueue},
+	"POST /v1/batches/{id}/tasks": {RoleAdmin, RoleEnqueue},
+	"POST /v1/batches/{id}/seal":  {RoleAdmin, RoleEnqueue},
+	"GET /v1/batches/{id}":        {RoleAdmin, RoleRead},
+	"GET /v1/batches":             {RoleAdmin, RoleRead},
+	"GET /v1/batches/{id}/tasks":  {RoleAdmin, RoleRead},
+
 	// The automatic brake.
 	"POST /v1/types/{name}/brake/close": {RoleAdmin},
 	"PUT /v1/types/{name}/brake":        {RoleAdmin},
@@ -122,6 +130,10 @@ func concrete(pattern string) (method, path, body string) {
 	case "POST /v1/tasks":
 		body = `{"type":"email.send"}`
 	case "POST /v1/tasks/batch":
+		body = `{"tasks":[{"type":"email.send"}]}`
+	case "POST /v1/batches":
+		body = `{"tasks":[{"type":"email.send"}]}`
+	case "POST /v1/batches/{id}/tasks":
 		body = `{"tasks":[{"type":"email.send"}]}`
 	case "POST /v1/dead/requeue", "POST /v1/dead/purge":
 		body = `{}`

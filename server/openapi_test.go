@@ -202,7 +202,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,
 		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true, "BrakeSettings": true,
-		"ResubmitRequest": true}
+		"ResubmitRequest": true, "BatchCreateRequest": true, "BatchAddRequest": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
@@ -223,7 +223,10 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Schedule": reflect.TypeFor[ScheduleRecord](), "ScheduleList": reflect.TypeFor[ScheduleList](),
 		"Source": reflect.TypeFor[SourceRecord](), "SourceList": reflect.TypeFor[SourceList](),
 		"RejectedMessage": reflect.TypeFor[RejectedRecord](), "RejectedList": reflect.TypeFor[RejectedList](),
-		"ResubmitRequest": reflect.TypeFor[ResubmitRequest](),
+		"ResubmitRequest":    reflect.TypeFor[ResubmitRequest](),
+		"BatchCreateRequest": reflect.TypeFor[BatchCreateRequest](), "BatchAddRequest": reflect.TypeFor[BatchAddRequest](),
+		"Batch": reflect.TypeFor[BatchRecord](), "BatchTasks": reflect.TypeFor[BatchTasks](), "BatchList": reflect.TypeFor[BatchList](),
+		"BatchMembers": reflect.TypeFor[BatchMembers](),
 	} {
 		schema, ok := schemas[name].(map[string]any)
 		if !ok {

@@ -30,8 +30,9 @@ import (
 type Role string
 
 // The roles. Admin may do everything; enqueue may add tasks (POST
-// /v1/tasks, POST /v1/tasks/batch) and read them back (GET
-// /v1/tasks/{id}); read may call every GET route under /v1 and GET /metrics.
+// /v1/tasks, POST /v1/tasks/batch, POST /v1/batches and the batch calls
+// that add members or seal) and read them back (GET /v1/tasks/{id});
+// read may call every GET route under /v1 and GET /metrics.
 const (
 	RoleAdmin   Role = "admin"
 	RoleEnqueue Role = "enqueue"
@@ -63,7 +64,8 @@ type Options struct {
 	// the largest payloads are refused. Default 1114112 (1 MiB of payload
 	// plus 64 KiB).
 	MaxBodyBytes int64
-	// MaxBatch bounds the tasks of one POST /v1/tasks/batch. Default 1000.
+	// MaxBatch bounds the tasks of one POST /v1/tasks/batch, POST
+	// /v1/batches or POST /v1/batches/{id}/tasks. Default 1000.
 	MaxBatch int
 	// Logger receives internal errors and failed readiness checks. Default
 	// slog.Default().
@@ -149,6 +151,13 @@ func (s *server) routes() []route {
 		{"POST /v1/tasks/{id}/cancel", admins, s.cancelTask},
 		{"POST /v1/tasks/{id}/retry", admins, s.retryTask},
 		{"POST /v1/tasks/{id}/steps", enqueuers, s.saveStep},
+
+		{"POST /v1/batches", enqueuers, s.createBatch},
+		{"POST /v1/batches/{id}/tasks", enqueuers, s.addToBatch},
+		{"POST /v1/batches/{id}/seal", enqueuers, s.sealBatch},
+		{"GET /v1/batches/{id}", readers, s.getBatch},
+		{"GET /v1/batches", readers, s.listBatches},
+		{"GET /v1/batches/{id}/tasks", readers, s.batchMembers},
 
 		{"GET /v1/dead", readers, s.listDead},
 		{"POST /v1/dead/requeue", admins, s.requeueDead},

@@ -116,6 +116,10 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 		b = append(b, `,"steps":`...)
 		b = append(b, sub...)
 	}
+	if t.BatchID != 0 {
+		b = append(b, `,"batch_id":`...)
+		b = strconv.AppendInt(b, t.BatchID, 10)
+	}
 	return append(b, '}'), ok
 }
 

@@ -79,6 +79,9 @@ func TestMarshalTaskMatchesEncodingJSON(t *testing.T) {
 			task.Errors = []AttemptError{{Attempt: 1, Node: str(), Start: when(), End: when(),
 				Outcome: "error", Error: str()}}
 		}
+		if pick(2) == 0 {
+			task.BatchID = rng.Int64N(1 << 40)
+		}
 		if pick(4) == 0 {
 			task.Steps = []Step{{Name: str(), Result: raw(), At: when(), Attempt: 1}}
 		}

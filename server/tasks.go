@@ -58,15 +58,9 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, s.opts.MaxBodyBytes, &req); err != nil {
 		return err
 	}
-	switch {
-	case len(req.Tasks) == 0:
-		return badRequest("field \"tasks\" must hold at least one task")
-	case len(req.Tasks) > s.opts.MaxBatch:
-		return badRequest("field \"tasks\" holds %d tasks, the limit is %d", len(req.Tasks), s.opts.MaxBatch)
-	}
-	jobs := make([]keel.TaskSpec, len(req.Tasks))
-	for i, t := range req.Tasks {
-		jobs[i] = job(t)
+	jobs, err := s.batchJobs(req.Tasks, false)
+	if err != nil {
+		return err
 	}
 	infos, err := s.c.EnqueueMany(callerTrace(r), jobs)
 	if err != nil {
@@ -74,15 +68,7 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The tasks are stored: from here on nothing may turn the answer into
 	// an error, or the caller would submit them again.
-	resp := BatchResponse{Tasks: make([]Task, len(infos))}
-	ests := s.estimates(r.Context(), infos)
-	for i, info := range infos {
-		resp.Tasks[i] = taskFromInfo(info)
-		if ests != nil {
-			withEstimate(&resp.Tasks[i], ests[i])
-		}
-	}
-	writeJSON(w, http.StatusCreated, resp)
+	writeJSON(w, http.StatusCreated, BatchResponse{Tasks: s.tasksWithETA(r.Context(), infos)})
 	return nil
 }
 
@@ -340,6 +326,7 @@ func taskFromInfo(info *keel.TaskInfo) Task {
 		Node: info.Node, Meta: info.Meta, Duplicate: info.Duplicate,
 		IdempotencyKey: info.IdempotencyKey, UniqueDigest: info.UniqueDigest,
 		Archived: info.Archived, ArchivedAt: optTime(info.ArchivedAt), Steps: stepsFromInfo(info.Steps),
+		BatchID: info.BatchID,
 	}
 	if len(t.Payload) == 0 {
 		t.Payload = []byte("null")

@@ -124,6 +124,9 @@ type Task struct {
 	// Steps are the task's finished durable steps, oldest first (keel.Step
 	// in a Go handler, POST /v1/tasks/{id}/steps from an HTTP target).
 	Steps []Step `json:"steps,omitempty"`
+	// BatchID is the batch the task is a member of (POST /v1/batches);
+	// absent for a task of no batch.
+	BatchID int64 `json:"batch_id,omitempty"`
 }
 
 // BatchResponse answers POST /v1/tasks/batch, in request order.

@@ -1,7 +1,7 @@
 // Command keel is keel's command-line tool: keel serve (the HTTP API and
 // the workers of HTTP-target task types), the operator commands that talk
 // to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
-// stats, nodes, alerts, schedules, sources, rejected), doctor, config
+// stats, nodes, alerts, schedules, sources, rejected, batch), doctor, config
 // check, migrate, demo and bench.
 package main
 
@@ -42,7 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
 	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newSchedulesCmd(), newBrakesCmd(), newBrakeCmd(),
-		newSourcesCmd(), newRejectedCmd())
+		newSourcesCmd(), newRejectedCmd(), newBatchCmd())
 	return root
 }
 
