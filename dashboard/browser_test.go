@@ -219,6 +219,14 @@ func TestBrowserPages(t *testing.T) {
 	br := newBrowser(t)
 	b := browserServer(t)
 	s := seed(t, b, 2)
+	open, members, err := b.client.EnqueueBatch(t.Context(), keel.Batch{Open: true, Tasks: []keel.TaskSpec{
+		{Type: typeReport, Payload: json.RawMessage(evilPayload), Options: []keel.Option{keel.Queue("reports")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.Cancel(t.Context(), members[0].ID); err != nil { // the overview's backlog stays 1
+		t.Fatal(err)
+	}
 	dir := screenshotDir(t)
 	br.login(t, b.srv.URL, adminToken)
 	br.do(t, "charts", chromedp.WaitVisible("#chart-backlog canvas"))
@@ -231,6 +239,9 @@ func TestBrowserPages(t *testing.T) {
 		{"tasks", "/tasks", fmt.Sprintf("#task-%d", s.pending), typeReport},
 		{"task", fmt.Sprintf("/tasks/%d", s.pending), "#task-payload", "<script>alert(1)</script>"},
 		{"task-dead", fmt.Sprintf("/tasks/%d", s.dead[0]), "#task-state", "dead"},
+		{"batches", "/batches", fmt.Sprintf("#batch-%d", open.ID), "1 member, more may join"},
+		{"batch", fmt.Sprintf("/batches/%d", open.ID), "#batch-cancelled", "1"},
+		{"task-member", fmt.Sprintf("/tasks/%d", members[0].ID), "#task-batch", fmt.Sprintf("Batch #%d", open.ID)},
 		{"dead", "/dead", "#dead-group-table", evilError},
 		{"alerts", "/alerts", "#alert-table", evilAlert},
 		{"nodes", "/nodes", "#nav-nodes", "Nodes"},

@@ -91,6 +91,12 @@ func TestBrowserLayout(t *testing.T) {
 	b := browserServer(t)
 	s := seed(t, b, 2)
 	seedBusy(t, b)
+	fin := finishedBatch(t, b)
+	open, _, err := b.client.EnqueueBatch(t.Context(), keel.Batch{Open: true, Tasks: []keel.TaskSpec{
+		{Type: typeReport, Payload: json.RawMessage(`{"n":1}`), Options: []keel.Option{keel.Queue("reports")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := screenshotDir(t)
 	br.login(t, b.srv.URL, adminToken)
 
@@ -100,6 +106,9 @@ func TestBrowserLayout(t *testing.T) {
 		{"tasks", "/tasks", "#task-table"},
 		{"task", fmt.Sprintf("/tasks/%d", s.pending), "#task-payload"},
 		{"task-dead", fmt.Sprintf("/tasks/%d", s.dead[0]), "#task-state"},
+		{"batches", "/batches", "#batch-table"},
+		{"batch", fmt.Sprintf("/batches/%d", fin.ID), "#member-table"},
+		{"batch-open", fmt.Sprintf("/batches/%d", open.ID), "#member-table"},
 		{"dead", "/dead", "#dead-group-table"},
 		{"alerts", "/alerts", "#alert-table"},
 		{"nodes", "/nodes", "#nav-nodes"},

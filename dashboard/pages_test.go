@@ -45,7 +45,7 @@ func TestPages(t *testing.T) {
 		s := seed(t, b, 2)
 		pages := []string{"/", "/live", "/queues", "/tasks", "/tasks?state=dead&type=mail.send&queue=default",
 			"/tasks?after=2020-01-01T00:00&before=2099-01-01", fmt.Sprintf("/tasks/%d", s.pending), fmt.Sprintf("/tasks/%d", s.dead[0]),
-			"/dead", "/dead?type=mail.send", "/alerts", "/nodes", "/schedules", "/sources", "/sources?source=orders&open=true",
+			"/dead", "/dead?type=mail.send", "/batches", "/batches?unfinished=1", "/alerts", "/nodes", "/schedules", "/sources", "/sources?source=orders&open=true",
 			fmt.Sprintf("/rejected/%d", s.rejected)}
 		for _, tok := range []string{adminToken, readToken, enqueueToken} {
 			for _, p := range pages {
@@ -134,7 +134,7 @@ func TestEmptyStates(t *testing.T) {
 	for p, want := range map[string]string{
 		"/dead": "No dead letters", "/alerts": "No alerts", "/nodes": "No worker process is registered",
 		"/tasks": "No tasks match", "/": "No queues yet", "/schedules": "No schedules",
-		"/sources": "No source has reported",
+		"/sources": "No source has reported", "/batches": "No batches",
 	} {
 		r := b.do(t, "GET", p, "", nil)
 		if r.status != http.StatusOK || !strings.Contains(r.body, want) {

@@ -103,6 +103,7 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 var titles = map[string][2]string{
 	"login": {"Log in", ""}, "error": {"Error", ""}, "overview": {"Overview", "overview"},
 	"queues": {"Queues & types", "queues"}, "tasks": {"Tasks", "tasks"}, "task": {"Task", "tasks"},
+	"batches": {"Batches", "batches"}, "batch": {"Batch", "batches"},
 	"dead": {"Dead letters", "dead"}, "confirm": {"Confirm", "dead"}, "alerts": {"Alerts", "alerts"}, "nodes": {"Nodes", "nodes"},
 	"schedules": {"Schedules", "schedules"}, "sources": {"Sources", "sources"}, "rejected": {"Rejected message", "sources"},
 	"rejected_delete": {"Delete rejected message", "sources"},
@@ -189,6 +190,22 @@ var funcs = template.FuncMap{
 	"nav":         func() []navItem { return navItems },
 	"fails":       func(t keel.TypeStats) string { return pct(t.FailedLastHour, t.AttemptsLastHour) },
 	"sourceClass": sourceClass,
+	"batchClass":  batchClass,
+	"share":       func(f float64) string { return strconv.FormatFloat(math.Floor(1000*f)/10, 'f', 1, 64) + "%" },
+}
+
+// batchClass is the badge colour of a batch's state: a finished batch
+// with a dead or cancelled member shows as failed.
+func batchClass(b *keel.BatchInfo) string {
+	switch {
+	case b.State == keel.BatchOpen:
+		return "scheduled"
+	case b.State != keel.BatchFinished:
+		return "running"
+	case b.Dead+b.Cancelled > 0:
+		return "dead"
+	}
+	return "succeeded"
 }
 
 // sourceClass is the badge colour of a source's state.
@@ -211,7 +228,7 @@ type navItem struct{ Key, Path, Label string }
 
 var navItems = []navItem{
 	{"overview", "", "Overview"}, {"queues", "queues", "Queues & types"}, {"tasks", "tasks", "Tasks"},
-	{"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
+	{"batches", "batches", "Batches"}, {"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
 	{"schedules", "schedules", "Schedules"}, {"sources", "sources", "Sources"},
 }
 
