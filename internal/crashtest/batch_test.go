@@ -83,13 +83,14 @@ func newBatchWorker(b *backend, drv driver.Driver, db *sql.DB, node string, dela
 // exactly once (the rule of checkExactlyOnce: one effect row per task,
 // written by its final attempt), no attempt failed other than by the
 // kills, and the tasks the victims held were rescued. The leader finishes
-// the batch once: it is finished with exact counts and its OnSuccessID;
-// exactly one task of the callback's type exists, a while after the
-// finish too, and it ran once (one effect, one batch_calls row); it was
-// enqueued after the last member finished, and its handler saw no member
-// pending or running (Batches().Get) and none not succeeded (the task
-// table); its BatchEvent carries the batch, on_success, the exact counts
-// and the payload it was given.
+// the batch once: it is finished with exact counts and its OnSuccessID,
+// one finish is logged, and exactly one task of the callback's type
+// exists, a while after the finish too. The callback ran once (one
+// effect, one batch_calls row); it was enqueued after the last member
+// finished, and its handler saw no member pending or running
+// (Batches().Get) and none not succeeded (the task table); its BatchEvent
+// carries the batch, on_success, the exact counts and the payload it was
+// given.
 func batchUnderKills(t *testing.T, b *backend) {
 	e := setup(t, b)
 	if _, err := e.db.ExecContext(e.ctx, batchCallsDDL); err != nil {
@@ -118,14 +119,19 @@ func batchUnderKills(t *testing.T, b *backend) {
 	t.Logf("batch %d of %d members enqueued in %v", bi.ID, total, time.Since(began).Round(time.Millisecond))
 
 	workers := map[string]*worker{} // the live ones
+	var all []*worker
 	start := func(name string) {
-		workers[name] = e.startWorkerMode("batch", name, delay)
+		w := e.startWorkerMode("batch", name, delay)
+		workers[name] = w
+		all = append(all, w)
 	}
 	for _, n := range []string{"k1", "k2", "k3"} {
 		start(n)
 	}
-	// Kill k waits for k/(kills+2) of the members to succeed, so that the
-	// kills are spread over the drain, and for the victim, a worker that
+	// Kill k waits for k/(kills+1) of the members to succeed, so that the
+	// kills are spread over the drain (the last lands near its end, so
+	// that the members it leaves behind are among the last to finish),
+	// and for the victim, a worker that
 	// is not the leader (whose rescuer outlives every kill), to be running
 	// members; it is restarted under a new name.
 	slot := ""
@@ -135,7 +141,7 @@ func batchUnderKills(t *testing.T, b *backend) {
 		if k > kills+3 {
 			t.Fatalf("%d of %d kills left members to rescue", len(victims), k-1)
 		}
-		at := total * int64(len(victims)+1) / (kills + 2)
+		at := total * int64(len(victims)+1) / (kills + 1)
 		e.waitFor(fmt.Sprintf("%d members to succeed", at), 60*time.Second, func() bool {
 			return e.counts()[driver.StateSucceeded] >= at
 		})
@@ -197,6 +203,18 @@ func batchUnderKills(t *testing.T, b *backend) {
 		t.Fatal(err)
 	} else if again.OnSuccessID != info.OnSuccessID || !again.FinishedAt.Equal(info.FinishedAt) {
 		t.Fatalf("the batch changed after it finished: %+v, then %+v", *info, *again)
+	}
+
+	// One finish, logged once by the leader that made it.
+	var finishes []string
+	for _, w := range all {
+		for _, l := range logLines(w.Stderr.String(), "keel: batch finished", fmt.Sprintf("batch=%d ", bi.ID)) {
+			finishes = append(finishes, w.Name+": "+l)
+		}
+	}
+	if len(finishes) != 1 || !strings.Contains(finishes[0], fmt.Sprintf("on_success=%d ", info.OnSuccessID)) {
+		t.Fatalf("the workers logged %d finishes of batch %d, want one naming on_success %d:\n%s",
+			len(finishes), bi.ID, info.OnSuccessID, strings.Join(finishes, "\n"))
 	}
 
 	// Exactly one task of the callback's type: the batch's.
@@ -328,7 +346,7 @@ func batchUnderKills(t *testing.T, b *backend) {
 			notRescued++
 		}
 	}
-	t.Logf("%d kills rescued (lease_expired per killed worker %v; %d held members completed as the kill landed); all %d members succeeded once %v after the enqueue; batch %d finished at %v, %v after the last member; callback %d enqueued once, ran once on %s",
+	t.Logf("%d kills rescued (lease_expired per killed worker %v; %d held members completed as the kill landed); all %d members succeeded once %v after the enqueue; batch %d finished at %v, %v after the last member (%d, rescued: %v); callback %d enqueued once, ran once on %s",
 		len(victims), rescued, notRescued, total, drained.Round(time.Millisecond), bi.ID, info.FinishedAt.Format(time.RFC3339Nano),
-		info.FinishedAt.Sub(last).Round(time.Millisecond), cb.ID, calls[0].node)
+		info.FinishedAt.Sub(last).Round(time.Millisecond), lastID, retried[lastID], cb.ID, calls[0].node)
 }
