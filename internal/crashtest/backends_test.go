@@ -65,6 +65,8 @@ var sqliteBackend = &backend{
 	// 60 a second for three processes under -race, so fewer tasks keep
 	// the scenario under a minute.
 	brakeTasks: 2000,
+	// The same for the batch scenario's members.
+	batchTasks: 2000,
 }
 
 var postgresBackend = &backend{
@@ -111,6 +113,7 @@ var postgresBackend = &backend{
 	killTasks:   20000,
 	killWorkers: 3,
 	brakeTasks:  5000,
+	batchTasks:  5000,
 	terminate: func(e *env, app string) (int64, error) {
 		var n int64
 		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -139,4 +142,5 @@ var mariadbBackend = &backend{
 	killTasks:   5000,
 	killWorkers: 3,
 	brakeTasks:  5000,
+	batchTasks:  5000,
 }

@@ -10,6 +10,10 @@
 // the third again. KilledWorkersNoBrake (brake_test.go) kills one of three
 // worker processes three times during a drain and checks that the automatic
 // brake, with its defaults, never opens: expired leases are no evidence.
+// BatchUnderKills (batch_test.go) drains one batch with an on_success
+// callback with three worker processes, kills one of them five times, and
+// checks that every member was applied once and the callback enqueued
+// once, after the last member, with exact counts, and run once.
 //
 // The scenarios are written once (scenarios_test.go) and run against each
 // database by TestSQLite, TestPostgres and TestMariaDB, as

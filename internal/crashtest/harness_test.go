@@ -83,6 +83,9 @@ type backend struct {
 	// brakeTasks is how many tasks the killed-workers brake scenario's
 	// three processes drain.
 	brakeTasks int
+	// batchTasks is how many members the batch of the batch-under-kills
+	// scenario has.
+	batchTasks int
 	// skipFailover, when set, says why the leader-failover scenario (three
 	// worker processes at once) does not run on this database.
 	skipFailover string
@@ -142,6 +145,8 @@ func TestHelperProcess(t *testing.T) {
 		serve(newScheduler(drv, node))
 	case "steps":
 		serve(newStepsWorker(b, drv, db, node))
+	case "batch":
+		serve(newBatchWorker(b, drv, db, node, delay()))
 	case "enqueue":
 		c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{taskType}})
 		if err != nil {

@@ -29,6 +29,7 @@ func run(t *testing.T, b *backend) {
 	t.Run("KilledInStep", func(t *testing.T) { killedInStep(t, b) })
 	t.Run("ClusterLimit", func(t *testing.T) { clusterLimit(t, b) })
 	t.Run("KilledWorkersNoBrake", func(t *testing.T) { killedWorkersNoBrake(t, b) })
+	t.Run("BatchUnderKills", func(t *testing.T) { batchUnderKills(t, b) })
 }
 
 // killedWorker: b.killWorkers worker processes work b.killTasks tasks; one (not
