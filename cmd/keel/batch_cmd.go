@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"time"
 
@@ -300,20 +299,7 @@ func taskRef(id int64) string {
 // readBatchFile reads a JSON body from the file name, or from in when
 // name is "-".
 func readBatchFile(name string, in io.Reader) (json.RawMessage, error) {
-	var raw []byte
-	var err error
-	if name == "-" {
-		raw, err = io.ReadAll(in)
-	} else {
-		raw, err = os.ReadFile(name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("--file: %w", err)
-	}
-	if !json.Valid(raw) {
-		return nil, fmt.Errorf("--file: %s is not valid JSON: %s", payloadName(name), oneLine(string(raw), 80))
-	}
-	return raw, nil
+	return readJSONFile("--file", name, in)
 }
 
 // withSeal sets "seal": true in an add's body.

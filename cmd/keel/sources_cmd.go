@@ -368,6 +368,12 @@ in a file (- reads standard input), --key sets the natural key.
 // readPayloadFile reads a JSON payload from the file name, or from in
 // when name is "-".
 func readPayloadFile(name string, in io.Reader) (json.RawMessage, error) {
+	return readJSONFile("--payload", name, in)
+}
+
+// readJSONFile reads a JSON document given with flag from the file name,
+// or from in when name is "-".
+func readJSONFile(flag, name string, in io.Reader) (json.RawMessage, error) {
 	var raw []byte
 	var err error
 	if name == "-" {
@@ -376,10 +382,10 @@ func readPayloadFile(name string, in io.Reader) (json.RawMessage, error) {
 		raw, err = os.ReadFile(name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--payload: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	if !json.Valid(raw) {
-		return nil, fmt.Errorf("--payload: %s is not valid JSON: %s", payloadName(name), oneLine(string(raw), 80))
+		return nil, fmt.Errorf("%s: %s is not valid JSON: %s", flag, payloadName(name), oneLine(string(raw), 80))
 	}
 	return raw, nil
 }

@@ -164,7 +164,7 @@ func (f *Finisher) Run(ctx context.Context) {
 }
 
 // RunOnce looks at up to PerPass unfinished batches and finishes those
-// whose members have all finished. It returns how many it finished.
+// whose members have all finished; it stops at the first error.
 func (f *Finisher) RunOnce(ctx context.Context) error {
 	ids, err := f.cfg.Store.UnfinishedBatches(ctx, PerPass)
 	if err != nil {
