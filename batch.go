@@ -223,7 +223,11 @@ const batchInterval = time.Second
 
 // newBatchFinisher is the leader's batch finisher.
 func newBatchFinisher(c *Client) *batch.Finisher {
-	return batch.New(batch.Config{Store: c.batches.Store, Now: c.cfg.Now, Logger: c.cfg.Logger,
+	var retention time.Duration
+	if c.cfg.DeleteArchivedAfter > 0 { // kept while their members could be: archived, then deleted
+		retention = max(c.cfg.RetainSucceeded, c.cfg.RetainDead) + c.cfg.DeleteArchivedAfter
+	}
+	return batch.New(batch.Config{Store: c.batches.Store, Now: c.cfg.Now, Logger: c.cfg.Logger, Retention: retention,
 		Leading: func() bool { return c.eng.Load().Leading() },
 		Finished: func(b *driver.BatchRow) {
 			if c.obs.active() {

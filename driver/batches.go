@@ -128,6 +128,10 @@ type Batcher interface {
 	// params.Callbacks makes. It returns the batch and whether this call
 	// finished it; two calls at once finish it once.
 	FinishBatch(ctx context.Context, params FinishBatchParams) (*BatchRow, bool, error)
+	// PruneBatches deletes up to limit batches that finished before
+	// before, oldest first, and returns how many it deleted. Their
+	// members are left alone.
+	PruneBatches(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // CheckMembersPage checks BatchMembers' arguments.

@@ -326,6 +326,22 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 	if err := json.Unmarshal(list[0].Payload, &ev); err != nil || ev.BatchID != row.ID || ev.Total != 2 || ev.Succeeded != 2 {
 		t.Fatalf("callback payload %s: %v", list[0].Payload, err)
 	}
+
+	// Past retention the batch is deleted, its members are not.
+	if n, err := bt.PruneBatches(e.ctx, now, 10); err != nil || n != 0 {
+		t.Fatalf("pruning batches finished before their finish: %d, %v", n, err)
+	}
+	if n, err := bt.PruneBatches(e.ctx, now.Add(time.Second), 10); err != nil || n != 1 {
+		t.Fatalf("pruning the finished batch: %d, %v", n, err)
+	}
+	if _, _, err := bt.GetBatch(e.ctx, row.ID); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("a pruned batch: %v, want ErrNotFound", err)
+	}
+	for _, r := range res {
+		if got := e.get(r.Task.ID); got.State != driver.StateSucceeded || got.BatchID != row.ID {
+			t.Fatalf("member after its batch was pruned: %+v", got)
+		}
+	}
 }
 
 // countAll counts the tasks in keel_tasks (at most 1,000).

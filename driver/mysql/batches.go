@@ -32,6 +32,7 @@ WHERE batch_id = ? GROUP BY batch_state`,
 WHERE batch_id = ? AND batch_state IN ('pending', 'running') LIMIT 1`,
 	LastPending: `SELECT id FROM keel_tasks FORCE INDEX (keel_tasks_batch)
 WHERE batch_id = ? AND batch_state = 'pending' ORDER BY id DESC LIMIT 1`,
+	Prune: `DELETE FROM keel_batches WHERE finished_at < ? ORDER BY finished_at LIMIT ?`,
 	Finish: `UPDATE keel_batches SET finished_at = ?, succeeded = ?, dead = ?, cancelled = ?, on_success_id = ?, on_finish_id = ?
 WHERE id = ? AND finished_at IS NULL`,
 	Open: `SELECT id FROM keel_batches WHERE unfinished = 1 ORDER BY id LIMIT ?`,

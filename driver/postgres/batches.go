@@ -26,6 +26,8 @@ VALUES ($1, $2, $3::jsonb, $4::jsonb) RETURNING id`,
 WHERE batch_id = $1 AND state IN ('pending', 'running') LIMIT 1`,
 	LastPending: `SELECT id FROM {schema}.keel_tasks
 WHERE batch_id = $1 AND state = 'pending' ORDER BY id DESC LIMIT 1`,
+	Prune: `DELETE FROM {schema}.keel_batches WHERE id IN (SELECT id FROM {schema}.keel_batches
+WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`,
 	Finish: `UPDATE {schema}.keel_batches SET finished_at = $1, succeeded = $2, dead = $3, cancelled = $4,
 	on_success_id = $5, on_finish_id = $6
 WHERE id = $7 AND finished_at IS NULL`,

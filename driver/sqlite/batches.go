@@ -27,6 +27,8 @@ var batchSQL = sqlutil.BatchSQL{
 WHERE batch_id = ? AND state IN ('pending', 'running') LIMIT 1`,
 	LastPending: `SELECT id FROM keel_tasks INDEXED BY keel_tasks_batch
 WHERE batch_id = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`,
+	Prune: `DELETE FROM keel_batches WHERE id IN (SELECT id FROM keel_batches INDEXED BY keel_batches_finished
+WHERE finished_at < ? ORDER BY finished_at LIMIT ?)`,
 	Finish: `UPDATE keel_batches SET finished_at = ?, succeeded = ?, dead = ?, cancelled = ?, on_success_id = ?, on_finish_id = ?
 WHERE id = ? AND finished_at IS NULL`,
 	Open: `SELECT id FROM keel_batches INDEXED BY keel_batches_open

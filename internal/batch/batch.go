@@ -113,6 +113,29 @@ func Callbacks(now time.Time) func(b *driver.BatchRow, c driver.BatchCounts) (*d
 	}
 }
 
+// prune deletes the batches past retention, PerPass at a time, once every
+// PruneEvery.
+func (f *Finisher) prune(ctx context.Context) error {
+	now := f.cfg.Now()
+	if f.cfg.Retention <= 0 || now.Sub(f.pruned) < PruneEvery {
+		return nil
+	}
+	for {
+		n, err := f.cfg.Store.PruneBatches(ctx, now.Add(-f.cfg.Retention), PerPass)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			f.cfg.Logger.Info("keel: finished batches past retention deleted", "batches", n)
+		}
+		if n < PerPass {
+			break
+		}
+	}
+	f.pruned = now
+	return nil
+}
+
 // Succeeded reports whether a finished batch's members all succeeded.
 func Succeeded(b *driver.BatchRow) bool { return b.Dead == 0 && b.Cancelled == 0 }
 
@@ -120,6 +143,7 @@ func Succeeded(b *driver.BatchRow) bool { return b.Dead == 0 && b.Cancelled == 0
 type Store interface {
 	UnfinishedBatches(ctx context.Context, limit int) ([]int64, error)
 	FinishBatch(ctx context.Context, params driver.FinishBatchParams) (*driver.BatchRow, bool, error)
+	PruneBatches(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // PerPass is the most batches one pass looks at; the rest wait for the
@@ -137,10 +161,19 @@ type Config struct {
 	// Finished is told of every batch a pass finished (metrics, logs);
 	// nil: no one.
 	Finished func(b *driver.BatchRow)
+	// Retention is how long a finished batch is kept; 0 keeps it for ever.
+	// Batches past it are deleted once every PruneEvery.
+	Retention time.Duration
 }
 
+// PruneEvery is how often a Finisher deletes the batches past retention.
+const PruneEvery = time.Minute
+
 // Finisher finishes the batches whose members have all finished.
-type Finisher struct{ cfg Config }
+type Finisher struct {
+	cfg    Config
+	pruned time.Time // the last prune
+}
 
 // New returns a Finisher.
 func New(cfg Config) *Finisher {
@@ -166,6 +199,9 @@ func (f *Finisher) Run(ctx context.Context) {
 // RunOnce looks at up to PerPass unfinished batches and finishes those
 // whose members have all finished; it stops at the first error.
 func (f *Finisher) RunOnce(ctx context.Context) error {
+	if err := f.prune(ctx); err != nil {
+		return err
+	}
 	ids, err := f.cfg.Store.UnfinishedBatches(ctx, PerPass)
 	if err != nil {
 		return err

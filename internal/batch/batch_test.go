@@ -14,14 +14,20 @@ import (
 // fakeStore finishes the batches listed in done, with counts, through
 // the callbacks it is given, as a driver would in its transaction.
 type fakeStore struct {
-	open     []int64
-	done     map[int64]driver.BatchCounts
-	rows     map[int64]*driver.BatchRow
-	inserted []driver.InsertParams
-	err      error
+	open         []int64
+	done         map[int64]driver.BatchCounts
+	rows         map[int64]*driver.BatchRow
+	inserted     []driver.InsertParams
+	prunedBefore []time.Time
+	err          error
 }
 
 func (s *fakeStore) UnfinishedBatches(context.Context, int) ([]int64, error) { return s.open, s.err }
+
+func (s *fakeStore) PruneBatches(_ context.Context, before time.Time, _ int) (int64, error) {
+	s.prunedBefore = append(s.prunedBefore, before)
+	return 0, s.err
+}
 
 func (s *fakeStore) FinishBatch(_ context.Context, p driver.FinishBatchParams) (*driver.BatchRow, bool, error) {
 	c, ok := s.done[p.ID]
@@ -114,5 +120,27 @@ func TestFinisherLeaderOnlyAndErrors(t *testing.T) {
 func TestBuildRefusesABadDocument(t *testing.T) {
 	if _, err := Build(OnSuccess, []byte(`{"type":`), &driver.BatchRow{ID: 1}, driver.BatchCounts{}, time.Now()); err == nil {
 		t.Fatal("a broken callback document was built")
+	}
+}
+
+// TestFinisherPrunesOncePerInterval: with a retention, finished batches
+// older than it are deleted at the first pass and then once every
+// PruneEvery; without one, never.
+func TestFinisherPrunesOncePerInterval(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := &fakeStore{}
+	f := New(Config{Store: s, Now: func() time.Time { return now }, Retention: 48 * time.Hour})
+	for _, step := range []time.Duration{0, time.Second, PruneEvery} {
+		now = now.Add(step)
+		if err := f.RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.prunedBefore) != 2 || !s.prunedBefore[1].Equal(now.Add(-48*time.Hour)) {
+		t.Fatalf("pruned before %v, want twice, the last before %v", s.prunedBefore, now.Add(-48*time.Hour))
+	}
+	keep := &fakeStore{}
+	if err := New(Config{Store: keep}).RunOnce(t.Context()); err != nil || len(keep.prunedBefore) != 0 {
+		t.Fatalf("pruned without a retention: %v, %v", keep.prunedBefore, err)
 	}
 }

@@ -54,6 +54,8 @@ func ScanBatch[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time)
 //   - Get (batch id) selects BatchColumns;
 //   - Counts (batch id) selects state and count of its members in
 //     keel_tasks, ArchiveCounts the same in keel_archive;
+//   - Prune (finished before, limit) deletes the batches that finished
+//     before a time, oldest first;
 //   - LastPending (batch id) selects the id of its pending member with
 //     the highest id;
 //   - Unfinished (batch id) selects one pending or running member's id;
@@ -66,11 +68,11 @@ func ScanBatch[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time)
 //
 // Scan reads BatchColumns; ScanTask reads a member.
 type BatchSQL struct {
-	Insert, LastID, Total, LastPending, Lock, LockAny, Seal, Get, Counts, ArchiveCounts, Unfinished, Finish, Open, Page string
-	Members                                                                                                             func(batch int64, ids []int64) (string, []any)
-	List                                                                                                                func(f driver.BatchFilter) (string, []any)
-	Scan                                                                                                                func(Scan) (*driver.BatchRow, error)
-	ScanTask                                                                                                            func(Scan) (*driver.TaskRow, error)
+	Insert, LastID, Total, LastPending, Prune, Lock, LockAny, Seal, Get, Counts, ArchiveCounts, Unfinished, Finish, Open, Page string
+	Members                                                                                                                    func(batch int64, ids []int64) (string, []any)
+	List                                                                                                                       func(f driver.BatchFilter) (string, []any)
+	Scan                                                                                                                       func(Scan) (*driver.BatchRow, error)
+	ScanTask                                                                                                                   func(Scan) (*driver.TaskRow, error)
 }
 
 // membersChunk is how many members one Members statement names.
@@ -382,6 +384,15 @@ func (o *Ops[Q]) FinishBatch(ctx context.Context, p driver.FinishBatchParams) (*
 		after()
 	}
 	return row, finished, nil
+}
+
+// PruneBatches implements driver.Batcher.
+func (o *Ops[Q]) PruneBatches(ctx context.Context, before time.Time, limit int) (int64, error) {
+	n, err := o.c.DB.exec(ctx, o.c.DB.Do, o.c.SQL.Batches.Prune, o.c.DB.Time(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune batches: %w", err)
+	}
+	return n, nil
 }
 
 // nullDoc is a stored document as an argument: NULL when there is none.

@@ -23,7 +23,9 @@ CREATE TABLE keel_batches (
     finished_at   DATETIME(6) NULL,
     -- The sealed batches still to finish: what the leader checks.
     unfinished    TINYINT AS (CASE WHEN finished_at IS NULL AND sealed_at IS NOT NULL THEN 1 END) STORED,
-    KEY keel_batches_open (unfinished, id)
+    KEY keel_batches_open (unfinished, id),
+    -- The finished batches by age: the leader deletes those past retention.
+    KEY keel_batches_finished (finished_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- A member's state under its batch, NULL outside a batch: a transition of

@@ -23,6 +23,10 @@ CREATE TABLE {schema}.keel_batches (
     finished_at   timestamptz
 );
 
+-- The finished batches by age: the leader deletes those past retention.
+CREATE INDEX keel_batches_finished ON {schema}.keel_batches (finished_at)
+    WHERE finished_at IS NOT NULL;
+
 -- The sealed batches still to finish: what the leader checks.
 CREATE INDEX keel_batches_open ON {schema}.keel_batches (id)
     WHERE finished_at IS NULL AND sealed_at IS NOT NULL;
