@@ -12,6 +12,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/completer"
+	"github.com/keelq/keel/internal/logevent"
 )
 
 // execution is one attempt of a task running in this process.
@@ -31,6 +32,8 @@ type execution struct {
 	// cancelled is set when this process cancelled the task (Cancel):
 	// its outcome is then rejected as expected.
 	cancelled atomic.Bool
+	// ended is set by the first finished of the execution (see finished).
+	ended atomic.Bool
 	// steps are the task's stored durable steps (keel.Step).
 	steps steps
 	// The attempt's outcome, for the completer (LeaseExpiresAt, Done).
@@ -196,6 +199,14 @@ func runHandler(ctx context.Context, h Handler, row *driver.TaskRow) (res result
 // finished runs once an attempt's outcome is stored (or rejected).
 func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, dur time.Duration, applied bool, err error) {
 	row := ex.row
+	if !ex.ended.CompareAndSwap(false, true) {
+		// An outcome handed to the completer twice: once is all the
+		// accounting (slots, Stop's wait) can take. The write is fenced,
+		// so the database is right either way.
+		e.cfg.Logger.Error("keel: an attempt's outcome was stored twice; the second is ignored (a defect: please report it)",
+			logevent.TaskID, row.ID, logevent.Type, row.Type, logevent.Queue, row.Queue, "held", !ex.started)
+		return
+	}
 	e.mu.Lock()
 	completedTx := ex.completedTx
 	if e.running[row.ID] == ex { // a newer attempt of the task may have replaced this one
