@@ -74,12 +74,16 @@ type TaskInfo struct {
 	MaxAttempts int
 	// Snoozes counts the snoozes since the task was enqueued or requeued
 	// (Retry, RetryMatching); see Config.MaxSnoozes.
-	Snoozes     int
-	Payload     json.RawMessage
-	Result      json.RawMessage // set by the handler on success, or nil
-	Errors      []AttemptError  // one entry per failed attempt, the last 20
-	Timeout     time.Duration
-	RunAt       time.Time // earliest start of the next attempt
+	Snoozes int
+	Payload json.RawMessage
+	Result  json.RawMessage // set by the handler on success, or nil
+	Errors  []AttemptError  // one entry per failed attempt, the last 20
+	Timeout time.Duration
+	RunAt   time.Time // earliest start of the next attempt; zero while Held
+	// Held is set for a pending task keel holds back: one waiting for its
+	// dependencies to succeed (DependsOn, package workflow) or for the
+	// member of its sequence before it to finish (Sequence).
+	Held        bool
 	CreatedAt   time.Time // first arrival
 	StartedAt   time.Time // first start; zero until then
 	AttemptedAt time.Time // start of the latest attempt
@@ -132,6 +136,9 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		UpdatedAt: r.UpdatedAt, Node: r.LeaseOwner, Meta: r.Meta,
 		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt, BatchID: r.BatchID,
 		IdempotencyKey: digest.ExplicitKeyOf(r.IdemKey), UniqueDigest: digest.UniqueDigestOf(r.IdemKey),
+	}
+	if r.State == StatePending && driver.Held(r.RunAt) {
+		info.Held, info.RunAt = true, time.Time{}
 	}
 	for _, s := range r.Steps {
 		info.Steps = append(info.Steps, StepInfo{Name: s.Name, Result: s.Result, At: s.At, Attempt: s.Attempt})

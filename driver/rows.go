@@ -19,6 +19,16 @@ const (
 	StateCancelled State = "cancelled"
 )
 
+// HeldUntil is the run time of a pending task held back until keel
+// releases it: a task waiting for its dependencies to succeed, or a
+// sequence's member waiting for the one before it. No claim reaches it;
+// the release sets the run time to the moment of release. It is the last
+// microsecond every database stores, and no enqueue may ask for it.
+var HeldUntil = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+
+// Held reports whether a pending task with run time runAt is held back.
+func Held(runAt time.Time) bool { return runAt.Equal(HeldUntil) }
+
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool {
 	switch s {

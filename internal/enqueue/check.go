@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/kerr"
 	"github.com/keelq/keel/internal/shorten"
 )
@@ -28,6 +29,10 @@ var (
 func CheckRunAt(t time.Time, how string) error {
 	if t.Before(minRunAt) || !t.Before(endRunAt) {
 		return kerr.Invalid("run_at %s%s is out of range: use a time in the years 1000 to 9999 (UTC)",
+			t.UTC().Format(time.RFC3339Nano), how)
+	}
+	if t.Equal(driver.HeldUntil) {
+		return kerr.Invalid("run_at %s%s is keel's mark of a held task: use an earlier time",
 			t.UTC().Format(time.RFC3339Nano), how)
 	}
 	return nil
