@@ -49,6 +49,25 @@ type EnqueueRequest struct {
 	// IdempotencyKey is the caller's own key; for a single task the
 	// Idempotency-Key header may carry it instead (both must then agree).
 	IdempotencyKey string `json:"idempotency_key,omitempty" api:"nonempty"`
+	// Sequence puts the task in a sequence: tasks with the same key run one
+	// at a time, in enqueue order. SequenceOnDead is "hold" (the default: a
+	// dead member holds the rest) or "skip".
+	Sequence       string     `json:"sequence,omitempty" api:"nonempty"`
+	SequenceOnDead OnDeadRule `json:"sequence_on_dead,omitempty"`
+}
+
+// OnDeadRule says what a dead member does to its sequence: "hold" (the
+// rest wait) or "skip" (the rest go on).
+type OnDeadRule string
+
+// UnmarshalJSON accepts "hold" and "skip" only.
+func (r *OnDeadRule) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil || (s != "hold" && s != "skip") {
+		return fmt.Errorf(`must be "hold" or "skip"`)
+	}
+	*r = OnDeadRule(s)
+	return nil
 }
 
 // BatchRequest is the body of POST /v1/tasks/batch: all tasks are stored
@@ -127,6 +146,10 @@ type Task struct {
 	// BatchID is the batch the task is a member of (POST /v1/batches);
 	// absent for a task of no batch.
 	BatchID int64 `json:"batch_id,omitempty"`
+	// Sequence is the task's sequence key; Held is set while the task
+	// waits for its turn (run_at is then 9999-12-31T23:59:59.999999Z).
+	Sequence string `json:"sequence,omitempty"`
+	Held     bool   `json:"held,omitempty"`
 }
 
 // BatchResponse answers POST /v1/tasks/batch, in request order.

@@ -148,6 +148,9 @@ func (p *Preparer) Prepare(j Spec, now time.Time, stored map[string]*driver.Type
 	case o.IdemKey != nil:
 		ins.IdemKey = digest.ExplicitKey(*o.IdemKey)
 	}
+	if o.Sequence != nil {
+		ins.Sequence, ins.SkipDead = *o.Sequence, o.SkipDead
+	}
 	if o.Meta != nil {
 		if ins.Meta, err = json.Marshal(o.Meta); err != nil {
 			return driver.InsertParams{}, invalid("meta: %v", err)

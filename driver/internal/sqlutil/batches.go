@@ -126,7 +126,7 @@ func (o *Ops[Q]) addMembers(ctx context.Context, q Q, id int64, tasks []driver.I
 	if len(tasks) == 0 {
 		return nil, nil, nil
 	}
-	out, after, err := o.c.InsertIn(ctx, q, tasks)
+	out, after, err := o.insertIn(ctx, q, tasks)
 	if err != nil {
 		return nil, nil, err
 	}
