@@ -122,7 +122,8 @@ type Task struct {
 	ETAFinish *time.Time `json:"eta_finish,omitempty"`
 	// ETAStatus says what the estimate is: estimated, paused (the queue or
 	// type is paused), braked (the type's automatic brake is open or half
-	// open), no_worker (no live worker works the queue) or unknown (no
+	// open), no_worker (no live worker works the queue), waiting (held for
+	// its turn in its sequence) or unknown (no
 	// history yet); absent when the task is not pending.
 	ETAStatus string `json:"eta_status,omitempty"`
 	// BrakeState is, while ETAStatus is braked, the state of the type's

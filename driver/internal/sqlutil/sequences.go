@@ -16,7 +16,8 @@ import (
 //   - Count (key) counts the key's members, reading what is committed now
 //     (MySQL's REPEATABLE READ would read an older snapshot);
 //   - AddMember (key, task id) and DropMember (key, task id);
-//   - SetKey (key, task id) writes a task's seq_key;
+//   - SetKey (key, run at, task id) writes a just inserted member's seq_key
+//     and run time;
 //   - Head (held run time, key, limit) selects the key's first members, by
 //     id: task id, state (NULL once the task left keel_tasks), queue, type,
 //     priority, attempt and whether it is held (1 or 0);
@@ -78,9 +79,9 @@ func (o *Ops[Q]) insertIn(ctx context.Context, q Q, params []driver.InsertParams
 
 // insertSequenced inserts params with insert in the transaction q. Each
 // key's row is taken first, in key order: enqueues of a key, and its
-// releases, happen one after another. A member goes in held, except the
-// first one inserted of a key that had no member left, which keeps its
-// run time; every member joins its key's list.
+// releases, happen one after another. The first member inserted of a key
+// that had no member left keeps its run time; every other is held. Every
+// member joins its key's list.
 func (o *Ops[Q]) insertSequenced(ctx context.Context, q Q, params []driver.InsertParams, insert insertFunc[Q]) ([]driver.InsertResult, func(), error) {
 	s, db, c := o.c.SQL.Sequences, o.c.DB, o.c.DB.Conn(q)
 	skip := map[string]bool{}
@@ -106,57 +107,49 @@ func (o *Ops[Q]) insertSequenced(ctx context.Context, q Q, params []driver.Inser
 		}
 		empty[k] = n == 0
 	}
-	held := slices.Clone(params)
-	for i := range held {
-		if held[i].Sequence != "" {
-			held[i].RunAt = driver.HeldUntil
-		}
-	}
-	out, after, err := insert(ctx, q, held)
+	out, after, err := insert(ctx, q, params)
 	if err != nil {
 		return nil, nil, err
 	}
-	var ready []string
 	for i, r := range out {
 		k := params[i].Sequence
 		if k == "" || r.Duplicate {
 			continue
 		}
-		if _, err := c.Exec(ctx, s.SetKey, k, r.Task.ID); err != nil {
+		// The insert wrote the run time asked for, as the database's clock
+		// reckons it (PostgreSQL and MySQL take it as an offset from their
+		// now); a member behind another is held at the exact mark instead.
+		runAt := r.Task.RunAt
+		if !empty[k] {
+			runAt = driver.HeldUntil
+		}
+		empty[k] = false
+		if _, err := c.Exec(ctx, s.SetKey, k, db.Time(runAt), r.Task.ID); err != nil {
 			return nil, nil, fmt.Errorf("sequence %q: %w", k, err)
 		}
 		if _, err := c.Exec(ctx, s.AddMember, k, r.Task.ID); err != nil {
 			return nil, nil, fmt.Errorf("sequence %q: %w", k, err)
 		}
-		r.Task.Sequence = k
-		if !empty[k] {
-			continue
+		if runAt.Equal(driver.HeldUntil) {
+			if err := o.countMove(ctx, q, StateOf(r.Task), runAt); err != nil {
+				return nil, nil, err
+			}
 		}
-		empty[k] = false
-		if _, err := c.Exec(ctx, s.Release, db.Time(params[i].RunAt), db.Time(now), r.Task.ID, db.Time(driver.HeldUntil)); err != nil {
-			return nil, nil, fmt.Errorf("sequence %q: %w", k, err)
-		}
-		if err := o.countRelease(ctx, q, StateOf(r.Task), params[i].RunAt); err != nil {
-			return nil, nil, err
-		}
-		r.Task.RunAt = params[i].RunAt
-		if !r.Task.RunAt.After(now) {
-			ready = append(ready, r.Task.Queue)
-		}
+		r.Task.Sequence, r.Task.RunAt = k, runAt
 	}
-	return out, after, o.notify(ctx, q, ready)
+	return out, after, nil
 }
 
-// countRelease counts the release of the held task o to run at runAt in
-// the live counters, for a driver that counts in Go.
-func (o *Ops[Q]) countRelease(ctx context.Context, q Q, held RowState, runAt time.Time) error {
+// countMove counts, in the live counters of a driver that counts in Go,
+// the move of the pending task from to run at runAt: held, or released.
+func (o *Ops[Q]) countMove(ctx context.Context, q Q, from RowState, runAt time.Time) error {
 	if o.c.Count == nil {
 		return nil
 	}
-	released := held
-	released.RunAt = runAt
+	to := from
+	to.RunAt = runAt
 	var t Tally
-	t.Update(held, released, runAt, false)
+	t.Update(from, to, runAt, false)
 	return o.c.Count(ctx, q, &t)
 }
 
@@ -250,7 +243,7 @@ func (o *Ops[Q]) settleKey(ctx context.Context, q Q, key string, now time.Time) 
 				if n == 1 {
 					held := RowState{Queue: *m.queue, Type: *m.typ, State: driver.StatePending, Attempt: *m.attempt,
 						Priority: *m.priority, RunAt: driver.HeldUntil}
-					return *m.queue, o.countRelease(ctx, q, held, now)
+					return *m.queue, o.countMove(ctx, q, held, now)
 				}
 			}
 			return "", nil // running, ready, retrying or holding the key dead
@@ -342,7 +335,7 @@ func SequenceStatements(d SequenceDialect) SequenceSQL {
 		Count:      `SELECT count(*) FROM ` + p + `keel_sequence_members WHERE seq_key = ` + m(1) + d.CurrentRead,
 		AddMember:  `INSERT INTO ` + p + `keel_sequence_members (seq_key, task_id) VALUES (` + m(1) + `, ` + m(2) + `)`,
 		DropMember: `DELETE FROM ` + p + `keel_sequence_members WHERE seq_key = ` + m(1) + ` AND task_id = ` + m(2),
-		SetKey:     `UPDATE ` + p + `keel_tasks SET seq_key = ` + m(1) + ` WHERE id = ` + m(2),
+		SetKey:     `UPDATE ` + p + `keel_tasks SET seq_key = ` + m(1) + `, run_at = ` + m(2) + ` WHERE id = ` + m(3),
 		Head: `SELECT m.task_id, t.state, t.queue, t.type, t.priority, t.attempt, CASE WHEN t.run_at = ` + m(1) + ` THEN 1 ELSE 0 END
 FROM ` + p + `keel_sequence_members m LEFT JOIN ` + p + `keel_tasks t ON t.id = m.task_id
 WHERE m.seq_key = ` + m(2) + ` ORDER BY m.task_id LIMIT ` + m(3),
