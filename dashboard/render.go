@@ -103,7 +103,7 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 var titles = map[string][2]string{
 	"login": {"Log in", ""}, "error": {"Error", ""}, "overview": {"Overview", "overview"},
 	"queues": {"Queues & types", "queues"}, "tasks": {"Tasks", "tasks"}, "task": {"Task", "tasks"},
-	"batches": {"Batches", "batches"}, "batch": {"Batch", "batches"},
+	"batches": {"Batches", "batches"}, "batch": {"Batch", "batches"}, "sequences": {"Blocked sequences", "sequences"},
 	"dead": {"Dead letters", "dead"}, "confirm": {"Confirm", "dead"}, "alerts": {"Alerts", "alerts"}, "nodes": {"Nodes", "nodes"},
 	"schedules": {"Schedules", "schedules"}, "sources": {"Sources", "sources"}, "rejected": {"Rejected message", "sources"},
 	"rejected_delete": {"Delete rejected message", "sources"},
@@ -229,7 +229,7 @@ type navItem struct{ Key, Path, Label string }
 var navItems = []navItem{
 	{"overview", "", "Overview"}, {"queues", "queues", "Queues & types"}, {"tasks", "tasks", "Tasks"},
 	{"batches", "batches", "Batches"}, {"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
-	{"schedules", "schedules", "Schedules"}, {"sources", "sources", "Sources"},
+	{"schedules", "schedules", "Schedules"}, {"sequences", "sequences", "Sequences"}, {"sources", "sources", "Sources"},
 }
 
 var states = []keel.State{keel.StatePending, keel.StateRunning, keel.StateSucceeded, keel.StateDead, keel.StateCancelled}

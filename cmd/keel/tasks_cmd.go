@@ -109,6 +109,8 @@ without one it is {}.
 	fs.StringVar(&timeout, "timeout", "", "bound of one attempt, e.g. 30s (default: the type's)")
 	fs.StringVar(&req.UniqueBy, "unique-by", "", "natural key: the same key and payload return the existing task")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "your own key: a replay returns the existing task")
+	fs.StringVar(&req.Sequence, "sequence", "", "sequence key: tasks with the same key run one at a time, in enqueue order")
+	fs.StringVar((*string)(&req.SequenceOnDead), "sequence-on-dead", "", "hold (default: a dead member holds the rest) or skip")
 	cmd.MarkFlagsMutuallyExclusive("delay", "run-at")
 	cmd.MarkFlagsMutuallyExclusive("unique-by", "idempotency-key")
 	return cmd
@@ -135,6 +137,8 @@ func when(t server.Task) string {
 	switch t.State {
 	case "pending":
 		switch {
+		case t.Held:
+			return "held: waits for the task before it in sequence " + t.Sequence + " to finish"
 		case t.RunAt.After(now()):
 			return "runs " + ago(t.RunAt) + " (at " + stamp(t.RunAt) + ")"
 		case t.ETAStatus == "paused":
