@@ -40,7 +40,7 @@ func TestSequencesCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = s.keel(t, "sequences")
-	if !regexp.MustCompile(`(?m)^customer-7\s+` + strconv.FormatInt(first, 10) + `\s+.*\s1$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^customer-7\s+`+strconv.FormatInt(first, 10)+`\s+.*\s1$`).MatchString(out) ||
 		!strings.Contains(out, "keel retry <id>") {
 		t.Fatalf("sequences:\n%s", out)
 	}
