@@ -9,7 +9,6 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
-	"github.com/keelq/keel/internal/batch"
 	"github.com/keelq/keel/internal/catalog"
 	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
@@ -48,8 +47,6 @@ type Client struct {
 	ramps     *ramp.Judge             // advances the ramps
 
 	gate *redisgate.Gate // Config.RedisGate; nil without
-
-	batches *batch.Book // EnqueueBatch and Batches
 }
 
 // NewClient validates cfg and returns a client. It does not start workers.
@@ -94,7 +91,6 @@ func NewClient(cfg Config) (*Client, error) {
 		}
 		c.enq.Gate = c.gate.Insert
 	}
-	c.batches = newBatches(c)
 	return c, nil
 }
 
@@ -185,6 +181,15 @@ func (c *Client) enqueued(results []driver.InsertResult) []*TaskInfo {
 		}
 	}
 	return infos
+}
+
+// specs converts tasks for internal/enqueue.
+func specs(tasks []TaskSpec) []enqueue.Spec {
+	out := make([]enqueue.Spec, len(tasks))
+	for i, j := range tasks {
+		out[i] = enqueue.Spec{Type: j.Type, Payload: j.Payload, Options: enqueue.Funcs(j.Options)}
+	}
+	return out
 }
 
 // Get returns the task with id, or ErrNotFound. An archived task (moved

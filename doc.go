@@ -128,14 +128,13 @@
 // OpenTelemetry spans through Config.TracerProvider. The leader evaluates
 // AlertRules and delivers alerts to Config.Alerts.Notifiers as durable
 // tasks; Drill proves the path. Config.Schedules holds periodic tasks, each
-// tick enqueued once across the cluster. EnqueueBatch writes a group of
+// tick enqueued once across the cluster. Package batch writes a group of
 // tasks in one transaction, with callbacks enqueued exactly once when the
-// last member finished (Batches reads and extends batches). OnDead
-// enqueues a follow-up for
-// every dead task of a type. The leader archives finished tasks after
-// Config.RetainSucceeded and Config.RetainDead. The Sequence option runs
-// the tasks of one key one at a time, in enqueue order, across the
-// cluster (package sequence lists the keys a dead member holds).
+// last member finished. OnDead enqueues a follow-up for every dead task of
+// a type. The leader archives finished tasks after Config.RetainSucceeded
+// and Config.RetainDead. The Sequence option runs the tasks of one key one
+// at a time, in enqueue order, across the cluster (package sequence lists
+// the keys a dead member holds).
 //
 // Each of these has a guide in the repository's docs folder: tasks.md,
 // idempotency.md, steps.md, batches.md, sequences.md, schedules.md, limits.md (limits, rates, ramps,

@@ -109,7 +109,7 @@ type TaskInfo struct {
 	// it holds no idempotency key.
 	Archived   bool
 	ArchivedAt time.Time // zero unless Archived
-	// BatchID is the batch the task is a member of (EnqueueBatch); 0 for
+	// BatchID is the batch the task is a member of (package batch); 0 for
 	// none.
 	BatchID int64
 	// Duplicate is set by Enqueue when an idempotency key matched an existing

@@ -3,9 +3,11 @@ package keel
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backlog"
+	"github.com/keelq/keel/internal/batch"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/ondead"
@@ -68,8 +70,8 @@ func (c *Client) Start(ctx context.Context) error {
 	if !c.cfg.Alerts.Off {
 		c.alerter.Install(&cfg, reservedWorkers, c.cfg.Alerts.Interval)
 	}
-	if c.batches.Store != nil {
-		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: batchInterval, Run: newBatchFinisher(c).Run})
+	if store, ok := c.drv.(driver.Batcher); ok {
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: batchInterval, Run: newBatchFinisher(c, store).Run})
 	}
 	if store, ok := c.drv.(driver.Sequencer); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: sequence.Interval, Run: sequence.New(sequence.Config{Store: store,
@@ -82,6 +84,30 @@ func (c *Client) Start(ctx context.Context) error {
 	c.sched.Start(ctx)
 	c.ramps.Start(ctx)
 	return nil
+}
+
+// batchInterval is how often the leader finishes the batches whose
+// members have all finished.
+const batchInterval = time.Second
+
+// newBatchFinisher is the leader's batch finisher (package batch creates
+// the batches).
+func newBatchFinisher(c *Client, store driver.Batcher) *batch.Finisher {
+	var retention time.Duration
+	if c.cfg.DeleteArchivedAfter > 0 { // kept while their members could be: archived, then deleted
+		retention = max(c.cfg.RetainSucceeded, c.cfg.RetainDead) + c.cfg.DeleteArchivedAfter
+	}
+	return batch.New(batch.Config{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger, Retention: retention,
+		Leading: func() bool { return c.eng.Load().Leading() },
+		Finished: func(b *driver.BatchRow) {
+			if c.obs.active() {
+				oc := OutcomeSucceeded
+				if !batch.Succeeded(b) {
+					oc = OutcomeFailed
+				}
+				c.obs.emit(Event{Kind: EventBatchFinished, BatchID: b.ID, Outcome: oc})
+			}
+		}})
 }
 
 // Stop shuts the workers down gracefully: it stops claiming, lets running

@@ -8,20 +8,21 @@ import (
 	"strings"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/internal/shorten"
 )
 
 // batchesData is the batch list.
 type batchesData struct {
 	Unfinished string // "1": only batches not finished yet
-	Batches    []*keel.BatchInfo
+	Batches    []*batch.Info
 	Next       int64 // before_id of the next page; 0: none
 	First      bool  // no before_id: the newest batches
 }
 
 // batches is GET /batches: batches newest first, a page at a time (keyset
 // pagination on the id), optionally only the unfinished ones. It shows
-// what Batches.List gives, a single indexed read: the final counts of a
+// what batch.List gives, a single indexed read: the final counts of a
 // finished batch, only the total of one not finished yet. Counting an
 // unfinished batch's members reads all of them, so the live counts are on
 // the batch's own page, not fifty times here.
@@ -36,7 +37,7 @@ func (d *dash) batches(w http.ResponseWriter, r *http.Request, v *viewer) error 
 		return err
 	}
 	data.First = before == 0
-	list, err := d.c.Batches().List(r.Context(), keel.BatchFilter{Unfinished: data.Unfinished == "1", BeforeID: before, Limit: pageSize + 1})
+	list, err := batch.List(r.Context(), d.c, batch.Filter{Unfinished: data.Unfinished == "1", BeforeID: before, Limit: pageSize + 1})
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func (d *dash) batches(w http.ResponseWriter, r *http.Request, v *viewer) error 
 
 // batchData is a batch's page.
 type batchData struct {
-	Batch   *keel.BatchInfo
+	Batch   *batch.Info
 	Members []*keel.TaskInfo
 	After   int64 // after_id of this page of members; 0: the first
 	Next    int64 // after_id of the next page; 0: none
@@ -70,7 +71,7 @@ func (d *dash) batch(w http.ResponseWriter, r *http.Request, v *viewer) error {
 	if err != nil {
 		return err
 	}
-	b, err := d.c.Batches().Get(r.Context(), id)
+	b, err := batch.Get(r.Context(), d.c, id)
 	if errors.Is(err, keel.ErrNotFound) {
 		return userError{http.StatusNotFound, "Batch not found", fmt.Sprintf("There is no batch %d.", id)}
 	}
@@ -78,7 +79,7 @@ func (d *dash) batch(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		return err
 	}
 	data := batchData{Batch: b, After: after}
-	if data.Members, err = d.c.Batches().Members(r.Context(), id, after, pageSize+1); err != nil {
+	if data.Members, err = batch.Members(r.Context(), d.c, id, after, pageSize+1); err != nil {
 		return err
 	}
 	if len(data.Members) > pageSize {

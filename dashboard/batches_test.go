@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
-	"github.com/keelq/keel/internal/batch"
+	"github.com/keelq/keel/batch"
+	ibatch "github.com/keelq/keel/internal/batch"
 )
 
 // finishedBatch enqueues a batch of four mail.send members, has a worker
@@ -21,14 +22,14 @@ import (
 // finishes the batch as the leader does: its on_finish callback (a
 // report.build task of queue "reports", payload evilPayload) is enqueued,
 // its on_success is not.
-func finishedBatch(t *testing.T, b *bundle) *keel.BatchInfo {
+func finishedBatch(t *testing.T, b *bundle) *batch.Info {
 	t.Helper()
 	ctx := t.Context()
 	var tasks []keel.TaskSpec
 	for _, ok := range []bool{true, true, false, true} {
 		tasks = append(tasks, keel.TaskSpec{Type: typeMail, Payload: map[string]bool{"ok": ok}})
 	}
-	info, members, err := b.client.EnqueueBatch(ctx, keel.Batch{Tasks: tasks,
+	info, members, err := batch.Enqueue(ctx, b.client, batch.Spec{Tasks: tasks,
 		OnSuccess: &keel.TaskSpec{Type: typeReport, Payload: json.RawMessage(evilPayload), Options: []keel.Option{keel.Queue("reports")}},
 		OnFinish:  &keel.TaskSpec{Type: typeReport, Payload: json.RawMessage(evilPayload), Options: []keel.Option{keel.Queue("reports")}}})
 	if err != nil {
@@ -74,18 +75,18 @@ func finishedBatch(t *testing.T, b *bundle) *keel.BatchInfo {
 		}
 	}
 	// The leader's pass (the worker's own leader may have run it first).
-	store, ok := b.drv.(batch.Store)
+	store, ok := b.drv.(ibatch.Store)
 	if !ok {
 		t.Fatalf("driver %T keeps no batches", b.drv)
 	}
-	if err := batch.New(batch.Config{Store: store}).RunOnce(ctx); err != nil {
+	if err := ibatch.New(ibatch.Config{Store: store}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.client.Batches().Get(ctx, info.ID)
+	got, err := batch.Get(ctx, b.client, info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != keel.BatchFinished || got.OnFinishID == 0 || got.OnSuccessID != 0 {
+	if got.State != batch.Finished || got.OnFinishID == 0 || got.OnSuccessID != 0 {
 		t.Fatalf("batch %d after the pass: %+v", info.ID, got)
 	}
 	return got
@@ -102,7 +103,7 @@ func TestBatchPages(t *testing.T) {
 		b := setup(t, db, Options{Tokens: testTokens})
 		ctx := t.Context()
 		fin := finishedBatch(t, b)
-		open, openMembers, err := b.client.EnqueueBatch(ctx, keel.Batch{Open: true, Tasks: []keel.TaskSpec{
+		open, openMembers, err := batch.Enqueue(ctx, b.client, batch.Spec{Open: true, Tasks: []keel.TaskSpec{
 			{Type: typeReport, Payload: json.RawMessage(evilPayload), Options: []keel.Option{keel.Queue("reports")}},
 			{Type: typeReport, Payload: json.RawMessage(evilPayload), Options: []keel.Option{keel.Queue("reports")}}}})
 		if err != nil {
@@ -112,7 +113,7 @@ func TestBatchPages(t *testing.T) {
 		for i := range pageSize + 1 {
 			many = append(many, keel.TaskSpec{Type: typeReport, Payload: map[string]int{"i": i}, Options: []keel.Option{keel.Queue("reports")}})
 		}
-		big, bigMembers, err := b.client.EnqueueBatch(ctx, keel.Batch{Tasks: many})
+		big, bigMembers, err := batch.Enqueue(ctx, b.client, batch.Spec{Tasks: many})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ func TestBatchPages(t *testing.T) {
 		// second page of the list.
 		var newest int64
 		for range pageSize {
-			e, _, err := b.client.EnqueueBatch(ctx, keel.Batch{Open: true})
+			e, _, err := batch.Enqueue(ctx, b.client, batch.Spec{Open: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/internal/testdb"
 	"github.com/keelq/keel/server"
 )
@@ -219,7 +220,7 @@ func TestBrowserPages(t *testing.T) {
 	br := newBrowser(t)
 	b := browserServer(t)
 	s := seed(t, b, 2)
-	open, members, err := b.client.EnqueueBatch(t.Context(), keel.Batch{Open: true, Tasks: []keel.TaskSpec{
+	open, members, err := batch.Enqueue(t.Context(), b.client, batch.Spec{Open: true, Tasks: []keel.TaskSpec{
 		{Type: typeReport, Payload: json.RawMessage(evilPayload), Options: []keel.Option{keel.Queue("reports")}}}})
 	if err != nil {
 		t.Fatal(err)

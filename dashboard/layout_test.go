@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/driver"
 )
 
@@ -92,7 +93,7 @@ func TestBrowserLayout(t *testing.T) {
 	s := seed(t, b, 2)
 	seedBusy(t, b)
 	fin := finishedBatch(t, b)
-	open, _, err := b.client.EnqueueBatch(t.Context(), keel.Batch{Open: true, Tasks: []keel.TaskSpec{
+	open, _, err := batch.Enqueue(t.Context(), b.client, batch.Spec{Open: true, Tasks: []keel.TaskSpec{
 		{Type: typeReport, Payload: json.RawMessage(`{"n":1}`), Options: []keel.Option{keel.Queue("reports")}}}})
 	if err != nil {
 		t.Fatal(err)

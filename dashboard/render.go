@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 )
 
 //go:embed templates/*.html
@@ -196,11 +197,11 @@ var funcs = template.FuncMap{
 
 // batchClass is the badge colour of a batch's state: a finished batch
 // with a dead or cancelled member shows as failed.
-func batchClass(b *keel.BatchInfo) string {
+func batchClass(b *batch.Info) string {
 	switch {
-	case b.State == keel.BatchOpen:
+	case b.State == batch.Open:
 		return "scheduled"
-	case b.State != keel.BatchFinished:
+	case b.State != batch.Finished:
 		return "running"
 	case b.Dead+b.Cancelled > 0:
 		return "dead"

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/postgres"
@@ -494,7 +495,7 @@ func TestBatchesFinishedCounted(t *testing.T) {
 		}
 		return nil
 	})
-	keel.Handle(h, "t.done", func(ctx context.Context, task *keel.Task[keel.BatchEvent]) error { return nil })
+	keel.Handle(h, "t.done", func(ctx context.Context, task *keel.Task[batch.Event]) error { return nil })
 	c, err := keel.NewClient(keel.Config{Driver: drv, Handlers: h, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 		PollInterval: 20 * time.Millisecond})
 	if err != nil {
@@ -523,7 +524,7 @@ func TestBatchesFinishedCounted(t *testing.T) {
 		}
 	}
 	for _, fail := range []bool{false, false, true} {
-		_, _, err := c.EnqueueBatch(t.Context(), keel.Batch{OnFinish: &keel.TaskSpec{Type: "t.done"}, Tasks: []keel.TaskSpec{
+		_, _, err := batch.Enqueue(t.Context(), c, batch.Spec{OnFinish: &keel.TaskSpec{Type: "t.done"}, Tasks: []keel.TaskSpec{
 			{Type: "t.member", Payload: map[string]bool{"Fail": fail}}, {Type: "t.member"}}})
 		if err != nil {
 			t.Fatal(err)

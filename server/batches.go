@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
-	"github.com/keelq/keel/internal/batch"
+	"github.com/keelq/keel/batch"
+	ibatch "github.com/keelq/keel/internal/batch"
 	"github.com/keelq/keel/internal/shorten"
 )
 
@@ -94,14 +95,14 @@ func (s *server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b := keel.Batch{Tasks: jobs, Open: req.Open}
+	b := batch.Spec{Tasks: jobs, Open: req.Open}
 	if req.OnSuccess != nil {
 		b.OnSuccess = new(job(*req.OnSuccess))
 	}
 	if req.OnFinish != nil {
 		b.OnFinish = new(job(*req.OnFinish))
 	}
-	info, infos, err := s.c.EnqueueBatch(callerTrace(r), b)
+	info, infos, err := batch.Enqueue(callerTrace(r), s.c, b)
 	if err != nil {
 		return enqueueError(err)
 	}
@@ -130,7 +131,7 @@ func (s *server) addToBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	infos, err := s.c.Batches().Add(callerTrace(r), id, jobs, req.Seal)
+	infos, err := batch.Add(callerTrace(r), s.c, id, jobs, req.Seal)
 	if err != nil {
 		return batchError(id, enqueueError(err))
 	}
@@ -144,16 +145,16 @@ func (s *server) addToBatch(w http.ResponseWriter, r *http.Request) error {
 // fails is logged and answered with the id and the state the add left
 // (open, or running when it sealed): the members are stored either way.
 func (s *server) batchAfterAdd(ctx context.Context, id int64, sealed bool) BatchRecord {
-	info, err := s.c.Batches().Get(ctx, id)
+	info, err := batch.Get(ctx, s.c, id)
 	if err == nil {
 		return batchRecord(info)
 	}
 	if ctx.Err() == nil {
 		s.log.Warn("keel server: reading a batch back after adding to it failed", "batch_id", id, "error", err)
 	}
-	rec := BatchRecord{ID: id, State: string(keel.BatchOpen)}
+	rec := BatchRecord{ID: id, State: string(batch.Open)}
 	if sealed {
-		rec.State = string(keel.BatchRunning)
+		rec.State = string(batch.Running)
 	}
 	return rec
 }
@@ -167,7 +168,7 @@ func (s *server) sealBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info, err := s.c.Batches().Seal(r.Context(), id)
+	info, err := batch.Seal(r.Context(), s.c, id)
 	if err != nil {
 		return batchError(id, err)
 	}
@@ -184,7 +185,7 @@ func (s *server) getBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info, err := s.c.Batches().Get(r.Context(), id)
+	info, err := batch.Get(r.Context(), s.c, id)
 	if err != nil {
 		return batchError(id, err)
 	}
@@ -199,7 +200,7 @@ func (s *server) listBatches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var f keel.BatchFilter
+	var f batch.Filter
 	if f.Unfinished, err = queryBool(q, "unfinished"); err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ func (s *server) listBatches(w http.ResponseWriter, r *http.Request) error {
 	if f.Limit, err = queryLimit(q); err != nil {
 		return err
 	}
-	infos, err := s.c.Batches().List(r.Context(), f)
+	infos, err := batch.List(r.Context(), s.c, f)
 	if err != nil {
 		return err
 	}
@@ -240,13 +241,13 @@ func (s *server) batchMembers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	infos, err := s.c.Batches().Members(r.Context(), id, afterID, limit)
+	infos, err := batch.Members(r.Context(), s.c, id, afterID, limit)
 	if err != nil {
 		return batchError(id, err)
 	}
 	if len(infos) == 0 {
 		// An empty page is also what a batch that does not exist gives.
-		if _, err := s.c.Batches().Get(r.Context(), id); err != nil {
+		if _, err := batch.Get(r.Context(), s.c, id); err != nil {
 			return batchError(id, err)
 		}
 	}
@@ -294,7 +295,7 @@ func (s *server) tasksWithETA(ctx context.Context, infos []*keel.TaskInfo) []Tas
 // to fail, a 409 in keel's words.
 func batchError(id int64, err error) error {
 	switch {
-	case errors.Is(err, batch.ErrNoBatches):
+	case errors.Is(err, ibatch.ErrNoBatches):
 		return err
 	case errors.Is(err, keel.ErrNotFound):
 		return &apiError{status: http.StatusNotFound, detail: fmt.Sprintf("batch %d not found", id)}
@@ -308,7 +309,7 @@ func batchError(id int64, err error) error {
 func batchID(r *http.Request) (int64, error) { return pathID(r, "batch") }
 
 // batchRecord converts a batch for the API.
-func batchRecord(info *keel.BatchInfo) BatchRecord {
+func batchRecord(info *batch.Info) BatchRecord {
 	return BatchRecord{
 		ID: info.ID, State: string(info.State), Total: info.Total, Pending: info.Pending, Running: info.Running,
 		Succeeded: info.Succeeded, Dead: info.Dead, Cancelled: info.Cancelled, Progress: info.Progress,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 )
 
 // createBatch posts body to POST /v1/batches and returns the answer.
@@ -74,7 +75,7 @@ func TestBatchesAPI(t *testing.T) {
 		for id, why := range map[int64]string{rec.OnSuccessID: "ok", rec.OnFinishID: "done"} {
 			var cb Task
 			b.call(t, "GET", fmt.Sprintf("/v1/tasks/%d", id), "").ok(t, http.StatusOK, &cb)
-			var ev keel.BatchEvent
+			var ev batch.Event
 			if err := json.Unmarshal(cb.Payload, &ev); err != nil || cb.Type != typeReport || ev.BatchID != rec.ID || cb.BatchID != 0 ||
 				ev.Succeeded != 3 || !strings.Contains(string(ev.Data), why) {
 				t.Fatalf("callback %+v, event %+v (%v)", cb, ev, err)

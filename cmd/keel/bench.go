@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/sqlite"
 )
@@ -153,7 +154,7 @@ type benchRun struct {
 	reached chan struct{}
 	once    sync.Once
 	// finished is closed when the batch's on_finish callback ran (--batch).
-	finished chan keel.BatchEvent
+	finished chan batch.Event
 
 	mu      sync.Mutex
 	pickups []time.Duration
@@ -229,8 +230,8 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) (err error) {
 		}
 		return nil
 	})
-	b.finished = make(chan keel.BatchEvent, 1)
-	keel.Handle(h, "bench.batch_done", func(ctx context.Context, t *keel.Task[keel.BatchEvent]) error {
+	b.finished = make(chan batch.Event, 1)
+	keel.Handle(h, "bench.batch_done", func(ctx context.Context, t *keel.Task[batch.Event]) error {
 		select {
 		case b.finished <- t.Args:
 		default:
@@ -316,20 +317,20 @@ func (b *benchRun) insertWith(ctx context.Context, c *keel.Client, n, batch int)
 }
 
 // insertBatch inserts n tasks as the members of one batch: it opens the
-// batch, adds batch tasks at a time and seals it with the last ones.
-func (b *benchRun) insertBatch(ctx context.Context, n, batch int) error {
-	bt, _, err := b.client.EnqueueBatch(ctx, keel.Batch{Open: true, OnFinish: &keel.TaskSpec{Type: "bench.batch_done"}})
+// batch, adds size tasks at a time and seals it with the last ones.
+func (b *benchRun) insertBatch(ctx context.Context, n, size int) error {
+	bt, _, err := batch.Enqueue(ctx, b.client, batch.Spec{Open: true, OnFinish: &keel.TaskSpec{Type: "bench.batch_done"}})
 	if err != nil {
 		return err
 	}
-	jobs := make([]keel.TaskSpec, 0, batch)
+	jobs := make([]keel.TaskSpec, 0, size)
 	for n > 0 {
 		jobs = jobs[:0]
-		for range min(n, batch) {
+		for range min(n, size) {
 			jobs = append(jobs, keel.TaskSpec{Type: "bench.noop", Payload: struct{}{}})
 		}
 		n -= len(jobs)
-		if _, err := b.client.Batches().Add(ctx, bt.ID, jobs, n == 0); err != nil {
+		if _, err := batch.Add(ctx, b.client, bt.ID, jobs, n == 0); err != nil {
 			return err
 		}
 	}

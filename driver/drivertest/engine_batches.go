@@ -10,31 +10,32 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/batch"
+	ibatch "github.com/keelq/keel/internal/batch"
 )
 
 // batchRecorder records the batch callbacks a handler ran, with what the
 // handler saw of the batch's members while it ran.
 type batchRecorder struct {
 	mu     sync.Mutex
-	events []keel.BatchEvent
+	events []batch.Event
 	// unfinished counts, per event, the batch's members not in a final
 	// state when its callback ran: always 0 when callbacks come after the
 	// last member.
 	unfinished []int64
 }
 
-func (r *batchRecorder) all() ([]keel.BatchEvent, []int64) {
+func (r *batchRecorder) all() ([]batch.Event, []int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events), slices.Clone(r.unfinished)
 }
 
 // of returns the events of batch id and kind.
-func (r *batchRecorder) of(id int64, kind string) []keel.BatchEvent {
+func (r *batchRecorder) of(id int64, kind string) []batch.Event {
 	evs, _ := r.all()
-	var out []keel.BatchEvent
+	var out []batch.Event
 	for _, ev := range evs {
 		if ev.BatchID == id && ev.Kind == kind {
 			out = append(out, ev)
@@ -59,8 +60,8 @@ func (e *env) batchClient(rec *batchRecorder) *keel.Client {
 		return task.SetResult(map[string]int{"square": task.Args.N * task.Args.N})
 	})
 	var c *keel.Client
-	keel.Handle(h, "bt.done", func(ctx context.Context, task *keel.Task[keel.BatchEvent]) error {
-		info, err := c.Batches().Get(ctx, task.Args.BatchID)
+	keel.Handle(h, "bt.done", func(ctx context.Context, task *keel.Task[batch.Event]) error {
+		info, err := batch.Get(ctx, c, task.Args.BatchID)
 		if err != nil {
 			return err
 		}
@@ -89,24 +90,24 @@ func batchMembers(n int, fail ...int) []keel.TaskSpec {
 func testEngineBatch(t *testing.T, e *env) {
 	rec := &batchRecorder{}
 	c := e.batchClient(rec)
-	ok, members, err := c.EnqueueBatch(e.ctx, keel.Batch{Tasks: batchMembers(40),
+	ok, members, err := batch.Enqueue(e.ctx, c, batch.Spec{Tasks: batchMembers(40),
 		OnSuccess: &keel.TaskSpec{Type: "bt.done", Payload: map[string]string{"report": "weekly"}},
 		OnFinish:  &keel.TaskSpec{Type: "bt.done", Payload: map[string]string{"report": "weekly-finish"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok.State != keel.BatchRunning || ok.Total != 40 || len(members) != 40 || members[0].BatchID != ok.ID {
+	if ok.State != batch.Running || ok.Total != 40 || len(members) != 40 || members[0].BatchID != ok.ID {
 		t.Fatalf("created %+v with %d members (first %+v)", ok, len(members), members[0])
 	}
-	failed, _, err := c.EnqueueBatch(e.ctx, keel.Batch{Tasks: batchMembers(10, 3),
+	failed, _, err := batch.Enqueue(e.ctx, c, batch.Spec{Tasks: batchMembers(10, 3),
 		OnSuccess: &keel.TaskSpec{Type: "bt.done"}, OnFinish: &keel.TaskSpec{Type: "bt.done"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.startClient(c)
 	waitFor(t, "the callbacks", func() bool {
-		return len(rec.of(ok.ID, batch.OnSuccess)) > 0 && len(rec.of(ok.ID, batch.OnFinish)) > 0 &&
-			len(rec.of(failed.ID, batch.OnFinish)) > 0
+		return len(rec.of(ok.ID, ibatch.OnSuccess)) > 0 && len(rec.of(ok.ID, ibatch.OnFinish)) > 0 &&
+			len(rec.of(failed.ID, ibatch.OnFinish)) > 0
 	})
 	time.Sleep(2500 * time.Millisecond) // two more passes of the finisher: nothing more comes
 	evs, unfinished := rec.all()
@@ -118,22 +119,22 @@ func testEngineBatch(t *testing.T, e *env) {
 			t.Fatalf("callback %+v ran with %d members unfinished", evs[i], n)
 		}
 	}
-	s := rec.of(ok.ID, batch.OnSuccess)[0]
+	s := rec.of(ok.ID, ibatch.OnSuccess)[0]
 	if s.Total != 40 || s.Succeeded != 40 || s.Dead != 0 || s.Cancelled != 0 || !jsonEqual(s.Data, []byte(`{"report":"weekly"}`)) {
 		t.Fatalf("on_success event %+v (data %s)", s, s.Data)
 	}
-	if f := rec.of(ok.ID, batch.OnFinish)[0]; !jsonEqual(f.Data, []byte(`{"report":"weekly-finish"}`)) || f.Succeeded != 40 {
+	if f := rec.of(ok.ID, ibatch.OnFinish)[0]; !jsonEqual(f.Data, []byte(`{"report":"weekly-finish"}`)) || f.Succeeded != 40 {
 		t.Fatalf("on_finish event %+v (data %s)", f, f.Data)
 	}
-	if f := rec.of(failed.ID, batch.OnFinish)[0]; f.Total != 10 || f.Succeeded != 9 || f.Dead != 1 || !jsonEqual(f.Data, []byte(`{}`)) {
+	if f := rec.of(failed.ID, ibatch.OnFinish)[0]; f.Total != 10 || f.Succeeded != 9 || f.Dead != 1 || !jsonEqual(f.Data, []byte(`{}`)) {
 		t.Fatalf("on_finish of the batch with a dead member %+v (data %s)", f, f.Data)
 	}
 
-	got, err := c.Batches().Get(e.ctx, ok.ID)
+	got, err := batch.Get(e.ctx, c, ok.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != keel.BatchFinished || got.Progress != 1 || got.Succeeded != 40 || got.OnSuccessID == 0 ||
+	if got.State != batch.Finished || got.Progress != 1 || got.Succeeded != 40 || got.OnSuccessID == 0 ||
 		got.OnFinishID == 0 || got.FinishedAt.IsZero() {
 		t.Fatalf("finished batch %+v", got)
 	}
@@ -141,7 +142,7 @@ func testEngineBatch(t *testing.T, e *env) {
 	if err != nil || cb.Type != "bt.done" || cb.State != keel.StateSucceeded {
 		t.Fatalf("on_success task %+v, %v", cb, err)
 	}
-	gotFailed, err := c.Batches().Get(e.ctx, failed.ID)
+	gotFailed, err := batch.Get(e.ctx, c, failed.ID)
 	if err != nil || gotFailed.OnSuccessID != 0 || gotFailed.OnFinishID == 0 || gotFailed.Dead != 1 {
 		t.Fatalf("batch with a dead member %+v, %v", gotFailed, err)
 	}
@@ -150,7 +151,7 @@ func testEngineBatch(t *testing.T, e *env) {
 	var after int64
 	var seen []int64
 	for {
-		page, err := c.Batches().Members(e.ctx, ok.ID, after, 7)
+		page, err := batch.Members(e.ctx, c, ok.ID, after, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,11 +183,11 @@ func testEngineBatchOpen(t *testing.T, e *env) {
 	rec := &batchRecorder{}
 	c := e.batchClient(rec)
 	e.startClient(c)
-	open, none, err := c.EnqueueBatch(e.ctx, keel.Batch{Open: true, OnFinish: &keel.TaskSpec{Type: "bt.done"}})
-	if err != nil || open.State != keel.BatchOpen || len(none) != 0 {
+	open, none, err := batch.Enqueue(e.ctx, c, batch.Spec{Open: true, OnFinish: &keel.TaskSpec{Type: "bt.done"}})
+	if err != nil || open.State != batch.Open || len(none) != 0 {
 		t.Fatalf("open batch %+v, %d members, %v", open, len(none), err)
 	}
-	added, err := c.Batches().Add(e.ctx, open.ID, batchMembers(5), false)
+	added, err := batch.Add(e.ctx, c, open.ID, batchMembers(5), false)
 	if err != nil || len(added) != 5 {
 		t.Fatalf("added %d, %v", len(added), err)
 	}
@@ -197,26 +198,26 @@ func testEngineBatchOpen(t *testing.T, e *env) {
 	if evs, _ := rec.all(); len(evs) != 0 {
 		t.Fatalf("an open batch finished: %+v", evs)
 	}
-	if got, err := c.Batches().Get(e.ctx, open.ID); err != nil || got.State != keel.BatchOpen || got.Succeeded != 5 || got.Total != 5 {
+	if got, err := batch.Get(e.ctx, c, open.ID); err != nil || got.State != batch.Open || got.Succeeded != 5 || got.Total != 5 {
 		t.Fatalf("open batch after its members %+v, %v", got, err)
 	}
-	if _, err := c.Batches().Add(e.ctx, open.ID, batchMembers(2), true); err != nil {
+	if _, err := batch.Add(e.ctx, c, open.ID, batchMembers(2), true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "on_finish of the sealed batch", func() bool { return len(rec.of(open.ID, batch.OnFinish)) == 1 })
-	if f := rec.of(open.ID, batch.OnFinish)[0]; f.Total != 7 || f.Succeeded != 7 {
+	waitFor(t, "on_finish of the sealed batch", func() bool { return len(rec.of(open.ID, ibatch.OnFinish)) == 1 })
+	if f := rec.of(open.ID, ibatch.OnFinish)[0]; f.Total != 7 || f.Succeeded != 7 {
 		t.Fatalf("on_finish %+v", f)
 	}
-	if _, err := c.Batches().Add(e.ctx, open.ID, batchMembers(1), false); !errors.Is(err, keel.ErrWrongState) {
+	if _, err := batch.Add(e.ctx, c, open.ID, batchMembers(1), false); !errors.Is(err, keel.ErrWrongState) {
 		t.Fatalf("adding to a sealed batch: %v, want ErrWrongState", err)
 	}
-	if _, err := c.Batches().Add(e.ctx, open.ID+1000, batchMembers(1), false); !errors.Is(err, keel.ErrNotFound) {
+	if _, err := batch.Add(e.ctx, c, open.ID+1000, batchMembers(1), false); !errors.Is(err, keel.ErrNotFound) {
 		t.Fatalf("adding to a missing batch: %v, want ErrNotFound", err)
 	}
-	if _, err := c.Batches().Get(e.ctx, open.ID+1000); !errors.Is(err, keel.ErrNotFound) {
+	if _, err := batch.Get(e.ctx, c, open.ID+1000); !errors.Is(err, keel.ErrNotFound) {
 		t.Fatalf("getting a missing batch: %v, want ErrNotFound", err)
 	}
-	if s, err := c.Batches().Seal(e.ctx, open.ID); err != nil || s.State != keel.BatchFinished {
+	if s, err := batch.Seal(e.ctx, c, open.ID); err != nil || s.State != batch.Finished {
 		t.Fatalf("sealing a finished batch again: %+v, %v", s, err)
 	}
 }
@@ -228,27 +229,27 @@ func testEngineBatchOpen(t *testing.T, e *env) {
 func testEngineBatchBadInput(t *testing.T, e *env) {
 	c := e.batchClient(&batchRecorder{})
 	before := e.countAll()
-	for name, b := range map[string]keel.Batch{
+	for name, b := range map[string]batch.Spec{
 		"callback of an unknown type": {Tasks: batchMembers(3), OnSuccess: &keel.TaskSpec{Type: "bt.nobody"}},
 		"bad callback payload":        {Tasks: batchMembers(3), OnFinish: &keel.TaskSpec{Type: "bt.done", Payload: json.RawMessage(`{"a":"\u0000"}`)}},
 		"bad member":                  {Tasks: append(batchMembers(3), keel.TaskSpec{Type: "bad type!"})},
 		"empty":                       {},
 	} {
-		_, _, err := c.EnqueueBatch(e.ctx, b)
+		_, _, err := batch.Enqueue(e.ctx, c, b)
 		if !errors.Is(err, keel.ErrInvalid) && !errors.Is(err, keel.ErrUnknownType) {
 			t.Errorf("%s: %v, want ErrInvalid or ErrUnknownType", name, err)
 		}
 	}
-	if _, err := c.Batches().Get(e.ctx, 0); !errors.Is(err, keel.ErrInvalid) {
+	if _, err := batch.Get(e.ctx, c, 0); !errors.Is(err, keel.ErrInvalid) {
 		t.Errorf("batch id 0: %v, want ErrInvalid", err)
 	}
-	if _, err := c.Batches().Members(e.ctx, 1, 0, 0); !errors.Is(err, keel.ErrInvalid) {
+	if _, err := batch.Members(e.ctx, c, 1, 0, 0); !errors.Is(err, keel.ErrInvalid) {
 		t.Errorf("members page of 0: %v, want ErrInvalid", err)
 	}
 	if after := e.countAll(); after != before {
 		t.Fatalf("refused batches wrote tasks: %d before, %d after", before, after)
 	}
-	if bs, err := c.Batches().List(e.ctx, keel.BatchFilter{}); err != nil || len(bs) != 0 {
+	if bs, err := batch.List(e.ctx, c, batch.Filter{}); err != nil || len(bs) != 0 {
 		t.Fatalf("refused batches stored %d batches, %v", len(bs), err)
 	}
 
@@ -256,7 +257,7 @@ func testEngineBatchBadInput(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, ms, err := c.EnqueueBatch(e.ctx, keel.Batch{Tasks: []keel.TaskSpec{
+	b, ms, err := batch.Enqueue(e.ctx, c, batch.Spec{Tasks: []keel.TaskSpec{
 		{Type: "bt.member", Payload: batchMember{N: 1}, Options: []keel.Option{keel.IdempotencyKey("held")}},
 		{Type: "bt.member", Payload: batchMember{N: 2}},
 	}})
@@ -276,7 +277,7 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 		t.Skip("driver keeps no batches")
 	}
 	now := e.clock.Now()
-	cb, err := batch.Encode(&driver.InsertParams{Queue: "default", Type: "bt.done", Payload: []byte(`{}`), MaxAttempts: 3, Timeout: time.Minute})
+	cb, err := ibatch.Encode(&driver.InsertParams{Queue: "default", Type: "bt.done", Payload: []byte(`{}`), MaxAttempts: 3, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: now, Callbacks: batch.Callbacks(now)}); err != nil || done {
+	if _, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: now, Callbacks: ibatch.Callbacks(now)}); err != nil || done {
 		t.Fatalf("finishing a batch with pending members: done %v, %v", done, err)
 	}
 	for range res {
@@ -299,7 +300,7 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: now, Callbacks: batch.Callbacks(now)})
+			_, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: now, Callbacks: ibatch.Callbacks(now)})
 			if err != nil {
 				t.Error(err)
 			}
@@ -322,7 +323,7 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("callback tasks %d, want 2 (%v)", len(list), err)
 	}
-	var ev batch.Event
+	var ev ibatch.Event
 	if err := json.Unmarshal(list[0].Payload, &ev); err != nil || ev.BatchID != row.ID || ev.Total != 2 || ev.Succeeded != 2 {
 		t.Fatalf("callback payload %s: %v", list[0].Payload, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/batch"
 	"github.com/keelq/keel/driver"
 )
 
@@ -28,14 +29,14 @@ const batchCallsDDL = `CREATE TABLE batch_calls (task_id BIGINT NOT NULL, node V
 	attempt INT NOT NULL, open_members BIGINT NOT NULL, succeeded BIGINT NOT NULL, unsucceeded BIGINT NOT NULL)`
 
 // batchData is the payload the callback is given, carried in its
-// BatchEvent's Data.
+// batch.Event's Data.
 type batchData struct {
 	Marker string `json:"marker"`
 }
 
 // newBatchWorker is newWorker (the members' handler records their effect
 // with CompleteTx) that also handles the batch's callback: it reads the
-// batch (Batches().Get: its pending and running members) and counts the
+// batch (batch.Get: its pending and running members) and counts the
 // members not succeeded in the task table, then records what it saw in
 // batch_calls and its effect in effects, and completes, all in one
 // transaction.
@@ -45,8 +46,8 @@ func newBatchWorker(b *backend, drv driver.Driver, db *sql.DB, node string, dela
 	call := b.rebind(`INSERT INTO batch_calls (task_id, node, attempt, open_members, succeeded, unsucceeded) VALUES (?, ?, ?, ?, ?, ?)`)
 	unsucceeded := b.rebind(`SELECT count(*) FROM keel_tasks WHERE batch_id = ? AND state <> 'succeeded'`)
 	var c *keel.Client
-	keel.Handle(cfg.Handlers, batchDoneType, func(ctx context.Context, task *keel.Task[keel.BatchEvent]) error {
-		info, err := c.Batches().Get(ctx, task.Args.BatchID)
+	keel.Handle(cfg.Handlers, batchDoneType, func(ctx context.Context, task *keel.Task[batch.Event]) error {
+		info, err := batch.Get(ctx, c, task.Args.BatchID)
 		if err != nil {
 			return err
 		}
@@ -88,7 +89,7 @@ func newBatchWorker(b *backend, drv driver.Driver, db *sql.DB, node string, dela
 // exists, a while after the finish too. The callback ran once (one
 // effect, one batch_calls row); it was enqueued after the last member
 // finished, and its handler saw no member pending or running
-// (Batches().Get) and none not succeeded (the task table); its BatchEvent
+// (batch.Get) and none not succeeded (the task table); its batch.Event
 // carries the batch, on_success, the exact counts and the payload it was
 // given.
 func batchUnderKills(t *testing.T, b *backend) {
@@ -109,12 +110,12 @@ func batchUnderKills(t *testing.T, b *backend) {
 	}
 	data := batchData{Marker: "batch-under-kills"}
 	began := time.Now()
-	bi, infos, err := c.EnqueueBatch(e.ctx, keel.Batch{Tasks: members, OnSuccess: &keel.TaskSpec{Type: batchDoneType, Payload: data}})
+	bi, infos, err := batch.Enqueue(e.ctx, c, batch.Spec{Tasks: members, OnSuccess: &keel.TaskSpec{Type: batchDoneType, Payload: data}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(len(infos)) != total || bi.Total != total || bi.State != keel.BatchRunning {
-		t.Fatalf("EnqueueBatch: %d tasks, batch %+v; want %d members, running", len(infos), bi, total)
+	if int64(len(infos)) != total || bi.Total != total || bi.State != batch.Running {
+		t.Fatalf("batch.Enqueue: %d tasks, batch %+v; want %d members, running", len(infos), bi, total)
 	}
 	t.Logf("batch %d of %d members enqueued in %v", bi.ID, total, time.Since(began).Round(time.Millisecond))
 
@@ -184,7 +185,7 @@ func batchUnderKills(t *testing.T, b *backend) {
 		return e.counts()[driver.StateSucceeded] == total+1
 	})
 	drained := time.Since(began)
-	info, err := c.Batches().Get(e.ctx, bi.ID)
+	info, err := batch.Get(e.ctx, c, bi.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +195,12 @@ func batchUnderKills(t *testing.T, b *backend) {
 	e.checkExactlyOnce(total + 1)
 
 	// The batch: finished once, with exact counts.
-	if info.State != keel.BatchFinished || info.Total != total || info.Succeeded != total || info.Dead != 0 ||
+	if info.State != batch.Finished || info.Total != total || info.Succeeded != total || info.Dead != 0 ||
 		info.Cancelled != 0 || info.Pending != 0 || info.Running != 0 || info.OnSuccessID == 0 || info.OnFinishID != 0 ||
 		info.FinishedAt.IsZero() || info.Progress != 1 {
 		t.Fatalf("batch %+v; want finished, %d members all succeeded, an on_success callback and no on_finish", *info, total)
 	}
-	if again, err := c.Batches().Get(e.ctx, bi.ID); err != nil {
+	if again, err := batch.Get(e.ctx, c, bi.ID); err != nil {
 		t.Fatal(err)
 	} else if again.OnSuccessID != info.OnSuccessID || !again.FinishedAt.Equal(info.FinishedAt) {
 		t.Fatalf("the batch changed after it finished: %+v, then %+v", *info, *again)
@@ -236,7 +237,7 @@ func batchUnderKills(t *testing.T, b *backend) {
 	if cb.State != keel.StateSucceeded {
 		t.Fatalf("callback %d: state %s, want succeeded", cb.ID, cb.State)
 	}
-	var ev keel.BatchEvent
+	var ev batch.Event
 	if err := json.Unmarshal(cb.Payload, &ev); err != nil {
 		t.Fatalf("callback %d: payload %s: %v", cb.ID, cb.Payload, err)
 	}
@@ -254,7 +255,7 @@ func batchUnderKills(t *testing.T, b *backend) {
 	var last time.Time
 	var lastID, after int64
 	for {
-		page, err := c.Batches().Members(e.ctx, bi.ID, after, driver.MaxBatchMembersPage)
+		page, err := batch.Members(e.ctx, c, bi.ID, after, driver.MaxBatchMembersPage)
 		if err != nil {
 			t.Fatal(err)
 		}
