@@ -215,8 +215,8 @@ func (c *Client) UpdateType(ctx context.Context, name string, u TypeUpdate) (*Ty
 // applies it to this client at once.
 func (c *Client) patch(ctx context.Context, p driver.SettingPatch) (*driver.Setting, error) {
 	s, err := catalog.Patcher{Store: c.drv, Now: c.cfg.Now, Wrap: unavailable}.Patch(ctx, p)
-	if e := c.eng.Load(); err == nil && e != nil {
-		e.ApplySetting(*s)
+	if err == nil {
+		c.eng.Load().ApplySetting(*s)
 	}
 	return s, err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/estimator"
 )
@@ -201,11 +202,7 @@ func (c *Client) Alerts(ctx context.Context, f AlertFilter) ([]*Alert, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Alert, len(rows))
-	for i := range rows {
-		out[i] = alertFromRow(&rows[i], "")
-	}
-	return out, nil
+	return conv.Rows(rows, func(r *driver.AlertRow) *Alert { return alertFromRow(r, "") }), nil
 }
 
 // GetAlert loads one alert with its deliveries; ErrNotFound when there is

@@ -6,6 +6,7 @@ import (
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/brake"
+	"github.com/keelq/keel/internal/conv"
 )
 
 // The automatic brake (seed 000 §3.1: after a timeout, retry, degrade,
@@ -129,11 +130,7 @@ func (c *Client) Brakes(ctx context.Context) ([]BrakeInfo, error) {
 	if err != nil || rows == nil {
 		return nil, err
 	}
-	out := make([]BrakeInfo, len(rows))
-	for i, r := range rows {
-		out[i] = brakeFromRow(r)
-	}
-	return out, nil
+	return conv.Slice(rows, brakeFromRow), nil
 }
 
 // CloseBrake closes a type's open or half-open brake by hand: its tasks
@@ -150,11 +147,7 @@ func (c *Client) CloseBrake(ctx context.Context, taskType string) (*BrakeInfo, e
 func (c *Client) brakes() *brake.Admin {
 	b, _ := c.drv.(driver.Braker)
 	return &brake.Admin{Driver: b, Now: c.cfg.Now, Wrap: unavailable, Reserved: reservedType,
-		Closed: func(ctx context.Context) {
-			if e := c.eng.Load(); e != nil {
-				e.BrakesChanged(ctx)
-			}
-		}}
+		Closed: func(ctx context.Context) { c.eng.Load().BrakesChanged(ctx) }}
 }
 
 // brakeInfo returns the admin's answer as the API shows it.

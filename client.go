@@ -10,6 +10,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/catalog"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/declare"
 	"github.com/keelq/keel/internal/digest"
 	"github.com/keelq/keel/internal/engine"
@@ -86,7 +87,7 @@ func NewClient(cfg Config) (*Client, error) {
 	c.enq = &enqueue.Inserter{Prep: c.prep, Decl: c.decl, Tracer: c.trace, Now: cfg.Now, Wrap: unavailable,
 		Wrote: func(row *driver.TaskRow) { c.eng.Load().Wrote(row) }}
 	if cfg.RedisGate != nil {
-		if c.gate, err = newGate(*cfg.RedisGate, c.drv, cfg.Logger); err != nil {
+		if c.gate, err = redisgate.Open(redisgate.Settings(*cfg.RedisGate), c.drv, cfg.Logger); err != nil {
 			return nil, err
 		}
 		c.enq.Gate = c.gate.Insert
@@ -259,11 +260,7 @@ func (c *Client) List(ctx context.Context, p Filter) ([]*TaskInfo, error) {
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	out := make([]*TaskInfo, len(rows))
-	for i := range rows {
-		out[i] = infoFromRow(&rows[i])
-	}
-	return out, nil
+	return conv.Rows(rows, infoFromRow), nil
 }
 
 // Counts returns how many tasks each queue holds in each state: users'

@@ -1,7 +1,6 @@
 package keel
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/backoff"
 	"github.com/keelq/keel/internal/config"
 )
 
@@ -225,15 +223,8 @@ func (c Config) withDefaults() Config {
 	if c.Queues == nil {
 		c.Queues = map[string]QueueConfig{DefaultQueue: {}}
 	}
-	queues, workers := make(map[string]QueueConfig, len(c.Queues)), 0
-	for name, q := range c.Queues {
-		q.MaxWorkers = cmp.Or(q.MaxWorkers, 10)
-		if q.Prefetch == 0 {
-			q.Prefetch = max(q.MaxWorkers/4, 0)
-		}
-		queues[name], workers = q, workers+q.MaxWorkers
-	}
-	c.Queues = queues
+	var workers int
+	c.Queues, workers = config.DefaultQueues(c.Queues)
 	c.fields().Default(workers)
 	rules := DefaultAlertRules()
 	if c.Alerts.Rules != nil { // the caller keeps its own copy to change
@@ -263,13 +254,5 @@ func (c Config) validate() error {
 	if c.Driver == nil {
 		return invalid("Config.Driver is required")
 	}
-	queues := make(map[string]config.Queue, len(c.Queues))
-	for name, q := range c.Queues {
-		queues[name] = config.Queue{Workers: q.MaxWorkers, Prefetch: q.Prefetch}
-	}
-	return config.Check(c.fields(), queues, c.Types, c.validateAlerts)
-}
-
-func (c Config) backoffPolicy() backoff.Policy {
-	return backoff.Policy{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: max(c.BackoffJitter, 0)}
+	return config.Check(c.fields(), c.Queues, c.Types, c.validateAlerts)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/nodes"
 )
 
@@ -39,9 +40,5 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	if err != nil {
 		return nil, unavailable(ctx, err)
 	}
-	out := make([]NodeInfo, len(list))
-	for i, n := range list {
-		out[i] = NodeInfo(n)
-	}
-	return out, nil
+	return conv.Rows(list, func(n *nodes.Info) NodeInfo { return NodeInfo(*n) }), nil
 }

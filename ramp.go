@@ -96,14 +96,7 @@ func rampState(st *ramp.State, err error) (*RampState, error) {
 func newRampJudge(c *Client) *ramp.Judge {
 	return ramp.New(ramp.Config{
 		Driver: c.drv, Settings: c.drv, Interval: c.cfg.SettingsInterval, Now: c.cfg.Now, Logger: c.cfg.Logger,
-		Wrap: unavailable,
-		Leading: func() bool {
-			return c.eng.Load().Leading()
-		},
-		Applied: func(s driver.Setting) {
-			if e := c.eng.Load(); e != nil {
-				e.ApplySetting(s)
-			}
-		},
+		Wrap: unavailable, Leading: func() bool { return c.eng.Load().Leading() },
+		Applied: func(s driver.Setting) { c.eng.Load().ApplySetting(s) },
 	})
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/redisgate"
 )
 
@@ -65,11 +64,6 @@ type RedisGateStats struct {
 	// Fallbacks: submissions that found the key held but not the task
 	// within Wait (or a task with another payload) and inserted.
 	Fallbacks int64
-}
-
-// newGate validates cfg and returns the client's gate in front of drv.
-func newGate(cfg RedisGate, drv driver.Driver, logger *slog.Logger) (*redisgate.Gate, error) {
-	return redisgate.Open(redisgate.Settings(cfg), drv, logger)
 }
 
 // RedisGateStats returns the Redis gate's counters (zero without a gate).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/scheduler"
 )
@@ -126,9 +127,7 @@ func validateSchedules(schedules []Schedule, maxPayload int) ([]driver.ScheduleP
 func newScheduler(c *Client) *scheduler.Scheduler {
 	return scheduler.New(scheduler.Config{
 		Driver: c.drv, Schedules: c.schedules, Now: c.cfg.Now, Logger: c.cfg.Logger, Wrap: unavailable,
-		Leading: func() bool {
-			return c.eng.Load().Leading()
-		},
+		Leading: func() bool { return c.eng.Load().Leading() },
 		Task: func(ctx context.Context, s *driver.ScheduleRow, key string, meta map[string]string, now time.Time) (*driver.InsertParams, error) {
 			return c.prep.ScheduleTask(ctx, c.decl.Stored, s, key, meta, now)
 		},
@@ -144,11 +143,7 @@ func (c *Client) Schedules(ctx context.Context) ([]*ScheduleInfo, error) {
 		return nil, err
 	}
 	now := c.cfg.Now()
-	out := make([]*ScheduleInfo, len(rows))
-	for i := range rows {
-		out[i] = scheduleInfo(&rows[i], now)
-	}
-	return out, nil
+	return conv.Rows(rows, func(r *driver.ScheduleRow) *ScheduleInfo { return scheduleInfo(r, now) }), nil
 }
 
 // GetSchedule returns one stored schedule; ErrNotFound when there is no

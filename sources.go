@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/rejected"
 )
 
@@ -86,13 +87,11 @@ func (c *Client) Sources(ctx context.Context) ([]SourceInfo, error) {
 	if rows == nil {
 		return nil, err
 	}
-	out := make([]SourceInfo, len(rows))
-	for i, r := range rows {
-		out[i] = SourceInfo{Name: r.Source, Node: r.Node, Kind: r.Kind, Type: r.Type, State: r.State, LastError: r.LastError,
+	return conv.Slice(rows, func(r driver.SourceRow) SourceInfo {
+		return SourceInfo{Name: r.Source, Node: r.Node, Kind: r.Kind, Type: r.Type, State: r.State, LastError: r.LastError,
 			Accepted: r.Accepted, Duplicate: r.Duplicate, Rejected: r.Rejected, Nacked: r.Nacked,
 			AckP50: r.AckP50, AckP99: r.AckP99, StartedAt: r.StartedAt, UpdatedAt: r.UpdatedAt}
-	}
-	return out, nil
+	}), nil
 }
 
 // Rejected lists rejected messages, newest first. Bad filters are
@@ -102,11 +101,7 @@ func (c *Client) Rejected(ctx context.Context, f RejectedFilter) ([]*RejectedMes
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*RejectedMessage, len(rows))
-	for i := range rows {
-		out[i] = rejectedFromRow(&rows[i])
-	}
-	return out, nil
+	return conv.Rows(rows, rejectedFromRow), nil
 }
 
 // GetRejected reads one rejected message; an unknown id is ErrNotFound.

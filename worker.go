@@ -8,6 +8,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backlog"
 	"github.com/keelq/keel/internal/batch"
+	"github.com/keelq/keel/internal/config"
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/ondead"
@@ -36,27 +37,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.sched.StoreConfigured(ctx); err != nil {
 		return fmt.Errorf("keel: store the configured schedules: %w", unavailable(ctx, err))
 	}
-	cfg := engine.Config{
-		Driver: c.drv, Node: c.cfg.Node, Version: c.cfg.Version, Logger: c.cfg.Logger, Now: c.cfg.Now,
-		Queues:   make(map[string]int, len(c.cfg.Queues)),
-		Handlers: make(map[string]engine.Handler, len(c.cfg.Handlers.m)),
-		Backoff:  c.cfg.backoffPolicy(), MaxSnoozes: c.cfg.MaxSnoozes,
-
-		LeaseTTL: c.cfg.LeaseTTL, HeartbeatInterval: c.cfg.HeartbeatInterval, PollInterval: c.cfg.PollInterval,
-		RescueInterval: c.cfg.RescueInterval, ReconcileInterval: c.cfg.ReconcileInterval,
-		MaintainInterval: c.cfg.MaintainInterval, HistoryRetention: c.cfg.HistoryRetention,
-		SettingsInterval: c.cfg.SettingsInterval,
-		RetainSucceeded:  c.cfg.RetainSucceeded, RetainDead: c.cfg.RetainDead,
-		DeleteArchivedAfter: c.cfg.DeleteArchivedAfter, ArchiveInterval: c.cfg.ArchiveInterval, ArchiveBatch: c.cfg.ArchiveBatch,
-		ClaimBatch: c.cfg.ClaimBatch, TimeoutGrace: c.cfg.TimeoutGrace, MaxRunaway: c.cfg.MaxRunawayHandlers,
-		Tracer:        c.trace,
-		Observer:      engineObserver{&c.obs},
-		BrakeDefaults: brakeDefaults(),
-	}
-	cfg.QueuePrefetch = make(map[string]int, len(c.cfg.Queues))
-	for name, q := range c.cfg.Queues {
-		cfg.Queues[name], cfg.QueuePrefetch[name] = q.MaxWorkers, max(q.Prefetch, 0)
-	}
+	cfg := config.Engine(c.cfg.fields(), c.cfg.Queues)
+	cfg.Driver, cfg.Tracer, cfg.Observer, cfg.BrakeDefaults = c.drv, c.trace, engineObserver{&c.obs}, brakeDefaults()
+	cfg.Handlers = make(map[string]engine.Handler, len(c.cfg.Handlers.m))
 	for t, h := range c.cfg.Handlers.m {
 		if h.run != nil {
 			cfg.Handlers[t] = h.run
@@ -93,12 +76,9 @@ const batchInterval = time.Second
 // newBatchFinisher is the leader's batch finisher (package batch creates
 // the batches).
 func newBatchFinisher(c *Client, store driver.Batcher) *batch.Finisher {
-	var retention time.Duration
-	if c.cfg.DeleteArchivedAfter > 0 { // kept while their members could be: archived, then deleted
-		retention = max(c.cfg.RetainSucceeded, c.cfg.RetainDead) + c.cfg.DeleteArchivedAfter
-	}
-	return batch.New(batch.Config{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger, Retention: retention,
-		Leading: func() bool { return c.eng.Load().Leading() },
+	return batch.New(batch.Config{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger,
+		Retention: batch.Retention(c.cfg.RetainSucceeded, c.cfg.RetainDead, c.cfg.DeleteArchivedAfter),
+		Leading:   func() bool { return c.eng.Load().Leading() },
 		Finished: func(b *driver.BatchRow) {
 			if c.obs.active() {
 				oc := OutcomeSucceeded

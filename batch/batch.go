@@ -14,6 +14,7 @@ import (
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/access"
 	ibatch "github.com/keelq/keel/internal/batch"
+	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/enqueue"
 )
 
@@ -158,12 +159,9 @@ func List(ctx context.Context, c *keel.Client, f Filter) ([]*Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Info, len(rows))
-	for i := range rows {
-		out[i] = info(&rows[i], driver.BatchCounts{Succeeded: rows[i].Succeeded, Dead: rows[i].Dead,
-			Cancelled: rows[i].Cancelled})
-	}
-	return out, nil
+	return conv.Rows(rows, func(r *driver.BatchRow) *Info {
+		return info(r, driver.BatchCounts{Succeeded: r.Succeeded, Dead: r.Dead, Cancelled: r.Cancelled})
+	}), nil
 }
 
 // Members returns up to limit (1..1000) members of c's batch id with ids
@@ -175,11 +173,7 @@ func Members(ctx context.Context, c *keel.Client, id, afterID int64, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*keel.TaskInfo, len(rows))
-	for i := range rows {
-		out[i] = p.Info(&rows[i]).(*keel.TaskInfo)
-	}
-	return out, nil
+	return conv.Rows(rows, func(r *driver.TaskRow) *keel.TaskInfo { return p.Info(r).(*keel.TaskInfo) }), nil
 }
 
 // book is the batch book of the client p comes from.

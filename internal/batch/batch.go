@@ -166,6 +166,17 @@ type Config struct {
 	Retention time.Duration
 }
 
+// Retention is how long a finished batch is kept: while its members could
+// still be read, archived and then deleted (the longer of retainSucceeded
+// and retainDead, plus deleteArchivedAfter); for ever (0) when archived
+// tasks are kept for ever (deleteArchivedAfter 0).
+func Retention(retainSucceeded, retainDead, deleteArchivedAfter time.Duration) time.Duration {
+	if deleteArchivedAfter <= 0 {
+		return 0
+	}
+	return max(retainSucceeded, retainDead) + deleteArchivedAfter
+}
+
 // PruneEvery is how often a Finisher deletes the batches past retention.
 const PruneEvery = time.Minute
 

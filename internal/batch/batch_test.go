@@ -144,3 +144,19 @@ func TestFinisherPrunesOncePerInterval(t *testing.T) {
 		t.Fatalf("pruned without a retention: %v, %v", keep.prunedBefore, err)
 	}
 }
+
+// TestRetention: a finished batch is kept while its members could be
+// read; for ever when archived tasks are.
+func TestRetention(t *testing.T) {
+	day := 24 * time.Hour
+	for _, c := range []struct{ succeeded, dead, deleteAfter, want time.Duration }{
+		{30 * day, 30 * day, 0, 0},
+		{30 * day, 30 * day, 7 * day, 37 * day},
+		{day, 14 * day, 2 * day, 16 * day},
+		{20 * day, 7 * day, time.Hour, 20*day + time.Hour},
+	} {
+		if got := Retention(c.succeeded, c.dead, c.deleteAfter); got != c.want {
+			t.Errorf("Retention(%v, %v, %v) = %v, want %v", c.succeeded, c.dead, c.deleteAfter, got, c.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -138,10 +139,32 @@ func moduleVersion(bi *debug.BuildInfo) string {
 	return ""
 }
 
-// Queue is a keel.QueueConfig after Default: MaxWorkers and Prefetch
-// (NoPrefetch for none).
+// Queue is a keel.QueueConfig: MaxWorkers and Prefetch (NoPrefetch for
+// none).
 type Queue struct {
-	Workers, Prefetch int
+	MaxWorkers, Prefetch int
+}
+
+// QueueConfig is keel.QueueConfig, or Queue: the functions on a client's
+// queues take its Config.Queues as they are.
+type QueueConfig interface {
+	~struct{ MaxWorkers, Prefetch int }
+}
+
+// DefaultQueues returns queues with each queue's unset MaxWorkers (10)
+// and Prefetch (a quarter of MaxWorkers, rounded down) set, and the sum
+// of their MaxWorkers.
+func DefaultQueues[Q QueueConfig](queues map[string]Q) (map[string]Q, int) {
+	out, workers := make(map[string]Q, len(queues)), 0
+	for name, c := range queues {
+		q := Queue(c)
+		q.MaxWorkers = cmp.Or(q.MaxWorkers, 10)
+		if q.Prefetch == 0 {
+			q.Prefetch = max(q.MaxWorkers/4, 0)
+		}
+		out[name], workers = Q(q), workers+q.MaxWorkers
+	}
+	return out, workers
 }
 
 // NoPrefetch is keel.NoPrefetch; MaxPrefetch bounds a queue's prefetch,
@@ -159,20 +182,20 @@ func PrefetchBound(workers int) int { return min(MaxPrefetch, PrefetchPerWorker*
 // naming the first bad field: queues and types first, then the
 // durations' signs, then alerts, the alert settings' own check, then the
 // settings' ranges.
-func Check(f Fields, queues map[string]Queue, types []string, alerts func() error) error {
+func Check[Q QueueConfig](f Fields, queues map[string]Q, types []string, alerts func() error) error {
 	invalid := kerr.Invalid
 	for _, name := range slices.Sorted(maps.Keys(queues)) {
-		q := queues[name]
+		q := Queue(queues[name])
 		switch {
 		case !driver.ValidName(name):
 			return invalid("Config.Queues: invalid queue name %q", name)
 		case name == enqueue.KeelQueue:
 			return invalid("Config.Queues: queue %q is reserved for keel's own tasks (alert deliveries, the drill)", name)
-		case q.Workers < 0:
-			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.Workers)
-		case q.Prefetch < NoPrefetch || q.Prefetch > PrefetchBound(q.Workers):
+		case q.MaxWorkers < 0:
+			return invalid("Config.Queues[%q].MaxWorkers must be positive, got %d", name, q.MaxWorkers)
+		case q.Prefetch < NoPrefetch || q.Prefetch > PrefetchBound(q.MaxWorkers):
 			return invalid("Config.Queues[%q].Prefetch must be at most %d (%d×MaxWorkers, at most %d), or keel.NoPrefetch (%d) for none; got %d",
-				name, PrefetchBound(q.Workers), PrefetchPerWorker, MaxPrefetch, NoPrefetch, q.Prefetch)
+				name, PrefetchBound(q.MaxWorkers), PrefetchPerWorker, MaxPrefetch, NoPrefetch, q.Prefetch)
 		}
 	}
 	for _, t := range types {

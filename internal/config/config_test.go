@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"log/slog"
+	"maps"
 	"reflect"
 	"runtime/debug"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/keelq/keel/internal/backoff"
+	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/kerr"
 )
 
@@ -95,17 +98,17 @@ func TestCheck(t *testing.T) {
 		{name: "defaults"},
 		{name: "jitter off", mod: func(s *settings) { s.backoffJitter = -1 }},
 		{name: "least retention", mod: func(s *settings) { s.retainSucceeded, s.retainDead = MinRetainSucceeded, MinRetainDead }},
-		{name: "bad queue", queues: map[string]Queue{"bad queue": {Workers: 1}}, want: `Config.Queues: invalid queue name "bad queue"`},
-		{name: "keel queue", queues: map[string]Queue{"keel": {Workers: 1}},
+		{name: "bad queue", queues: map[string]Queue{"bad queue": {MaxWorkers: 1}}, want: `Config.Queues: invalid queue name "bad queue"`},
+		{name: "keel queue", queues: map[string]Queue{"keel": {MaxWorkers: 1}},
 			want: `Config.Queues: queue "keel" is reserved for keel's own tasks (alert deliveries, the drill)`},
-		{name: "workers", queues: map[string]Queue{"q": {Workers: -1}}, want: `Config.Queues["q"].MaxWorkers must be positive, got -1`},
-		{name: "prefetch off", queues: map[string]Queue{"q": {Workers: 1, Prefetch: NoPrefetch}}},
-		{name: "prefetch bound", queues: map[string]Queue{"q": {Workers: 2, Prefetch: 8}, "r": {Workers: 1000, Prefetch: 1000}}},
-		{name: "prefetch negative", queues: map[string]Queue{"q": {Workers: 10, Prefetch: -2}},
+		{name: "workers", queues: map[string]Queue{"q": {MaxWorkers: -1}}, want: `Config.Queues["q"].MaxWorkers must be positive, got -1`},
+		{name: "prefetch off", queues: map[string]Queue{"q": {MaxWorkers: 1, Prefetch: NoPrefetch}}},
+		{name: "prefetch bound", queues: map[string]Queue{"q": {MaxWorkers: 2, Prefetch: 8}, "r": {MaxWorkers: 1000, Prefetch: 1000}}},
+		{name: "prefetch negative", queues: map[string]Queue{"q": {MaxWorkers: 10, Prefetch: -2}},
 			want: `Config.Queues["q"].Prefetch must be at most 40 (4×MaxWorkers, at most 1000), or keel.NoPrefetch (-1) for none; got -2`},
-		{name: "prefetch per worker", queues: map[string]Queue{"q": {Workers: 2, Prefetch: 9}},
+		{name: "prefetch per worker", queues: map[string]Queue{"q": {MaxWorkers: 2, Prefetch: 9}},
 			want: `Config.Queues["q"].Prefetch must be at most 8 (4×MaxWorkers, at most 1000), or keel.NoPrefetch (-1) for none; got 9`},
-		{name: "prefetch most", queues: map[string]Queue{"q": {Workers: 1000, Prefetch: 1001}},
+		{name: "prefetch most", queues: map[string]Queue{"q": {MaxWorkers: 1000, Prefetch: 1001}},
 			want: `Config.Queues["q"].Prefetch must be at most 1000 (4×MaxWorkers, at most 1000), or keel.NoPrefetch (-1) for none; got 1001`},
 		{name: "bad type", types: []string{"ok", "not ok"}, want: `Config.Types: invalid type name "not ok"`},
 		{name: "keel type", types: []string{"keel.x"},
@@ -156,11 +159,11 @@ func TestCheckAlertsOrder(t *testing.T) {
 	bad := errors.New("alerts")
 	s := defaulted()
 	s.claimBatch = 0
-	if err := Check(s.fields(), nil, nil, func() error { return bad }); err != bad {
+	if err := Check[Queue](s.fields(), nil, nil, func() error { return bad }); err != bad {
 		t.Fatalf("ranges before alerts: %v", err)
 	}
 	s.poll = -1
-	if err := Check(s.fields(), nil, nil, func() error { return bad }); err == bad {
+	if err := Check[Queue](s.fields(), nil, nil, func() error { return bad }); err == bad {
 		t.Fatalf("alerts before signs: %v", err)
 	}
 }
@@ -185,5 +188,40 @@ func TestModuleVersion(t *testing.T) {
 		if got := moduleVersion(&c.bi); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestDefaultQueues: each queue's unset workers and prefetch get their
+// defaults; set ones, and NoPrefetch, stay.
+func TestDefaultQueues(t *testing.T) {
+	got, workers := DefaultQueues(map[string]Queue{"a": {}, "b": {MaxWorkers: 3}, "c": {MaxWorkers: 40, Prefetch: NoPrefetch},
+		"d": {MaxWorkers: 8, Prefetch: 30}})
+	want := map[string]Queue{"a": {MaxWorkers: 10, Prefetch: 2}, "b": {MaxWorkers: 3}, "c": {MaxWorkers: 40, Prefetch: NoPrefetch},
+		"d": {MaxWorkers: 8, Prefetch: 30}}
+	if !maps.Equal(got, want) || workers != 61 {
+		t.Fatalf("DefaultQueues: %v, %d workers; want %v, 61", got, workers, want)
+	}
+}
+
+// TestEngine: the engine gets every setting it has and each queue's
+// workers and prefetch (none for NoPrefetch).
+func TestEngine(t *testing.T) {
+	s := defaulted()
+	s.deleteArchived = 48 * time.Hour
+	cfg := Engine(s.fields(), map[string]Queue{"a": {MaxWorkers: 4, Prefetch: 1}, "b": {MaxWorkers: 2, Prefetch: NoPrefetch}})
+	if cfg.Now == nil {
+		t.Fatal("no clock")
+	}
+	cfg.Now = nil
+	want := engine.Config{Node: s.node, Version: s.version, Logger: s.logger,
+		Queues: map[string]int{"a": 4, "b": 2}, QueuePrefetch: map[string]int{"a": 1, "b": 0},
+		Backoff:    backoff.Policy{Base: 30 * time.Second, Max: time.Hour, Jitter: 0.2},
+		MaxSnoozes: 100, LeaseTTL: 30 * time.Second, HeartbeatInterval: 10 * time.Second, PollInterval: time.Second,
+		RescueInterval: 10 * time.Second, ReconcileInterval: 5 * time.Minute, MaintainInterval: time.Minute, RetainSucceeded: 30 * 24 * time.Hour,
+		RetainDead: 30 * 24 * time.Hour, DeleteArchivedAfter: 48 * time.Hour, ArchiveInterval: time.Minute, ArchiveBatch: 1000,
+		HistoryRetention: 8 * 24 * time.Hour, SettingsInterval: 2 * time.Second, ClaimBatch: 100,
+		TimeoutGrace: 5 * time.Second, MaxRunaway: 10}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("engine settings\n%+v\nwant\n%+v", cfg, want)
 	}
 }

@@ -15,6 +15,17 @@ func Slice[T, R any](s []T, f func(T) R) []R {
 	return out
 }
 
+// Rows returns f of a pointer to each element of s (rows read from a
+// driver), in order; never nil, so that an empty list stays a list (it
+// encodes as [] in JSON).
+func Rows[T, R any](s []T, f func(*T) R) []R {
+	out := make([]R, len(s))
+	for i := range s {
+		out[i] = f(&s[i])
+	}
+	return out
+}
+
 // Keys returns m with its keys converted to K (a string type, such as
 // keel.State); never nil.
 func Keys[K ~string, V any](m map[string]V) map[K]V {

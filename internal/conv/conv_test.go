@@ -18,6 +18,16 @@ func TestSlice(t *testing.T) {
 	}
 }
 
+func TestRows(t *testing.T) {
+	rows := []int{3, 1}
+	if got := Rows(rows, func(r *int) *int { return r }); len(got) != 2 || got[0] != &rows[0] || got[1] != &rows[1] {
+		t.Errorf("Rows: %v, want pointers to the rows", got)
+	}
+	if got := Rows(nil, func(r *int) int { return *r }); got == nil || len(got) != 0 {
+		t.Errorf("Rows of nil: %#v, want empty, not nil", got)
+	}
+}
+
 func TestKeys(t *testing.T) {
 	type state string
 	if got := Keys[state](map[string]int64{"dead": 2, "pending": 1}); !reflect.DeepEqual(got, map[state]int64{"dead": 2, "pending": 1}) {

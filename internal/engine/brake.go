@@ -201,8 +201,12 @@ func (e *Engine) retryDueLocked(taskType string, at time.Time, reset bool) {
 }
 
 // BrakesChanged rereads the brakes after a change made in this process
-// (a manual close) and wakes the workers.
+// (a manual close) and wakes the workers; a nil Engine (a client not
+// started) does nothing.
 func (e *Engine) BrakesChanged(ctx context.Context) {
+	if e == nil {
+		return
+	}
 	e.loadBrakes(ctx)
 	e.WakeQueue("")
 }

@@ -75,8 +75,11 @@ func (s *settings) load(ctx context.Context, e *Engine) bool {
 
 // ApplySetting puts one changed setting into the snapshot at once (the
 // refresh loop brings the others' changes) and wakes the queues it may
-// have unblocked.
+// have unblocked; a nil Engine (a client not started) does nothing.
 func (e *Engine) ApplySetting(set driver.Setting) {
+	if e == nil {
+		return
+	}
 	s := &e.settings
 	s.mu.Lock()
 	old := s.get()
