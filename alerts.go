@@ -30,19 +30,13 @@ import (
 // them apart.
 const ReservedQueue = "keel"
 
-const (
-	reservedTypePrefix = enqueue.KeelTypePrefix
-	notifyTypePrefix   = alerts.NotifyTypePrefix
-)
-
-// reserved reports whether a type or queue name belongs to keel itself.
-func reservedType(t string) bool  { return enqueue.ReservedType(t) }
-func reservedQueue(q string) bool { return q == ReservedQueue }
+// reservedType reports whether a type name belongs to keel itself.
+func reservedType(t string) bool { return enqueue.ReservedType(t) }
 
 // IsKeelTask reports whether a task of this queue and type is keel's own
 // work (queue ReservedQueue, or a type starting with "keel."), which is
 // kept out of the figures of users' work.
-func IsKeelTask(queue, taskType string) bool { return reservedQueue(queue) || reservedType(taskType) }
+func IsKeelTask(queue, taskType string) bool { return queue == ReservedQueue || reservedType(taskType) }
 
 // The alert rules.
 const (

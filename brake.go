@@ -158,8 +158,3 @@ func brakeInfo(row *driver.BrakeRow, err error) (*BrakeInfo, error) {
 	info := brakeFromRow(*row)
 	return &info, nil
 }
-
-// brakeDefaults are the engine's default brake thresholds.
-func brakeDefaults() driver.BrakeConfig {
-	return driver.BrakeConfig{Window: DefaultBrakeWindow, Threshold: DefaultBrakeThreshold, Cooldown: DefaultBrakeCooldown}
-}

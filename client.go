@@ -80,7 +80,7 @@ func NewClient(cfg Config) (*Client, error) {
 	c.alerter = newAlerter(c)
 	c.eta = estimator.New(estimator.Config{Snapshots: c.snaps, Store: c.drv, Now: c.cfg.Now, LiveWindow: c.cfg.liveWindow(), Wrap: unavailable})
 	var err error
-	if c.schedules, err = validateSchedules(cfg.Schedules, cfg.MaxPayloadBytes); err != nil {
+	if c.schedules, err = enqueue.CheckSchedules(conv.Slice(cfg.Schedules, Schedule.definition), cfg.MaxPayloadBytes); err != nil {
 		return nil, err
 	}
 	c.sched, c.ramps = newScheduler(c), newRampJudge(c)

@@ -212,10 +212,6 @@ const (
 	MinRetainDead      = 7 * 24 * time.Hour
 )
 
-// validName reports whether s is a valid type or queue name: 1–128
-// characters of letters, digits and _ . : -, starting with a letter or digit.
-func validName(s string) bool { return driver.ValidName(s) }
-
 func (c Config) withDefaults() Config {
 	if c.Handlers == nil {
 		c.Handlers = NewHandlers()

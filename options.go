@@ -27,10 +27,6 @@ func Priority(p int) Option { return func(o *options) { o.Priority = enqueue.Ptr
 // now.
 func RunAt(t time.Time) Option { return func(o *options) { o.RunAt = enqueue.Ptr(t) } }
 
-// checkTimeFilters refuses a time filter outside the range run_at has,
-// given as name, time pairs (see enqueue.CheckTimeFilter).
-func checkTimeFilters(pairs ...any) error { return enqueue.CheckTimeFilters(pairs...) }
-
 // Delay schedules the task to start d from now. Default 0.
 func Delay(d time.Duration) Option { return func(o *options) { o.Delay = enqueue.Ptr(d) } }
 

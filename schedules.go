@@ -113,16 +113,6 @@ func (s Schedule) definition() enqueue.Schedule {
 		Payload: s.Payload, Priority: s.Priority, Missed: string(s.Missed)}
 }
 
-// validateSchedules checks Config.Schedules and returns them as the
-// driver stores them.
-func validateSchedules(schedules []Schedule, maxPayload int) ([]driver.ScheduleParams, error) {
-	defs := make([]enqueue.Schedule, len(schedules))
-	for i, s := range schedules {
-		defs[i] = s.definition()
-	}
-	return enqueue.CheckSchedules(defs, maxPayload)
-}
-
 // newScheduler returns the service that enqueues c's schedules' ticks.
 func newScheduler(c *Client) *scheduler.Scheduler {
 	return scheduler.New(scheduler.Config{

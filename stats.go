@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/keelq/keel/internal/alerts"
 	"github.com/keelq/keel/internal/conv"
 	"github.com/keelq/keel/internal/estimator"
 )
@@ -120,7 +121,7 @@ type Stats struct {
 // with 5.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	o, err := estimator.ReadOverview(ctx, estimator.OverviewParams{Snapshots: c.snaps, Alerts: c.drv, LiveWindow: c.cfg.liveWindow(),
-		Keel: estimator.Keel{Queue: ReservedQueue, Task: IsKeelTask, NotifyPrefix: notifyTypePrefix}, Wrap: unavailable})
+		Keel: estimator.Keel{Queue: ReservedQueue, Task: IsKeelTask, NotifyPrefix: alerts.NotifyTypePrefix}, Wrap: unavailable})
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package keel
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backlog"
@@ -38,7 +37,8 @@ func (c *Client) Start(ctx context.Context) error {
 		return fmt.Errorf("keel: store the configured schedules: %w", unavailable(ctx, err))
 	}
 	cfg := config.Engine(c.cfg.fields(), c.cfg.Queues)
-	cfg.Driver, cfg.Tracer, cfg.Observer, cfg.BrakeDefaults = c.drv, c.trace, engineObserver{&c.obs}, brakeDefaults()
+	cfg.Driver, cfg.Tracer, cfg.Observer = c.drv, c.trace, engineObserver{&c.obs}
+	cfg.BrakeDefaults = driver.BrakeConfig{Window: DefaultBrakeWindow, Threshold: DefaultBrakeThreshold, Cooldown: DefaultBrakeCooldown}
 	cfg.Handlers = make(map[string]engine.Handler, len(c.cfg.Handlers.m))
 	for t, h := range c.cfg.Handlers.m {
 		if h.run != nil {
@@ -54,7 +54,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.alerter.Install(&cfg, reservedWorkers, c.cfg.Alerts.Interval)
 	}
 	if store, ok := c.drv.(driver.Batcher); ok {
-		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: batchInterval, Run: newBatchFinisher(c, store).Run})
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: batch.Interval, Run: newBatchFinisher(c, store).Run})
 	}
 	if store, ok := c.drv.(driver.Sequencer); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: sequence.Interval, Run: sequence.New(sequence.Config{Store: store,
@@ -68,10 +68,6 @@ func (c *Client) Start(ctx context.Context) error {
 	c.ramps.Start(ctx)
 	return nil
 }
-
-// batchInterval is how often the leader finishes the batches whose
-// members have all finished.
-const batchInterval = time.Second
 
 // newBatchFinisher is the leader's batch finisher (package batch creates
 // the batches).

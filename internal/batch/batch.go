@@ -177,6 +177,9 @@ func Retention(retainSucceeded, retainDead, deleteArchivedAfter time.Duration) t
 	return max(retainSucceeded, retainDead) + deleteArchivedAfter
 }
 
+// Interval is how often the leader runs a Finisher's pass.
+const Interval = time.Second
+
 // PruneEvery is how often a Finisher deletes the batches past retention.
 const PruneEvery = time.Minute
 
