@@ -30,7 +30,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Archive: archiveSQL, Sources: sourceSQL, Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: adminSQL,
 			Counters: sqlutil.CounterSQL{Counts: sqlCounts, Minutes: sqlMinutes},
-			Batches:  batchSQL},
+			Batches:  batchSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
 		InsertCaller:    insert,

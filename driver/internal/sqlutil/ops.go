@@ -53,6 +53,7 @@ type Statements[Q any] struct {
 	Admin     AdminSQL
 	Counters  CounterSQL
 	Batches   BatchSQL
+	Workflows WorkflowSQL[Q]
 }
 
 // InsertTx implements driver.Driver: the inserts run under a savepoint of
