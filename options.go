@@ -73,3 +73,12 @@ func MaxSnoozes(n int) Option { return func(o *options) { o.MaxSnoozes = enqueue
 // traceparent and tracestate (the enqueue span's W3C trace context),
 // replacing tags of those names. Default none.
 func Meta(tags map[string]string) Option { return func(o *options) { o.Meta = tags } }
+
+// DependsOn holds the task until the tasks with these ids have all
+// succeeded; if one of them dies or is cancelled, the task is cancelled
+// with that reason (see package workflow). Each must be in keel_tasks
+// (pending, running or finished, not archived), else ErrInvalid. Excludes
+// RunAt and Delay. Default none.
+func DependsOn(ids ...int64) Option {
+	return func(o *options) { o.DependsOn = append(o.DependsOn, ids...) }
+}
