@@ -45,6 +45,7 @@ WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt,
 		},
 		Scan:  sqlutil.ScanWorkflowUTC,
 		Task:  d.Get,
+		Now:   d.txNow,
 		Count: func(ctx context.Context, q querier, t *sqlutil.Tally) error { return count(ctx, q, t) },
 	}
 }

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/driver/internal/sqlutil"
@@ -49,6 +51,14 @@ WHERE id = $3 AND state = 'pending' AND run_at = ` + heldAt,
 		},
 		Scan: sqlutil.ScanWorkflowUTC,
 		Task: d.Get,
+		Now: func(ctx context.Context, q querier, now time.Time) (time.Time, error) {
+			if d.opts.CallerClock {
+				return now, nil
+			}
+			var t time.Time
+			err := rowsOf(ctx, q, `SELECT now()`)(func(scan sqlutil.Scan) error { return scan(&t) })
+			return t, err
+		},
 	}
 }
 

@@ -48,11 +48,11 @@ func ScanWorkflowUTC(scan Scan) (*driver.WorkflowRow, error) { return ScanWorkfl
 //     the task's workflow; List (filter) is ListWorkflows' query;
 //   - Members (workflow id) selects name and task id of its tasks, by
 //     task id;
-//   - Deps ({ids}) selects task id, dep id, the dep's state ('' when it is
+//   - Deps ({ids}) selects task id, dep id, the dep's state (” when it is
 //     in neither keel_tasks nor keel_archive) and its name in its workflow
-//     ('' when none), of the dependencies of the tasks with those ids;
+//     (” when none), of the dependencies of the tasks with those ids;
 //   - Waits (after id, limit) selects task id, on_failure, the task's state
-//     ('' when gone) and 1 when it is held, else 0, of the wait rows by
+//     (” when gone) and 1 when it is held, else 0, of the wait rows by
 //     task id; LockWait (task id) the same of one wait row, locked;
 //   - Counted (task id) selects queue, type, priority and attempt of a
 //     held task, locked;
@@ -61,12 +61,16 @@ func ScanWorkflowUTC(scan Scan) (*driver.WorkflowRow, error) { return ScanWorkfl
 //   - DropWait (task id) deletes a wait row.
 type WorkflowSQL[Q any] struct {
 	Insert, LastID, Member, Dep, Wait, Live, Get, Of, Members, Deps, Waits, LockWait, Counted, Release, Cancel, DropWait string
-	In                                                                                                                  func(query string, ids []int64) (string, []any)
-	List                                                                                                                func(f driver.WorkflowFilter) (string, []any)
-	Scan                                                                                                                func(Scan) (*driver.WorkflowRow, error)
+	In                                                                                                                   func(query string, ids []int64) (string, []any)
+	List                                                                                                                 func(f driver.WorkflowFilter) (string, []any)
+	Scan                                                                                                                 func(Scan) (*driver.WorkflowRow, error)
 	// Task loads a task, from keel_tasks or keel_archive (the driver's
 	// Get).
 	Task func(ctx context.Context, id int64) (*driver.TaskRow, error)
+	// Now is the time of a release or cancel in the transaction q, given
+	// the caller's now: the database's clock where the driver reads it;
+	// nil: now.
+	Now func(ctx context.Context, q Q, now time.Time) (time.Time, error)
 	// Count writes a tally in the transaction q; nil where the database
 	// counts with triggers.
 	Count func(ctx context.Context, q Q, t *Tally) error
@@ -451,6 +455,11 @@ func (o *Ops[Q]) settleTask(ctx context.Context, q Q, id int64, v driver.Verdict
 		return false, err
 	}
 	old.State, old.RunAt = driver.StatePending, driver.HeldUntil
+	if s.Now != nil {
+		if now, err = s.Now(ctx, q, now); err != nil {
+			return false, err
+		}
+	}
 	now = now.UTC().Truncate(time.Microsecond)
 	nu := old
 	var n int64
