@@ -49,6 +49,9 @@ type EnqueueRequest struct {
 	// IdempotencyKey is the caller's own key; for a single task the
 	// Idempotency-Key header may carry it instead (both must then agree).
 	IdempotencyKey string `json:"idempotency_key,omitempty" api:"nonempty"`
+	// DependsOn are the ids of tasks this one waits for: it runs once they
+	// have all succeeded and is cancelled if one dies or is cancelled.
+	DependsOn []int64 `json:"depends_on,omitempty"`
 }
 
 // BatchRequest is the body of POST /v1/tasks/batch: all tasks are stored

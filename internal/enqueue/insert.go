@@ -37,8 +37,7 @@ func Insert(ctx context.Context, drv driver.Driver, tx driver.Tx) InsertFunc {
 			if !ok {
 				return nil, kerr.Invalid("DependsOn: this driver keeps no task dependencies")
 			}
-			out, err := w.InsertHeld(ctx, tx, params)
-			return out, Dependency(err)
+			return w.InsertHeld(ctx, tx, params)
 		}
 		if tx != nil {
 			return drv.InsertTx(ctx, tx, params)
@@ -108,7 +107,7 @@ func (in *Inserter) Enqueue(ctx context.Context, specs []Spec, inTx bool, insert
 		results, err = insert(params)
 	}
 	if err != nil {
-		err = fmt.Errorf("enqueue: %w", in.Wrap(ctx, err))
+		err = fmt.Errorf("enqueue: %w", in.Wrap(ctx, Dependency(err)))
 		for _, s := range spans {
 			s.RecordError(err)
 			s.SetStatus(codes.Error, err.Error())

@@ -165,7 +165,7 @@ func (b *Book) Create(ctx context.Context, s Spec) (*driver.WorkflowRow, []drive
 		var err error
 		row, out, err = b.Store.CreateWorkflow(ctx, driver.CreateWorkflowParams{Name: s.Name, OnFailure: s.OnFailure,
 			Tasks: params, Graph: graph, Now: params[0].Now})
-		return out, enqueue.Dependency(err)
+		return out, err
 	})
 	if err != nil {
 		return nil, nil, err
