@@ -38,6 +38,7 @@ WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt + ` FOR UPDATE`,
 WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt,
 		Cancel: `UPDATE keel_tasks SET state = 'cancelled', finished_at = ?, updated_at = finished_at, errors = ?
 WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt,
+		Hold:     `UPDATE keel_tasks SET run_at = ` + heldAt + ` WHERE id = ?`,
 		DropWait: `DELETE FROM keel_waits WHERE task_id = ?`,
 		In:       sqlutil.InQuestion,
 		List: func(f driver.WorkflowFilter) (string, []any) {

@@ -41,6 +41,7 @@ WHERE id = $1 AND state = 'pending' AND run_at = ` + heldAt + ` FOR UPDATE`,
 WHERE id = $2 AND state = 'pending' AND run_at = ` + heldAt,
 		Cancel: `UPDATE {schema}.keel_tasks SET state = 'cancelled', finished_at = $1, updated_at = $1, errors = $2::jsonb
 WHERE id = $3 AND state = 'pending' AND run_at = ` + heldAt,
+		Hold:     `UPDATE {schema}.keel_tasks SET run_at = ` + heldAt + ` WHERE id = $1`,
 		DropWait: `DELETE FROM {schema}.keel_waits WHERE task_id = $1`,
 		In: func(query string, ids []int64) (string, []any) {
 			return strings.Replace(query, "{ids}", "(SELECT unnest($1::bigint[]))", 1), []any{ids}

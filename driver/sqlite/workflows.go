@@ -40,6 +40,7 @@ WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt,
 WHERE id = ?2 AND state = 'pending' AND run_at = ` + heldAt,
 		Cancel: `UPDATE keel_tasks SET state = 'cancelled', finished_at = ?1, updated_at = ?1, errors = ?2
 WHERE id = ?3 AND state = 'pending' AND run_at = ` + heldAt,
+		Hold:     `UPDATE keel_tasks SET run_at = ` + heldAt + ` WHERE id = ?`,
 		DropWait: `DELETE FROM keel_waits WHERE task_id = ?`,
 		In: func(query string, ids []int64) (string, []any) {
 			return strings.Replace(query, "{ids}", "(SELECT value FROM json_each(?))", 1), []any{int64List(ids)}

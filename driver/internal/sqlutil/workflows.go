@@ -58,12 +58,15 @@ func ScanWorkflowUTC(scan Scan) (*driver.WorkflowRow, error) { return ScanWorkfl
 //     held task, locked;
 //   - Release (now, task id) makes a held task ready; Cancel (now, errors
 //     JSON, task id) cancels a held task; both match nothing otherwise;
-//   - DropWait (task id) deletes a wait row.
+//   - DropWait (task id) deletes a wait row;
+//   - Hold (task id) sets a task's run_at to driver.HeldUntil (the
+//     insert of a driver that takes run times relative to the database's
+//     clock may have stored another).
 type WorkflowSQL[Q any] struct {
-	Insert, LastID, Member, Dep, Wait, Live, Get, Of, Members, Deps, Waits, LockWait, Counted, Release, Cancel, DropWait string
-	In                                                                                                                   func(query string, ids []int64) (string, []any)
-	List                                                                                                                 func(f driver.WorkflowFilter) (string, []any)
-	Scan                                                                                                                 func(Scan) (*driver.WorkflowRow, error)
+	Hold, Insert, LastID, Member, Dep, Wait, Live, Get, Of, Members, Deps, Waits, LockWait, Counted, Release, Cancel, DropWait string
+	In                                                                                                                         func(query string, ids []int64) (string, []any)
+	List                                                                                                                       func(f driver.WorkflowFilter) (string, []any)
+	Scan                                                                                                                       func(Scan) (*driver.WorkflowRow, error)
 	// Task loads a task, from keel_tasks or keel_archive (the driver's
 	// Get).
 	Task func(ctx context.Context, id int64) (*driver.TaskRow, error)
@@ -136,6 +139,9 @@ func (o *Ops[Q]) insertHeld(ctx context.Context, q Q, params []driver.InsertPara
 		if r.Duplicate || len(params[i].DependsOn) == 0 {
 			continue
 		}
+		if err := o.fixHeld(ctx, q, r.Task, params[i].Now); err != nil {
+			return nil, nil, err
+		}
 		if err := o.hold(ctx, q, r.Task.ID, params[i].DependsOn, driver.OnFailureCancel, params[i].Now); err != nil {
 			return nil, nil, err
 		}
@@ -162,6 +168,27 @@ func (o *Ops[Q]) checkLive(ctx context.Context, q Q, ids []int64) error {
 		if !slices.Contains(live, id) {
 			return fmt.Errorf("%w: dependency %d: no such task (unknown, or archived)", driver.ErrDependency, id)
 		}
+	}
+	return nil
+}
+
+// fixHeld makes the run time of task, just inserted held, HeldUntil where
+// the insert stored another (a run time taken relative to the database's
+// clock), keeping the live counters right.
+func (o *Ops[Q]) fixHeld(ctx context.Context, q Q, task *driver.TaskRow, now time.Time) error {
+	if driver.Held(task.RunAt) {
+		return nil
+	}
+	s := o.c.SQL.Workflows
+	if _, err := o.c.DB.Conn(q).Exec(ctx, s.Hold, task.ID); err != nil {
+		return err
+	}
+	old := StateOf(task)
+	task.RunAt = driver.HeldUntil
+	if s.Count != nil {
+		var t Tally
+		t.Update(old, StateOf(task), now, false)
+		return s.Count(ctx, q, &t)
 	}
 	return nil
 }
@@ -226,6 +253,11 @@ func (o *Ops[Q]) CreateWorkflow(ctx context.Context, p driver.CreateWorkflowPara
 		}
 		for i, g := range p.Graph {
 			tid := out[i].Task.ID
+			if len(g.Needs) > 0 {
+				if err := o.fixHeld(ctx, q, out[i].Task, p.Now); err != nil {
+					return err
+				}
+			}
 			if _, err := c.Exec(ctx, s.Member, id, g.Name, tid); err != nil {
 				return err
 			}
