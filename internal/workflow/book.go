@@ -211,4 +211,3 @@ func Overall(nodes []driver.WorkflowNode) State {
 func Held(row *driver.TaskRow) bool {
 	return row != nil && row.State == driver.StatePending && driver.Held(row.RunAt)
 }
-
