@@ -95,7 +95,7 @@ func diamondUnderKills(t *testing.T, b *backend) {
 		if k > kills+4 {
 			t.Fatalf("%d of %d kills found the victim running tasks", len(victims), k-1)
 		}
-		at := total * int64(len(victims)+1) / (kills + 1)
+		at := total * int64(len(victims)+1) / (kills + 2)
 		e.waitFor(fmt.Sprintf("%d tasks to succeed", at), 90*time.Second, func() bool {
 			return e.counts()[driver.StateSucceeded] >= at
 		})
@@ -123,6 +123,20 @@ func diamondUnderKills(t *testing.T, b *backend) {
 		}
 		delete(workers, victim.Name)
 		start(fmt.Sprintf("%s-r%d", slot, k))
+	}
+
+	// Then the leader, whose releaser may be midway through a pass.
+	at := total * (kills + 1) / (kills + 2)
+	e.waitFor(fmt.Sprintf("%d tasks to succeed", at), 90*time.Second, func() bool {
+		return e.counts()[driver.StateSucceeded] >= at
+	})
+	leader := e.leader()
+	if w, ok := workers[leader]; ok {
+		e.kill(w)
+		delete(workers, leader)
+		t.Logf("killed the leader %s; %d of %d succeeded after %v", leader, e.counts()[driver.StateSucceeded], total,
+			time.Since(began).Round(time.Millisecond))
+		start(leader + "-r")
 	}
 
 	e.waitFor("every diamond to settle", 120*time.Second, func() bool {
