@@ -130,13 +130,15 @@
 // tasks; Drill proves the path. Config.Schedules holds periodic tasks, each
 // tick enqueued once across the cluster. EnqueueBatch writes a group of
 // tasks in one transaction, with callbacks enqueued exactly once when the
-// last member finished (Batches reads and extends batches). OnDead
+// last member finished (Batches reads and extends batches). DependsOn holds
+// a task until the tasks it names have succeeded; package workflow writes
+// named tasks with their needs in one transaction and reads the graph. OnDead
 // enqueues a follow-up for
 // every dead task of a type. The leader archives finished tasks after
 // Config.RetainSucceeded and Config.RetainDead.
 //
 // Each of these has a guide in the repository's docs folder: tasks.md,
-// idempotency.md, steps.md, batches.md, schedules.md, limits.md (limits, rates, ramps,
+// idempotency.md, steps.md, batches.md, workflows.md, schedules.md, limits.md (limits, rates, ramps,
 // the brake), operations.md (alerts, the drill, on_dead, retention, crash
 // safety, the CLI), observability.md (metrics, logs, traces, stats and
 // ETA), databases.md, http-api.md, sources.md, dashboard.md,

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/internal/mdblock"
 )
 
 // TestWorkflowsAPI: a workflow created through the API runs in the order
@@ -93,4 +95,26 @@ func (b *bundle) countTasks(t *testing.T) int {
 	var l TaskList
 	b.call(t, "GET", "/v1/tasks?limit=1000", "").ok(t, http.StatusOK, &l)
 	return len(l.Tasks)
+}
+
+// TestWorkflowsGuideDocument: the workflow document of the workflows
+// guide (docs/workflows.md) is accepted by POST /v1/workflows as written.
+func TestWorkflowsGuideDocument(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("../docs/workflows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := mdblock.Fenced(string(text), "json")
+	if len(blocks) == 0 {
+		t.Fatal("no ```json block in docs/workflows.md")
+	}
+	b := setup(t, "sqlite", Options{}, func(c *keel.Config) { c.Types = append(c.Types, "report.generate", "report.mail") })
+	for _, blk := range blocks {
+		var w WorkflowRecord
+		b.call(t, "POST", "/v1/workflows", blk.Body).ok(t, http.StatusCreated, &w)
+		if len(w.Tasks) != 4 || w.Tasks[3].Name != "mail" || !w.Tasks[3].Held || fmt.Sprint(w.Tasks[3].Needs) != "[acme globex initech]" {
+			t.Fatalf("docs/workflows.md:%d: created %+v", blk.Line, w)
+		}
+	}
 }
