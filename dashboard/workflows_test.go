@@ -105,7 +105,14 @@ func TestWorkflowPages(t *testing.T) {
 		path = fmt.Sprintf("/workflows/%d", waiting.ID)
 		has(path, get(path), `id="node-second"><g class="wf-node state-waiting">`, `<span class="badge state-waiting">waiting</span>`)
 		path = fmt.Sprintf("/tasks/%d", ids["mail"])
-		has(path, get(path), fmt.Sprintf("dependency %d (stock) is dead", ids["stock"]))
+		has(path, get(path), fmt.Sprintf("dependency %d (stock) is dead", ids["stock"]),
+			fmt.Sprintf(`id="task-workflow"><a href="/workflows/%d">`, done.ID))
+		for _, n := range waiting.Tasks {
+			if n.Name == "second" {
+				path = fmt.Sprintf("/tasks/%d", n.TaskID)
+				has(path, get(path), `id="task-run-at">held: it waits`)
+			}
+		}
 		if r := b.do(t, "GET", "/workflows/99999", readToken, nil); r.status != http.StatusNotFound {
 			t.Errorf("/workflows/99999: status %d, want 404", r.status)
 		}
