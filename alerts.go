@@ -57,7 +57,7 @@ const (
 )
 
 // AlertRuleNames returns the name of every alert rule that can fire: the
-// rules of AlertRules, brake_open and notifier_failing.
+// rules of AlertRules, brake_open, sequence_blocked and notifier_failing.
 func AlertRuleNames() []string { return slices.Clone(alerts.RuleNames) }
 
 // AlertRules are the conditions the leader watches. DefaultAlertRules

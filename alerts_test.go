@@ -28,7 +28,7 @@ func TestAlertRulesValidate(t *testing.T) {
 // TestAlertRuleNames: every rule constant is listed once, in keel's order.
 func TestAlertRuleNames(t *testing.T) {
 	want := []string{keel.RuleDeadPerHour, keel.RuleOldestReadyAge, keel.RuleFailureRatio, keel.RuleNoLiveWorker, keel.RuleNodeLost,
-		keel.RuleBrakeOpen, keel.RuleNotifierFailing}
+		keel.RuleBrakeOpen, keel.RuleSequenceBlocked, keel.RuleNotifierFailing}
 	if got := keel.AlertRuleNames(); !slices.Equal(got, want) {
 		t.Fatalf("AlertRuleNames() = %q, want %q", got, want)
 	}

@@ -25,6 +25,9 @@ const (
 	// ETAUnknown: the queue has work ahead but no history yet to say how
 	// fast it goes (and this client runs none of its workers).
 	ETAUnknown ETAStatus = "unknown"
+	// ETAWaiting: the task is held until the member of its sequence
+	// before it finished (TaskInfo.Held).
+	ETAWaiting ETAStatus = "waiting"
 )
 
 // Estimate is when a pending task is expected to start and finish (seed

@@ -22,8 +22,9 @@ func Priority(p int) Option { return func(o *options) { o.Priority = enqueue.Ptr
 
 // RunAt schedules the task not to start before t. t must lie in the years
 // 1000 to 9999 (UTC), the range every supported database stores exactly
-// (to the microsecond); a time outside it is refused with ErrInvalid.
-// Default now.
+// (to the microsecond), short of its last microsecond, which marks a held
+// task (TaskInfo.Held); another time is refused with ErrInvalid. Default
+// now.
 func RunAt(t time.Time) Option { return func(o *options) { o.RunAt = enqueue.Ptr(t) } }
 
 // checkTimeFilters refuses a time filter outside the range run_at has,
@@ -73,6 +74,23 @@ func MaxSnoozes(n int) Option { return func(o *options) { o.MaxSnoozes = enqueue
 // traceparent and tracestate (the enqueue span's W3C trace context),
 // replacing tags of those names. Default none.
 func Meta(tags map[string]string) Option { return func(o *options) { o.Meta = tags } }
+
+// Sequence puts the task in the sequence key: tasks with the same key run
+// one at a time, in enqueue order, across every process; other keys run
+// in parallel. Until its turn a task is pending and Held. A dead member
+// holds the rest of its sequence (an alert says so) until it is retried,
+// deleted or archived, unless SequenceSkipDead is given. The key is 1-255
+// bytes of UTF-8 without NUL. See docs/sequences.md.
+func Sequence(key string) Option { return func(o *options) { o.Sequence = enqueue.Ptr(key) } }
+
+// SequenceSkipDead lets a dead member of the task's sequence release the
+// members after it, instead of holding them. The latest enqueue of a key
+// sets it for the key.
+func SequenceSkipDead() Option { return func(o *options) { o.SkipDead = true } }
+
+// RuleSequenceBlocked is the alert rule that fires for each sequence key
+// held by a dead member.
+const RuleSequenceBlocked = "sequence_blocked"
 
 // DependsOn holds the task until the tasks with these ids have all
 // succeeded; if one of them dies or is cancelled, the task is cancelled

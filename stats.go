@@ -109,6 +109,9 @@ type Stats struct {
 	Alert  bool
 	Firing map[string]int
 	Nodes  int // registered worker processes
+	// SequencesBlocked counts the sequence keys held by a dead member (see
+	// Sequence), at most 1,000.
+	SequencesBlocked int
 }
 
 // Stats reads the live counters and the last hour's history: counts by
@@ -124,7 +127,7 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	return &Stats{At: o.At, Counts: conv.Keys[State](o.Counts), Queues: conv.Slice(o.Queues, queueStats), DeadLastHour: o.Dead,
 		Keel: KeelStats{QueueStats: queueStats(o.Keel.QueueFigures), HitsLastHour: o.Keel.Hits, FailedLastHour: o.Keel.Failed,
 			DeliveriesFailing: o.Keel.DeliveriesFailing, DeliveriesDead: o.Keel.DeliveriesDead},
-		Alert: len(o.Firing) > 0, Firing: o.Firing, Nodes: o.Nodes}, nil
+		Alert: len(o.Firing) > 0, Firing: o.Firing, Nodes: o.Nodes, SequencesBlocked: o.Blocked}, nil
 }
 
 // liveWindow is how recent a node's registry heartbeat must be for the

@@ -79,11 +79,14 @@ type TaskInfo struct {
 	Result  json.RawMessage // set by the handler on success, or nil
 	Errors  []AttemptError  // one entry per failed attempt, the last 20
 	Timeout time.Duration
-	RunAt   time.Time // earliest start of the next attempt; zero while Held
-	// Held is set for a pending task keel holds back: one waiting for its
-	// dependencies to succeed (DependsOn, package workflow) or for the
-	// member of its sequence before it to finish (Sequence).
-	Held        bool
+	RunAt   time.Time // earliest start of the next attempt
+	// Held is set for a pending task keel holds back: one waiting for the
+	// member of its sequence before it to finish (Sequence), or for its
+	// dependencies to succeed. Its RunAt is then the last microsecond of
+	// the year 9999 until keel releases it.
+	Held bool
+	// Sequence is the task's sequence key (Sequence); empty for none.
+	Sequence    string
 	CreatedAt   time.Time // first arrival
 	StartedAt   time.Time // first start; zero until then
 	AttemptedAt time.Time // start of the latest attempt
@@ -137,9 +140,7 @@ func infoFromRow(r *driver.TaskRow) *TaskInfo {
 		Archived: !r.ArchivedAt.IsZero(), ArchivedAt: r.ArchivedAt, BatchID: r.BatchID,
 		IdempotencyKey: digest.ExplicitKeyOf(r.IdemKey), UniqueDigest: digest.UniqueDigestOf(r.IdemKey),
 	}
-	if r.State == StatePending && driver.Held(r.RunAt) {
-		info.Held, info.RunAt = true, time.Time{}
-	}
+	info.Held, info.Sequence = r.State == StatePending && driver.Held(r.RunAt), r.Sequence
 	for _, s := range r.Steps {
 		info.Steps = append(info.Steps, StepInfo{Name: s.Name, Result: s.Result, At: s.At, Attempt: s.Attempt})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/keelq/keel/internal/engine"
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/ondead"
+	"github.com/keelq/keel/internal/sequence"
 	"github.com/keelq/keel/internal/workflow"
 )
 
@@ -70,6 +71,10 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	if c.batches.Store != nil {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: batchInterval, Run: newBatchFinisher(c).Run})
+	}
+	if store, ok := c.drv.(driver.Sequencer); ok {
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: sequence.Interval, Run: sequence.New(sequence.Config{Store: store,
+			Now: c.cfg.Now, Logger: c.cfg.Logger, Leading: func() bool { return c.eng.Load().Leading() }}).Run})
 	}
 	if store, ok := c.drv.(driver.Workflows); ok { // the leader releases held tasks
 		r := workflow.New(workflow.Config{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger,

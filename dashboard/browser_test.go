@@ -246,6 +246,7 @@ func TestBrowserPages(t *testing.T) {
 		{"alerts", "/alerts", "#alert-table", evilAlert},
 		{"nodes", "/nodes", "#nav-nodes", "Nodes"},
 		{"schedules", "/schedules", "#s-nightly", "Asia/Tokyo"},
+		{"sequences", "/sequences", "#sequences-empty", "No sequence is held by a dead member"},
 		{"sources", "/sources", fmt.Sprintf("#rejected-%d", s.rejected), evilReason},
 		{"rejected", fmt.Sprintf("/rejected/%d", s.rejected), "#rejected-body", "<script>alert(1)</script>"},
 	}

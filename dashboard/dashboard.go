@@ -155,6 +155,7 @@ func (d *dash) routes() {
 	d.route("POST", "tasks/{id}/retry", admins, d.retryTask)
 	d.route("GET", "batches", viewers, d.batches)
 	d.route("GET", "batches/{id}", viewers, d.batch)
+	d.route("GET", "sequences", viewers, d.sequences)
 	d.route("GET", "workflows", viewers, d.workflows)
 	d.route("GET", "workflows/{id}", viewers, d.workflowPage)
 	d.route("GET", "dead", viewers, d.dead)

@@ -103,7 +103,7 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 var titles = map[string][2]string{
 	"login": {"Log in", ""}, "error": {"Error", ""}, "overview": {"Overview", "overview"},
 	"queues": {"Queues & types", "queues"}, "tasks": {"Tasks", "tasks"}, "task": {"Task", "tasks"},
-	"batches": {"Batches", "batches"}, "batch": {"Batch", "batches"},
+	"batches": {"Batches", "batches"}, "batch": {"Batch", "batches"}, "sequences": {"Blocked sequences", "sequences"},
 	"workflows": {"Workflows", "workflows"}, "workflow": {"Workflow", "workflows"},
 	"dead": {"Dead letters", "dead"}, "confirm": {"Confirm", "dead"}, "alerts": {"Alerts", "alerts"}, "nodes": {"Nodes", "nodes"},
 	"schedules": {"Schedules", "schedules"}, "sources": {"Sources", "sources"}, "rejected": {"Rejected message", "sources"},
@@ -230,7 +230,7 @@ type navItem struct{ Key, Path, Label string }
 var navItems = []navItem{
 	{"overview", "", "Overview"}, {"queues", "queues", "Queues & types"}, {"tasks", "tasks", "Tasks"},
 	{"batches", "batches", "Batches"}, {"workflows", "workflows", "Workflows"}, {"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
-	{"schedules", "schedules", "Schedules"}, {"sources", "sources", "Sources"},
+	{"schedules", "schedules", "Schedules"}, {"sequences", "sequences", "Sequences"}, {"sources", "sources", "Sources"},
 }
 
 var states = []keel.State{keel.StatePending, keel.StateRunning, keel.StateSucceeded, keel.StateDead, keel.StateCancelled}

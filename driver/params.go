@@ -30,6 +30,12 @@ type InsertParams struct {
 	PayloadDigest string // SHA-256 over type and canonical payload
 	Meta          []byte
 	Now           time.Time
+	// Sequence is the task's sequence key (empty: none): tasks with the
+	// same key run one at a time, in enqueue order (driver.Sequencer).
+	// SkipDead lets a dead member of the sequence release the rest; by
+	// default it holds them. The key's latest enqueue sets it.
+	Sequence string
+	SkipDead bool
 }
 
 // InsertResult is the task an insert produced, or the existing task that

@@ -119,6 +119,10 @@ type TaskRow struct {
 	// BatchID is the batch the task is a member of (Batcher); 0 for none.
 	// Claim does not return it.
 	BatchID int64
+	// Sequence is the task's sequence key (Sequencer); empty for none.
+	// Claim returns it, so that the finish of a member can release the
+	// next one.
+	Sequence string
 	// ArchivedAt is when the task was moved to keel_archive (Driver.Archive);
 	// zero for a task still in keel_tasks.
 	ArchivedAt time.Time

@@ -39,7 +39,7 @@ func TestGauges(t *testing.T) {
 		return &keel.Stats{Queues: []keel.QueueStats{
 			{Name: "mail", Views: map[keel.View]int64{keel.ViewReady: 7, keel.ViewDead: 2}, OldestReadyAge: 90 * time.Second},
 			{Name: "uncounted"},
-		}, Firing: map[string]int{keel.RuleDeadPerHour: 2, keel.RuleBrakeOpen: 1},
+		}, Firing: map[string]int{keel.RuleDeadPerHour: 2, keel.RuleBrakeOpen: 1}, SequencesBlocked: 3,
 			Keel: keel.KeelStats{QueueStats: keel.QueueStats{Name: keel.ReservedQueue, Views: map[keel.View]int64{keel.ViewRetrying: 1, keel.ViewDead: 4}}}}, nil
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -54,6 +54,7 @@ keel_alerts_firing{rule="no_live_worker"} 0
 keel_alerts_firing{rule="node_lost"} 0
 keel_alerts_firing{rule="notifier_failing"} 0
 keel_alerts_firing{rule="oldest_ready_age"} 0
+keel_alerts_firing{rule="sequence_blocked"} 0
 # HELP keel_internal_tasks keel's own tasks (queue keel) by state, cluster-wide, read from the database at scrape time; keel_tasks leaves them out.
 # TYPE keel_internal_tasks gauge
 keel_internal_tasks{state="dead"} 4
@@ -64,6 +65,9 @@ keel_internal_tasks{state="scheduled"} 0
 # HELP keel_oldest_ready_age_seconds How long the oldest ready task of the queue has waited, cluster-wide, read from the database at scrape time (0: none ready).
 # TYPE keel_oldest_ready_age_seconds gauge
 keel_oldest_ready_age_seconds{queue="mail"} 90
+# HELP keel_sequences_blocked Sequence keys held by a dead member (GET /v1/sequences lists them; at most 1000), read from the database at scrape time.
+# TYPE keel_sequences_blocked gauge
+keel_sequences_blocked 3
 # HELP keel_tasks Tasks by queue and state, cluster-wide (every process on the database), read from the database at scrape time.
 # TYPE keel_tasks gauge
 keel_tasks{queue="mail",state="dead"} 2
@@ -73,7 +77,7 @@ keel_tasks{queue="mail",state="running"} 0
 keel_tasks{queue="mail",state="scheduled"} 0
 `
 	for range 2 {
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds", "keel_alerts_firing", "keel_internal_tasks"); err != nil {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "keel_tasks", "keel_oldest_ready_age_seconds", "keel_alerts_firing", "keel_internal_tasks", "keel_sequences_blocked"); err != nil {
 			t.Fatal(err)
 		}
 	}

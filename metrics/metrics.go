@@ -32,6 +32,7 @@
 //	keel_archive_deleted_total         counter
 //	keel_schedule_tasks_total          counter    schedule
 //	keel_batches_finished_total        counter    outcome (success, failure)
+//	keel_sequences_blocked             gauge
 //	keel_redis_gate_total              counter    result (acquired, hit, skipped, fallback)
 //	keel_internal_tasks                gauge      state (as keel_tasks)
 //	keel_internal_attempts_total       counter    type, outcome (as keel_attempts_total)
@@ -147,6 +148,7 @@ type Collector struct {
 	archivedDesc     *prometheus.Desc
 	deletedDesc      *prometheus.Desc
 	firingDesc       *prometheus.Desc
+	blockedDesc      *prometheus.Desc
 	gateDesc         *prometheus.Desc
 
 	handlerOnce sync.Once
@@ -249,6 +251,9 @@ func New(o Options) (*Collector, error) {
 		firingDesc: prometheus.NewDesc("keel_alerts_firing",
 			"Alerts firing now, by rule, cluster-wide (GET /v1/alerts lists them), read from the database at scrape time.",
 			[]string{"rule"}, nil),
+		blockedDesc: prometheus.NewDesc("keel_sequences_blocked",
+			"Sequence keys held by a dead member (GET /v1/sequences lists them; at most 1000), read from the database at scrape time.",
+			nil, nil),
 	}, nil
 }
 
@@ -298,6 +303,7 @@ func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.archivedDesc
 	ch <- m.deletedDesc
 	ch <- m.firingDesc
+	ch <- m.blockedDesc
 	ch <- m.gateDesc
 }
 
@@ -370,6 +376,7 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, rule := range keel.AlertRuleNames() {
 		ch <- prometheus.MustNewConstMetric(m.firingDesc, prometheus.GaugeValue, float64(s.Firing[rule]), rule)
 	}
+	ch <- prometheus.MustNewConstMetric(m.blockedDesc, prometheus.GaugeValue, float64(s.SequencesBlocked))
 }
 
 // readStats returns the cached Stats, read again when older than

@@ -97,6 +97,7 @@ var roleRules = map[string][]Role{
 	"POST /v1/types/{name}/brake/close": {RoleAdmin},
 	"PUT /v1/types/{name}/brake":        {RoleAdmin},
 	"GET /v1/brakes":                    {RoleAdmin, RoleRead},
+	"GET /v1/sequences/blocked":         {RoleAdmin, RoleRead},
 
 	// Periodic tasks.
 	"GET /v1/schedules":                 {RoleAdmin, RoleRead},

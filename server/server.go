@@ -181,6 +181,7 @@ func (s *server) routes() []route {
 		{"POST /v1/types/{name}/brake/close", admins, s.closeBrake},
 		{"PUT /v1/types/{name}/brake", admins, s.setBrake},
 		{"GET /v1/brakes", readers, s.listBrakes},
+		{"GET /v1/sequences/blocked", readers, s.listBlockedSequences},
 
 		{"GET /v1/stats", readers, s.stats},
 		{"GET /v1/nodes", readers, s.nodes},

@@ -120,6 +120,12 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 		b = append(b, `,"batch_id":`...)
 		b = strconv.AppendInt(b, t.BatchID, 10)
 	}
+	if t.Sequence != "" {
+		str(`,"sequence":`, t.Sequence)
+	}
+	if t.Held {
+		b = append(b, `,"held":true`...)
+	}
 	return append(b, '}'), ok
 }
 

@@ -136,6 +136,12 @@ func job(req EnqueueRequest) keel.TaskSpec {
 	if req.IdempotencyKey != "" {
 		j.Options = append(j.Options, keel.IdempotencyKey(req.IdempotencyKey))
 	}
+	if req.Sequence != "" {
+		j.Options = append(j.Options, keel.Sequence(req.Sequence))
+	}
+	if req.SequenceOnDead == "skip" { // any other value than hold is refused by checkSequenceOnDead
+		j.Options = append(j.Options, keel.SequenceSkipDead())
+	}
 	if req.Meta != nil {
 		j.Options = append(j.Options, keel.Meta(req.Meta))
 	}
@@ -329,7 +335,7 @@ func taskFromInfo(info *keel.TaskInfo) Task {
 		Node: info.Node, Meta: info.Meta, Duplicate: info.Duplicate,
 		IdempotencyKey: info.IdempotencyKey, UniqueDigest: info.UniqueDigest,
 		Archived: info.Archived, ArchivedAt: optTime(info.ArchivedAt), Steps: stepsFromInfo(info.Steps),
-		BatchID: info.BatchID,
+		BatchID: info.BatchID, Sequence: info.Sequence, Held: info.Held,
 	}
 	if len(t.Payload) == 0 {
 		t.Payload = []byte("null")

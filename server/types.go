@@ -52,6 +52,25 @@ type EnqueueRequest struct {
 	// DependsOn are the ids of tasks this one waits for: it runs once they
 	// have all succeeded and is cancelled if one dies or is cancelled.
 	DependsOn []int64 `json:"depends_on,omitempty"`
+	// Sequence puts the task in a sequence: tasks with the same key run one
+	// at a time, in enqueue order. SequenceOnDead is "hold" (the default: a
+	// dead member holds the rest) or "skip".
+	Sequence       string     `json:"sequence,omitempty" api:"nonempty"`
+	SequenceOnDead OnDeadRule `json:"sequence_on_dead,omitempty"`
+}
+
+// OnDeadRule says what a dead member does to its sequence: "hold" (the
+// rest wait) or "skip" (the rest go on).
+type OnDeadRule string
+
+// UnmarshalJSON accepts "hold" and "skip" only.
+func (r *OnDeadRule) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil || (s != "hold" && s != "skip") {
+		return fmt.Errorf(`must be "hold" or "skip"`)
+	}
+	*r = OnDeadRule(s)
+	return nil
 }
 
 // BatchRequest is the body of POST /v1/tasks/batch: all tasks are stored
@@ -106,7 +125,8 @@ type Task struct {
 	ETAFinish *time.Time `json:"eta_finish,omitempty"`
 	// ETAStatus says what the estimate is: estimated, paused (the queue or
 	// type is paused), braked (the type's automatic brake is open or half
-	// open), no_worker (no live worker works the queue) or unknown (no
+	// open), no_worker (no live worker works the queue), waiting (held for
+	// its turn in its sequence) or unknown (no
 	// history yet); absent when the task is not pending.
 	ETAStatus string `json:"eta_status,omitempty"`
 	// BrakeState is, while ETAStatus is braked, the state of the type's
@@ -130,6 +150,10 @@ type Task struct {
 	// BatchID is the batch the task is a member of (POST /v1/batches);
 	// absent for a task of no batch.
 	BatchID int64 `json:"batch_id,omitempty"`
+	// Sequence is the task's sequence key; Held is set while the task
+	// waits for its turn (run_at is then 9999-12-31T23:59:59.999999Z).
+	Sequence string `json:"sequence,omitempty"`
+	Held     bool   `json:"held,omitempty"`
 }
 
 // BatchResponse answers POST /v1/tasks/batch, in request order.

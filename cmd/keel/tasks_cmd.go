@@ -110,6 +110,8 @@ without one it is {}.
 	fs.StringVar(&timeout, "timeout", "", "bound of one attempt, e.g. 30s (default: the type's)")
 	fs.StringVar(&req.UniqueBy, "unique-by", "", "natural key: the same key and payload return the existing task")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "your own key: a replay returns the existing task")
+	fs.StringVar(&req.Sequence, "sequence", "", "sequence key: tasks with the same key run one at a time, in enqueue order")
+	fs.StringVar((*string)(&req.SequenceOnDead), "sequence-on-dead", "", "hold (default: a dead member holds the rest) or skip")
 	fs.Int64SliceVar(&req.DependsOn, "depends-on", nil, "ids of tasks that must succeed first (repeat, or 1,2,3); held until then")
 	cmd.MarkFlagsMutuallyExclusive("delay", "run-at")
 	cmd.MarkFlagsMutuallyExclusive("unique-by", "idempotency-key")
@@ -137,6 +139,8 @@ func when(t server.Task) string {
 	switch t.State {
 	case "pending":
 		switch {
+		case t.Held:
+			return "held: waits for the task before it in sequence " + t.Sequence + " to finish"
 		case t.RunAt.After(now()):
 			return "runs " + ago(t.RunAt) + " (at " + stamp(t.RunAt) + ")"
 		case t.ETAStatus == "paused":

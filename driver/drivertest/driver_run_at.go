@@ -81,13 +81,21 @@ func testRunAtRange(t *testing.T, e *env) {
 	}
 }
 
+// enqueueRunAts are the ends of the range an enqueue may ask for, and the
+// microseconds around driver.HeldUntil (the last whole second of the year
+// 9999), keel's own mark, which it may not.
+var enqueueRunAts = []time.Time{
+	firstRunAt, firstRunAt.Add(time.Microsecond), lastRunAt.Add(-time.Microsecond), lastRunAt,
+	driver.HeldUntil.Add(-time.Microsecond), driver.HeldUntil.Add(time.Microsecond),
+}
+
 // testEngineRunAtRange: keel stores RunAt exactly at both ends of the
-// documented range and refuses a time beyond either end with ErrInvalid
-// naming run_at, writing nothing.
+// documented range and refuses a time beyond either end, or keel's mark
+// of a held task, with ErrInvalid naming run_at, writing nothing.
 func testEngineRunAtRange(t *testing.T, e *env) {
 	c := e.enqueuer()
 	var jobs []keel.TaskSpec
-	for _, at := range edgeRunAts {
+	for _, at := range enqueueRunAts {
 		info := e.enqueue(c, 1, keel.RunAt(at))
 		if !info.RunAt.Equal(at) || !e.get(info.ID).RunAt.Equal(at) {
 			t.Errorf("RunAt(%v): returned %v, stored %v", at, info.RunAt.UTC(), e.get(info.ID).RunAt.UTC())
@@ -100,7 +108,7 @@ func testEngineRunAtRange(t *testing.T, e *env) {
 		t.Fatalf("enqueue many: %v", err)
 	}
 	for i, info := range infos {
-		want := edgeRunAts[i/2]
+		want := enqueueRunAts[i/2]
 		if got := e.get(info.ID).RunAt; !info.RunAt.Equal(want) || !got.Equal(want) {
 			t.Errorf("EnqueueMany %d: RunAt(%v) returned %v, stored %v", i, want, info.RunAt.UTC(), got.UTC())
 		}
@@ -108,7 +116,7 @@ func testEngineRunAtRange(t *testing.T, e *env) {
 
 	before := e.total()
 	for _, at := range []time.Time{
-		firstRunAt.Add(-time.Microsecond), lastRunAt.Add(time.Microsecond),
+		firstRunAt.Add(-time.Microsecond), lastRunAt.Add(time.Microsecond), driver.HeldUntil,
 		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC),
 	} {
 		_, err := c.Enqueue(e.ctx, "dt.task", args{N: 4}, keel.RunAt(at))

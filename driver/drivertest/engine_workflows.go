@@ -218,6 +218,7 @@ func testEngineWorkflowBadInput(t *testing.T, e *env) {
 		"bad policy":     {Name: "w", OnFailure: "ignore", Tasks: []workflow.Task{step("A", false)}},
 		"no tasks":       {Name: "w"},
 		"bad task":       {Name: "w", Tasks: []workflow.Task{step("A", false), {Name: "B", TaskSpec: keel.TaskSpec{Type: "bad type!"}}}},
+		"sequence":       {Name: "w", Tasks: []workflow.Task{{Name: "A", TaskSpec: keel.TaskSpec{Type: "wf.step", Options: []keel.Option{keel.Sequence("k")}}}}},
 		"needs and delay": {Name: "w", Tasks: []workflow.Task{step("A", false),
 			{Name: "B", Needs: []string{"A"}, TaskSpec: keel.TaskSpec{Type: "wf.step", Options: []keel.Option{keel.Delay(time.Minute)}}}}},
 	} {
@@ -226,11 +227,12 @@ func testEngineWorkflowBadInput(t *testing.T, e *env) {
 		}
 	}
 	for name, opts := range map[string][]keel.Option{
-		"unknown id":   {keel.DependsOn(live.ID + 1000)},
-		"archived id":  {keel.DependsOn(old.ID)},
-		"one unknown":  {keel.DependsOn(live.ID, live.ID+1000)},
-		"zero":         {keel.DependsOn(0)},
-		"with a delay": {keel.DependsOn(live.ID), keel.Delay(time.Minute)},
+		"unknown id":    {keel.DependsOn(live.ID + 1000)},
+		"archived id":   {keel.DependsOn(old.ID)},
+		"one unknown":   {keel.DependsOn(live.ID, live.ID+1000)},
+		"zero":          {keel.DependsOn(0)},
+		"with a delay":  {keel.DependsOn(live.ID), keel.Delay(time.Minute)},
+		"in a sequence": {keel.DependsOn(live.ID), keel.Sequence("k")},
 	} {
 		_, err := c.Enqueue(e.ctx, "wf.step", stepArgs{Name: "x"}, opts...)
 		if !errors.Is(err, keel.ErrInvalid) {

@@ -25,7 +25,7 @@ func (d *Driver) claimTx(ctx context.Context, tx querier, p driver.ClaimParams, 
 		var at time.Time
 		err := sqlutil.Query(ctx, tx, pick.text, pick.args(now, pickArgs...)...)(func(scan sqlutil.Scan) error {
 			if err := scan(&c.ID, &c.Type, &c.Priority, &c.Payload, &c.Attempt, &c.MaxAttempts, &c.Fence,
-				&c.RunAt, &c.TimeoutMS, &c.CreatedAt, &c.Snoozes, &c.Meta, &at); err != nil {
+				&c.RunAt, &c.TimeoutMS, &c.CreatedAt, &c.Snoozes, &c.Meta, &c.Sequence, &at); err != nil {
 				return err
 			}
 			c.Add(p)

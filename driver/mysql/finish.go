@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/keelq/keel/driver"
@@ -67,6 +68,9 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				tally.Finished(tasks[t.ID], stored(t, now, p.Now), now)
 			}
 		}
+		if _, err := d.SettleFinished(ctx, tx, now, others, func(id int64) bool { return slices.Contains(ok, id) }); err != nil {
+			return err
+		}
 		return count(ctx, tx, &tally)
 	})
 	if err != nil {
@@ -95,6 +99,9 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	}
 	var tally sqlutil.Tally
 	tally.Finished(tasks[t.ID], stored(t, at, now), at)
+	if _, err := d.SettleFinished(ctx, tx, at, []driver.Transition{t}, func(int64) bool { return true }); err != nil {
+		return false, err
+	}
 	return true, count(ctx, tx, &tally)
 }
 

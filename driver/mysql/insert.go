@@ -107,6 +107,9 @@ func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertPara
 
 // Insert implements driver.Driver: all tasks in one transaction.
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	if sqlutil.Sequenced(params) {
+		return d.InsertSequenced(ctx, params)
+	}
 	var out []driver.InsertResult
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		var err error

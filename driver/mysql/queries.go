@@ -16,14 +16,14 @@ import (
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id`
+	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id, seq_key`
 
 const (
 	// The pick reads what a worker needs (as it was before the mark) and
 	// the statement's now, which the mark then writes: the claimed rows
 	// need no reading back.
 	claimPickHead = `SELECT id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms,
-	created_at, snoozes, meta, {now}
+	created_at, snoozes, meta, coalesce(seq_key, ''), {now}
 FROM keel_tasks
 WHERE state = 'pending' AND queue = ? AND run_at <= {now}`
 	claimPickTail = `

@@ -46,8 +46,9 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Archive: d.archiveSQL(), Sources: sourceSQL, Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL(),
 			Counters: sqlutil.CounterSQL{Counts: sqlCounts, Minutes: sqlMinutes},
-			Batches:  batchSQL, Workflows: d.workflowSQL()},
+			Batches:  batchSQL, Sequences: sequenceSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
+		Count:           count,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
 		InsertCaller:    d.insert,
 		ClaimOn: func(ctx context.Context, fn func(q querier) error) error {

@@ -27,7 +27,7 @@ func (d *Driver) claim(ctx context.Context, q querier, p driver.ClaimParams, inc
 	defer c.Release()
 	err := q.query(ctx, query, args, func(scan func(...any) error) error {
 		if err := scan(&c.ID, &c.Type, &c.Priority, &c.Payload, &c.Attempt, &c.MaxAttempts, &c.Fence,
-			&c.RunAt, &c.TimeoutMS, &c.CreatedAt, &c.LeaseExpiresAt, &c.AttemptedAt, &c.Snoozes, &c.Meta); err != nil {
+			&c.RunAt, &c.TimeoutMS, &c.CreatedAt, &c.LeaseExpiresAt, &c.AttemptedAt, &c.Snoozes, &c.Meta, &c.Sequence); err != nil {
 			return err
 		}
 		c.Add(p)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,7 +48,8 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				ok = append(ok, t.ID)
 			}
 		}
-		return nil
+		_, err := d.SettleFinished(ctx, q, p.Now, others, func(id int64) bool { return slices.Contains(ok, id) })
+		return err
 	}
 	var err error
 	if len(others) == 0 {
@@ -67,7 +69,14 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	if err != nil {
 		return false, err
 	}
-	return d.transition(ctx, q, owner, now, t)
+	applied, err := d.transition(ctx, q, owner, now, t)
+	if err != nil || !applied {
+		return false, err
+	}
+	if _, err := d.SettleFinished(ctx, q, now, []driver.Transition{t}, func(int64) bool { return true }); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func (d *Driver) transition(ctx context.Context, q querier, owner string, now time.Time, t driver.Transition) (bool, error) {

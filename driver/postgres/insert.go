@@ -19,6 +19,9 @@ import (
 // after a deadlock or serialization failure (keys are inserted in order, so
 // batches sharing keys do not deadlock on them; anything else still could).
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	if sqlutil.Sequenced(params) {
+		return d.InsertSequenced(ctx, params)
+	}
 	for attempt := 0; ; attempt++ {
 		out, err := d.insertTx(ctx, params)
 		if err == nil || attempt+1 >= maxTxAttempts || !retryable(err) {

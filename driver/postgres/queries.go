@@ -32,7 +32,7 @@ func plusMicros(p string) string {
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id`
+	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id, seq_key`
 
 type queries struct {
 	reserveIDs,
@@ -83,7 +83,7 @@ SET state = 'running', attempt = k.attempt + 1, fence = k.fence + 1, lease_owner
 FROM picked, t
 WHERE k.id = picked.id
 RETURNING k.id, k.type, k.priority, k.payload, k.attempt, k.max_attempts, k.fence, k.run_at, k.timeout_ms,
-	k.created_at, k.lease_expires_at, k.attempted_at, k.snoozes, k.meta`
+	k.created_at, k.lease_expires_at, k.attempted_at, k.snoozes, k.meta, coalesce(k.seq_key, '')`
 
 // matchWhere selects the tasks of a bulk operation: state $2 (dead or
 // cancelled; the literal list lets a generic plan use keel_tasks_failed),

@@ -33,7 +33,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL(),
 			Counters: sqlutil.CounterSQL{Counts: d.sql.counts, Minutes: d.sql.minutes},
-			Batches:  batchSQL, Workflows: d.workflowSQL()},
+			Batches:  batchSQL, Sequences: sequenceSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
 		CallerTx:        callerTx,
 		// Visible only when the caller commits: a notification for all.
@@ -43,6 +43,9 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 		},
 		ClaimOn: func(ctx context.Context, fn func(q querier) error) error { return fn(pgxQuerier{db: d.pool}) },
 		ClaimIn: d.claim,
+		Notify: func(ctx context.Context, q querier, queues []string) error {
+			return d.notifyQueues(ctx, q, queues, false)
+		},
 		InsertIn: func(ctx context.Context, q querier, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
 			out, queues, err := d.insertNotify(ctx, q, params, true)
 			return out, func() { d.wakeLocal(queues) }, err

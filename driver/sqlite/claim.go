@@ -56,21 +56,21 @@ func (d *Driver) claim(ctx context.Context, tx querier, query string, args []any
 	}()
 	var (
 		id, fence                   int64
-		typ                         string
+		typ, seq                    string
 		priority, attempt, max, snz int
 		payload, meta               []byte
 		runAt, timeoutMS, createdAt int64
 	)
 	for rows.Next() {
 		if err := rows.Scan(&id, &typ, &priority, &payload, &attempt, &max,
-			&fence, &runAt, &timeoutMS, &createdAt, &snz, &meta); err != nil {
+			&fence, &runAt, &timeoutMS, &createdAt, &snz, &meta, &seq); err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
 		buf = append(buf, driver.TaskRow{ID: id, Queue: p.Queue, Type: typ, Priority: priority, Payload: payload,
 			State: driver.StateRunning, Attempt: attempt, MaxAttempts: max, Snoozes: snz, Fence: fence,
 			RunAt: fromMicros(runAt), Timeout: time.Duration(timeoutMS) * time.Millisecond,
 			LeaseOwner: p.Owner, LeaseExpiresAt: p.LeaseExpiresAt, CreatedAt: fromMicros(createdAt),
-			AttemptedAt: p.Now, Meta: meta})
+			AttemptedAt: p.Now, Meta: meta, Sequence: seq})
 	}
 	if err := rows.Err(); err != nil {
 		return err

@@ -19,6 +19,9 @@ import (
 // Insert implements driver.Driver. The writer may insert the tasks of
 // several concurrent Inserts with one statement (insertTogether).
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	if sqlutil.Sequenced(params) {
+		return d.InsertSequenced(ctx, params)
+	}
 	var out []driver.InsertResult
 	o := &op{ins: params, res: &out}
 	o.fn = func(tx querier) error {

@@ -11,7 +11,7 @@ import (
 
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
-	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id`
+	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id, seq_key`
 
 // sqlNextID is the id above every id in keel_tasks and keel_archive (two
 // seeks to the end of a primary key): SQLite would otherwise reuse the id
@@ -52,7 +52,8 @@ WHERE idem_key = ? AND state IN ('pending', 'running', 'succeeded')`
 
 // claimColumns are what a worker needs to run a task; fewer columns than
 // taskColumns keep the claim cheap.
-const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at, snoozes, meta`
+const claimColumns = `id, type, priority, payload, attempt, max_attempts, fence, run_at, timeout_ms, created_at, snoozes, meta,
+	coalesce(seq_key, '')`
 
 // The claim, one statement for each of its type filters (one at most, see
 // sqlutil.ClaimTypes): none, the types to take (?6, a JSON array) or the

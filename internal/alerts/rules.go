@@ -19,13 +19,14 @@ const (
 	RuleNoLiveWorker    = "no_live_worker"
 	RuleNodeLost        = "node_lost"
 	RuleBrakeOpen       = "brake_open"
+	RuleSequenceBlocked = "sequence_blocked"
 	RuleNotifierFailing = "notifier_failing"
 )
 
 // RuleNames is every rule that can fire, in the order keel lists them. A
 // test checks that every condition the evaluator builds names one of
 // these.
-var RuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen,
+var RuleNames = []string{RuleDeadPerHour, RuleOldestReadyAge, RuleFailureRatio, RuleNoLiveWorker, RuleNodeLost, RuleBrakeOpen, RuleSequenceBlocked,
 	RuleNotifierFailing}
 
 // Rules are the thresholds the rules fire above (keel.AlertRules, which
@@ -94,6 +95,7 @@ func evaluate(rules Rules, snap *estimator.Snapshot, liveWindow time.Duration) [
 				values: map[string]any{"silent_seconds": int64(silent.Seconds()), "host": n.Host, "pid": n.PID}})
 		}
 	}
+	out = append(out, sequenceConditions(snap)...)
 	return append(out, brakeConditions(snap)...)
 }
 
@@ -254,6 +256,20 @@ func brakeConditions(snap *estimator.Snapshot) []condition {
 	return out
 }
 
+// sequenceConditions: one sequence_blocked condition per sequence key held
+// by a dead member.
+func sequenceConditions(snap *estimator.Snapshot) []condition {
+	var out []condition
+	for _, b := range snap.Blocked {
+		out = append(out, condition{rule: RuleSequenceBlocked, subject: "sequence:" + b.Key,
+			message: fmt.Sprintf("sequence %s is held by its dead member, task %d: the %d members after it wait until it is retried, deleted or archived.",
+				b.Key, b.DeadID, b.Waiting),
+			hint:   fmt.Sprintf("keel show %d; keel retry %d once the cause is fixed; keel sequences", b.DeadID, b.DeadID),
+			values: map[string]any{"dead_task": b.DeadID, "waiting": b.Waiting}})
+	}
+	return out
+}
+
 // resolution says why an open alert no longer holds.
 func resolution(a *driver.AlertRow, rules Rules, snap *estimator.Snapshot) string {
 	off := map[string]bool{
@@ -283,6 +299,8 @@ func resolution(a *driver.AlertRow, rules Rules, snap *estimator.Snapshot) strin
 		return fmt.Sprintf("queue %s has a live worker again, or no ready task.", name)
 	case RuleBrakeOpen:
 		return fmt.Sprintf("the brake of type %s closed: its tasks are claimed again.", name)
+	case RuleSequenceBlocked:
+		return fmt.Sprintf("sequence %s is no longer held by a dead member.", name)
 	case RuleNotifierFailing:
 		return fmt.Sprintf("no delivery to notifier %s was given up in the last hour, and none waits to retry after failing.", name)
 	case RuleNodeLost:

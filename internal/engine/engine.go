@@ -371,7 +371,8 @@ func (e *Engine) Wake(queue string, runAt time.Time) {
 // at once wakes the queue's worker now, unless the driver is a
 // driver.Notifier: its write wakes every process, this one included, once.
 func (e *Engine) Wrote(row *driver.TaskRow) {
-	if e == nil || row.State != driver.StatePending || e.notifies && !row.RunAt.After(row.UpdatedAt) {
+	if e == nil || row.State != driver.StatePending || driver.Held(row.RunAt) ||
+		e.notifies && !row.RunAt.After(row.UpdatedAt) {
 		return
 	}
 	e.Wake(row.Queue, row.RunAt)

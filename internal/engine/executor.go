@@ -222,6 +222,9 @@ func (e *Engine) finished(p *producer, ex *execution, t driver.Transition, dur t
 	}
 	if applied && t.State == driver.StatePending {
 		e.Wake(row.Queue, t.RunAt)
+	} else if applied && row.Sequence != "" && !e.notifies {
+		// Its finish may have released the next member of its sequence.
+		e.WakeQueue(row.Queue)
 	}
 	if e.typeCapped(row.Type, row.Queue) {
 		// Room under the type's cap: its tasks may wait in any queue,

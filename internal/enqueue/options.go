@@ -6,7 +6,9 @@
 package enqueue
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/backoff"
@@ -29,6 +31,10 @@ type Options struct {
 	Meta        map[string]string
 	OnDead      *string
 	Brake       *driver.BrakeConfig
+	// Sequence is the task's sequence key; SkipDead lets a dead member
+	// release the rest of its sequence.
+	Sequence *string
+	SkipDead bool
 	// OnDeadHook: the type's deaths run Config.OnDead (set by NewClient
 	// for the types the client handles).
 	OnDeadHook bool
@@ -152,10 +158,18 @@ func (o Options) Validate() error {
 		return invalid("UniqueBy natural key must be 1-1024 bytes, got %d", len(*o.UniqueBy))
 	case o.IdemKey != nil && (*o.IdemKey == "" || len(*o.IdemKey) > 255):
 		return invalid("idempotency key must be 1-255 bytes, got %d", len(*o.IdemKey))
+	case o.Sequence != nil && (*o.Sequence == "" || len(*o.Sequence) > driver.MaxSequenceKey):
+		return invalid("sequence key must be 1-%d bytes, got %d", driver.MaxSequenceKey, len(*o.Sequence))
+	case o.Sequence != nil && (!utf8.ValidString(*o.Sequence) || strings.ContainsRune(*o.Sequence, 0)):
+		return invalid("sequence key %q must be valid UTF-8 without NUL characters", *o.Sequence)
+	case o.SkipDead && o.Sequence == nil:
+		return invalid("SequenceSkipDead applies only with Sequence")
 	case o.UniqueBy != nil && o.IdemKey != nil:
 		return invalid("UniqueBy and IdempotencyKey are exclusive")
 	case o.RunAt != nil && o.Delay != nil:
 		return invalid("RunAt and Delay are exclusive")
+	case len(o.DependsOn) > 0 && o.Sequence != nil:
+		return invalid("DependsOn and Sequence are exclusive")
 	case len(o.DependsOn) > 0 && (o.RunAt != nil || o.Delay != nil):
 		return invalid("DependsOn excludes RunAt and Delay: a dependent runs when its dependencies have succeeded")
 	case o.MaxSnoozes != nil && (*o.MaxSnoozes < 1 || *o.MaxSnoozes > MaxSnoozesLimit):

@@ -151,6 +151,9 @@ func (p *Preparer) Prepare(j Spec, now time.Time, stored map[string]*driver.Type
 	if len(o.DependsOn) > 0 {
 		ins.DependsOn = slices.Compact(slices.Sorted(slices.Values(o.DependsOn)))
 	}
+	if o.Sequence != nil {
+		ins.Sequence, ins.SkipDead = *o.Sequence, o.SkipDead
+	}
 	if o.Meta != nil {
 		if ins.Meta, err = json.Marshal(o.Meta); err != nil {
 			return driver.InsertParams{}, invalid("meta: %v", err)

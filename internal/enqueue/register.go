@@ -24,8 +24,8 @@ func Registration[F ~func(*Options)](fn, taskType string, dup bool, opts []F) (O
 		return fail("keel: %s: task type %q registered twice", fn, taskType)
 	}
 	o := Merge(Options{}, opts)
-	if o.UniqueBy != nil || o.IdemKey != nil || o.RunAt != nil || o.Delay != nil || o.Meta != nil {
-		return fail("keel: %s(%q): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only", fn, taskType)
+	if o.UniqueBy != nil || o.IdemKey != nil || o.RunAt != nil || o.Delay != nil || o.Meta != nil || o.Sequence != nil || o.SkipDead {
+		return fail("keel: %s(%q): UniqueBy, IdempotencyKey, RunAt, Delay, Meta and Sequence apply to single tasks only", fn, taskType)
 	}
 	if err := o.Validate(); err != nil {
 		return fail("keel: %s(%q): %v", fn, taskType, err)

@@ -17,8 +17,8 @@ func TestRegistration(t *testing.T) {
 		{"a b", true, nil, `keel: Handle: invalid task type "a b"`},
 		{"keel.x", true, nil, `keel: Handle: task type "keel.x": names starting with "keel." are reserved for keel's own tasks`},
 		{"t", true, opts(delay(time.Second)), `keel: Handle: task type "t" registered twice`},
-		{"t", false, opts(idemKey("k")), `keel: Handle("t"): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only`},
-		{"t", false, opts(meta(map[string]string{"a": "b"})), `keel: Handle("t"): UniqueBy, IdempotencyKey, RunAt, Delay and Meta apply to single tasks only`},
+		{"t", false, opts(idemKey("k")), `keel: Handle("t"): UniqueBy, IdempotencyKey, RunAt, Delay, Meta and Sequence apply to single tasks only`},
+		{"t", false, opts(meta(map[string]string{"a": "b"})), `keel: Handle("t"): UniqueBy, IdempotencyKey, RunAt, Delay, Meta and Sequence apply to single tasks only`},
 		{"t", false, opts(maxAttempts(0)), `keel: Handle("t"): keel: invalid input: max attempts must be at least 1, got 0`},
 		{"t", false, opts(onDead("t")), `keel: Handle("t"): OnDead names the type itself`},
 	} {

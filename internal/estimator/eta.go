@@ -19,6 +19,7 @@ const (
 	Braked    Status = "braked"    // the type's brake is open or half open
 	NoWorker  Status = "no_worker" // no live worker process works the queue
 	Unknown   Status = "unknown"   // work ahead and no history to time it
+	Waiting   Status = "waiting"   // held for its turn in its sequence
 )
 
 // MaxAge is how old the history, settings and node registry an estimate
@@ -168,11 +169,14 @@ func (e *Estimator) Estimate(ctx context.Context, ts []Task) ([]ETA, error) {
 	return out, nil
 }
 
-// held answers for a task that waits whatever the line ahead: its queue
-// or type is paused, its type is braked or no worker serves its queue; ok
+// held answers for a task that waits whatever the line ahead: it is held
+// for its turn, its queue or type is paused, its type is braked or no
+// worker serves its queue; ok
 // is false for any other.
 func (e *Estimator) held(s *Snapshot, t *Task) (eta ETA, ok bool) {
 	switch b, braked := s.Braked[t.Type]; {
+	case driver.Held(t.RunAt):
+		return ETA{Status: Waiting}, true
 	case s.Paused(driver.SettingQueue, t.Queue) || s.Paused(driver.SettingType, t.Type):
 		return ETA{Status: Paused}, true
 	case braked:

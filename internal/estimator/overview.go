@@ -25,6 +25,9 @@ type Overview struct {
 	Keel KeelFigures
 	// Firing counts the alerts that fire, by rule.
 	Firing map[string]int
+	// Blocked counts the sequence keys held by a dead member (at most
+	// MaxBlocked).
+	Blocked int
 }
 
 // KeelFigures are the figures of keel's own work (keel's KeelStats).
@@ -92,7 +95,7 @@ func ReadOverview(ctx context.Context, p OverviewParams) (*Overview, error) {
 // Overview returns the figures of s; window is how recent a node's
 // heartbeat must be for it to count as live. Firing is left nil.
 func (s *Snapshot) Overview(window time.Duration, k Keel) Overview {
-	o := Overview{At: s.At, Nodes: len(s.Nodes), Counts: map[string]int64{}}
+	o := Overview{At: s.At, Nodes: len(s.Nodes), Counts: map[string]int64{}, Blocked: len(s.Blocked)}
 	for _, name := range s.QueueNames() {
 		if name == k.Queue {
 			continue

@@ -41,7 +41,13 @@ type Snapshot struct {
 	Workers map[string]int
 	// Braked are the brakes that are open or half open, by type.
 	Braked map[string]driver.BrakeRow
+	// Blocked are the sequence keys held by a dead member, the first
+	// MaxBlocked of them by key.
+	Blocked []driver.BlockedSequence
 }
+
+// MaxBlocked bounds the blocked sequences a snapshot reads.
+const MaxBlocked = 1000
 
 // Reader reads snapshots and keeps the last one, so that a burst of ETA
 // requests costs a few small reads every second, not a few per request.
@@ -101,6 +107,11 @@ func (r *Reader) Read(ctx context.Context, maxAge time.Duration) (*Snapshot, err
 				}
 				s.Braked[row.Type] = row
 			}
+		}
+	}
+	if q, ok := r.Store.(driver.Sequencer); ok {
+		if s.Blocked, err = q.BlockedSequences(ctx, "", MaxBlocked); err != nil {
+			return nil, wrap("list blocked sequences", err)
 		}
 	}
 	if r.Workers != nil {

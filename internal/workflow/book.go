@@ -148,8 +148,11 @@ func (b *Book) Create(ctx context.Context, s Spec) (*driver.WorkflowRow, []drive
 	graph := make([]driver.WorkflowTask, len(order))
 	for k, i := range order {
 		t := s.Tasks[i]
-		if o := enqueue.Merge(enqueue.Options{}, t.Spec.Options); len(o.DependsOn) > 0 {
+		switch o := enqueue.Merge(enqueue.Options{}, t.Spec.Options); {
+		case len(o.DependsOn) > 0:
 			return nil, nil, kerr.Invalid("task %q: a workflow's task names what it needs, not DependsOn", t.Name)
+		case o.Sequence != nil:
+			return nil, nil, kerr.Invalid("task %q: a workflow's task cannot take a sequence", t.Name)
 		}
 		specs[k] = t.Spec
 		graph[k] = driver.WorkflowTask{Name: t.Name, Needs: needs[k]}

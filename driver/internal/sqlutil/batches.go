@@ -131,7 +131,7 @@ func (o *Ops[Q]) addMembers(ctx context.Context, q Q, id int64, tasks []driver.I
 			return nil, nil, fmt.Errorf("%w: a batch's task cannot depend on other tasks", driver.ErrDependency)
 		}
 	}
-	out, after, err := o.c.InsertIn(ctx, q, tasks)
+	out, after, err := o.insertIn(ctx, q, tasks)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,7 +15,7 @@ import (
 // it back with Release once Rows is taken.
 type Claimed struct {
 	ID, Fence, TimeoutMS                          int64
-	Type                                          string
+	Type, Sequence                                string
 	Priority, Attempt, MaxAttempts, Snoozes       int
 	Payload, Meta                                 []byte
 	RunAt, CreatedAt, LeaseExpiresAt, AttemptedAt time.Time
@@ -36,7 +36,7 @@ func (c *Claimed) Add(p driver.ClaimParams) {
 		Payload: c.Payload, State: driver.StateRunning, Attempt: c.Attempt, MaxAttempts: c.MaxAttempts,
 		Snoozes: c.Snoozes, Fence: c.Fence, RunAt: c.RunAt.UTC(), Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
 		LeaseOwner: p.Owner, LeaseExpiresAt: c.LeaseExpiresAt.UTC(), CreatedAt: c.CreatedAt.UTC(),
-		AttemptedAt: c.AttemptedAt.UTC(), Meta: c.Meta})
+		AttemptedAt: c.AttemptedAt.UTC(), Meta: c.Meta, Sequence: c.Sequence})
 	c.Payload, c.Meta = nil, nil // the next row's scan gives its own
 }
 

@@ -33,6 +33,12 @@ type OpsConfig[Q any] struct {
 	// ClaimIn claims up to p.Limit tasks in the transaction q for p with
 	// its type filter (see ClaimTypes), keeping the live counters right.
 	ClaimIn func(ctx context.Context, q Q, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error)
+	// Count writes t's changes to the live counters in the transaction q,
+	// for a driver that counts in Go (nil: its triggers count).
+	Count func(ctx context.Context, q Q, t *Tally) error
+	// Notify tells other processes' workers, on commit of the transaction
+	// q, that queues have ready tasks (nil: they poll).
+	Notify func(ctx context.Context, q Q, queues []string) error
 	// ApplyMigrations applies the driver's pending migrations and reports every
 	// known version.
 	ApplyMigrations func(ctx context.Context) ([]driver.Migration, error)
@@ -53,6 +59,7 @@ type Statements[Q any] struct {
 	Admin     AdminSQL
 	Counters  CounterSQL
 	Batches   BatchSQL
+	Sequences SequenceSQL
 	Workflows WorkflowSQL[Q]
 }
 
@@ -65,7 +72,16 @@ func (o *Ops[Q]) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.In
 	if err != nil {
 		return nil, err
 	}
-	return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) { return o.c.InsertCaller(ctx, q, params) })
+	return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) {
+		if !Sequenced(params) {
+			return o.c.InsertCaller(ctx, q, params)
+		}
+		out, _, err := o.insertSequenced(ctx, q, params, func(ctx context.Context, q Q, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+			out, err := o.c.InsertCaller(ctx, q, params)
+			return out, nil, err
+		})
+		return out, err
+	})
 }
 
 // Claim implements driver.Driver: ClaimIn, run by ClaimOn, for p's type

@@ -80,15 +80,16 @@ func ScanTask[T, N any](scan Scan, at func(T) time.Time, opt func(N) time.Time) 
 		leaseExp, started, attempted, finished N
 		errs, steps                            []byte
 		batch                                  sql.NullInt64
+		seq                                    sql.NullString
 	)
 	err := scan(&r.ID, &r.Queue, &r.Type, &r.Priority, &r.Payload, &state, &r.Attempt, &r.MaxAttempts,
 		&r.Fence, &runAt, &timeoutMS, &idemKey, &r.PayloadDigest, &owner, &leaseExp, &createdAt, &started,
-		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes, &steps, &batch)
+		&attempted, &finished, &updatedAt, &errs, &r.Result, &r.Meta, &r.Snoozes, &steps, &batch, &seq)
 	if err != nil {
 		return nil, err
 	}
 	r.State = driver.State(state)
-	r.BatchID = batch.Int64
+	r.BatchID, r.Sequence = batch.Int64, seq.String
 	r.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	r.IdemKey, r.LeaseOwner = idemKey.String, owner.String
 	r.RunAt, r.CreatedAt, r.UpdatedAt = at(runAt), at(createdAt), at(updatedAt)

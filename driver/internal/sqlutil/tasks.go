@@ -174,7 +174,7 @@ func MatchArgs(p driver.Filter, at func(time.Time) any, repeat int) []any {
 // PlainSuccess reports whether t is a success with nothing to store (no
 // result, error or refund): those are finished together, in one statement.
 func PlainSuccess(t driver.Transition) bool {
-	return t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil
+	return t.State == driver.StateSucceeded && t.Error == nil && !t.Refund && t.Result == nil && !SequencedTask(t)
 }
 
 // TransitionArgs are the arguments of t that every driver's transition

@@ -48,3 +48,6 @@ func ScanSourceUTC(scan Scan) (*driver.SourceRow, error) { return ScanSource(sca
 
 // ScanBatchUTC reads one row selected with BatchColumns.
 func ScanBatchUTC(scan Scan) (*driver.BatchRow, error) { return ScanBatch(scan, UTC, OptUTC) }
+
+// ScanBlockedUTC reads one row of SequenceSQL.Blocked.
+func ScanBlockedUTC(scan Scan) (*driver.BlockedSequence, error) { return ScanBlocked(scan, OptUTC) }

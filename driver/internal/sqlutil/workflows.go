@@ -117,6 +117,9 @@ func (o *Ops[Q]) InsertHeld(ctx context.Context, tx driver.Tx, params []driver.I
 // dependencies and wait rows, in the transaction q.
 func (o *Ops[Q]) insertHeld(ctx context.Context, q Q, params []driver.InsertParams,
 	insert func(ctx context.Context, q Q, p []driver.InsertParams) ([]driver.InsertResult, func(), error)) ([]driver.InsertResult, func(), error) {
+	if Sequenced(params) {
+		return nil, nil, fmt.Errorf("%w: tasks with dependencies and tasks of a sequence are enqueued apart", driver.ErrDependency)
+	}
 	var deps []int64
 	for _, p := range params {
 		deps = append(deps, p.DependsOn...)
@@ -212,6 +215,9 @@ func (o *Ops[Q]) hold(ctx context.Context, q Q, id int64, deps []int64, onFailur
 
 // CreateWorkflow implements driver.Workflows.
 func (o *Ops[Q]) CreateWorkflow(ctx context.Context, p driver.CreateWorkflowParams) (*driver.WorkflowRow, []driver.InsertResult, error) {
+	if Sequenced(p.Tasks) {
+		return nil, nil, fmt.Errorf("create workflow: %w: a workflow's task cannot take a sequence", driver.ErrDependency)
+	}
 	if len(p.Graph) != len(p.Tasks) {
 		return nil, nil, fmt.Errorf("create workflow: %d tasks, %d graph entries", len(p.Tasks), len(p.Graph))
 	}
