@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -338,7 +339,7 @@ func (o *Ops[Q]) GetWorkflow(ctx context.Context, id int64) (*driver.WorkflowRow
 	}
 	for i := range nodes {
 		t, err := s.Task(ctx, nodes[i].TaskID)
-		if err != nil && err != driver.ErrNotFound {
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return nil, nil, fmt.Errorf("get workflow %d: %w", id, err)
 		}
 		nodes[i].Task = t
