@@ -145,9 +145,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx Tx, taskType string, payload 
 // EnqueueMany stores many tasks in one transaction: all of them or, on any
 // error, none.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]*TaskInfo, error) {
-	return c.enqueue(ctx, jobs, false, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
-		return c.drv.Insert(ctx, params)
-	})
+	return c.enqueue(ctx, jobs, false, enqueue.Insert(ctx, c.drv, nil))
 }
 
 // EnqueueManyTx is EnqueueMany inside the caller's transaction.
@@ -155,9 +153,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TaskSpec) ([]*
 	if tx == nil {
 		return nil, invalid("nil transaction")
 	}
-	return c.enqueue(ctx, jobs, true, func(params []driver.InsertParams) ([]driver.InsertResult, error) {
-		return c.drv.InsertTx(ctx, tx, params)
-	})
+	return c.enqueue(ctx, jobs, true, enqueue.Insert(ctx, c.drv, tx))
 }
 
 // enqueue validates jobs and inserts them with insert; inTx says insert

@@ -130,14 +130,16 @@
 // tasks; Drill proves the path. Config.Schedules holds periodic tasks, each
 // tick enqueued once across the cluster. Package batch writes a group of
 // tasks in one transaction, with callbacks enqueued exactly once when the
-// last member finished. OnDead enqueues a follow-up for every dead task of
-// a type. The leader archives finished tasks after Config.RetainSucceeded
-// and Config.RetainDead. The Sequence option runs the tasks of one key one
-// at a time, in enqueue order, across the cluster (package sequence lists
-// the keys a dead member holds).
+// last member finished. DependsOn holds a task until the tasks it names
+// have succeeded; package workflow writes named tasks with their needs in
+// one transaction and reads the graph. OnDead enqueues a follow-up for
+// every dead task of a type. The leader archives finished tasks after
+// Config.RetainSucceeded and Config.RetainDead. The Sequence option runs
+// the tasks of one key one at a time, in enqueue order, across the
+// cluster (package sequence lists the keys a dead member holds).
 //
 // Each of these has a guide in the repository's docs folder: tasks.md,
-// idempotency.md, steps.md, batches.md, sequences.md, schedules.md, limits.md (limits, rates, ramps,
+// idempotency.md, steps.md, batches.md, workflows.md, sequences.md, schedules.md, limits.md (limits, rates, ramps,
 // the brake), operations.md (alerts, the drill, on_dead, retention, crash
 // safety, the CLI), observability.md (metrics, logs, traces, stats and
 // ETA), databases.md, http-api.md, sources.md, dashboard.md,

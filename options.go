@@ -22,9 +22,9 @@ func Priority(p int) Option { return func(o *options) { o.Priority = enqueue.Ptr
 
 // RunAt schedules the task not to start before t. t must lie in the years
 // 1000 to 9999 (UTC), the range every supported database stores exactly
-// (to the microsecond), short of its last microsecond, which marks a held
-// task (TaskInfo.Held); another time is refused with ErrInvalid. Default
-// now.
+// (to the microsecond), and not be 9999-12-31T23:59:59Z, which marks a
+// held task (TaskInfo.Held); another time is refused with ErrInvalid.
+// Default now.
 func RunAt(t time.Time) Option { return func(o *options) { o.RunAt = enqueue.Ptr(t) } }
 
 // Delay schedules the task to start d from now. Default 0.
@@ -87,3 +87,12 @@ func SequenceSkipDead() Option { return func(o *options) { o.SkipDead = true } }
 // RuleSequenceBlocked is the alert rule that fires for each sequence key
 // held by a dead member.
 const RuleSequenceBlocked = "sequence_blocked"
+
+// DependsOn holds the task until the tasks with these ids have all
+// succeeded; if one of them dies or is cancelled, the task is cancelled
+// with that reason (see package workflow). Each must be in keel_tasks
+// (pending, running or finished, not archived), else ErrInvalid. Excludes
+// RunAt and Delay. Default none.
+func DependsOn(ids ...int64) Option {
+	return func(o *options) { o.DependsOn = append(o.DependsOn, ids...) }
+}

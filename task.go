@@ -82,8 +82,8 @@ type TaskInfo struct {
 	RunAt   time.Time // earliest start of the next attempt
 	// Held is set for a pending task keel holds back: one waiting for the
 	// member of its sequence before it to finish (Sequence), or for its
-	// dependencies to succeed. Its RunAt is then the last microsecond of
-	// the year 9999 until keel releases it.
+	// dependencies to succeed. Its RunAt is then 9999-12-31T23:59:59Z
+	// until keel releases it.
 	Held bool
 	// Sequence is the task's sequence key (Sequence); empty for none.
 	Sequence    string

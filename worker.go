@@ -12,6 +12,7 @@ import (
 	"github.com/keelq/keel/internal/enqueue"
 	"github.com/keelq/keel/internal/ondead"
 	"github.com/keelq/keel/internal/sequence"
+	"github.com/keelq/keel/internal/workflow"
 )
 
 // reservedWorkers run keel's own tasks (alerts, the drill, OnDead) in ReservedQueue.
@@ -59,6 +60,11 @@ func (c *Client) Start(ctx context.Context) error {
 	if store, ok := c.drv.(driver.Sequencer); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: sequence.Interval, Run: sequence.New(sequence.Config{Store: store,
 			Now: c.cfg.Now, Logger: c.cfg.Logger, Leading: func() bool { return c.eng.Load().Leading() }}).Run})
+	}
+	if store, ok := c.drv.(driver.Workflows); ok { // the leader releases held tasks
+		r := workflow.New(workflow.Config{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger,
+			Leading: func() bool { return c.eng.Load().Leading() }})
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: workflow.Interval, Run: r.Run})
 	}
 	if store, ok := c.drv.(backlog.Store); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: backlog.Interval, Run: newBacklogSampler(c, store).RunOnce})

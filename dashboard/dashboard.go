@@ -1,5 +1,5 @@
 // Package dashboard is keel's web dashboard: server-rendered HTML pages
-// (overview, queues and types, tasks, task detail, batches, dead letters, alerts,
+// (overview, queues and types, tasks, task detail, batches, workflows, dead letters, alerts,
 // nodes, schedules, broker sources and their rejected messages) over a keel.Client, with every file it needs embedded in the
 // binary. keel serve mounts it at "/"; a Go program can mount the handler
 // New returns in its own server.
@@ -156,6 +156,8 @@ func (d *dash) routes() {
 	d.route("GET", "batches", viewers, d.batches)
 	d.route("GET", "batches/{id}", viewers, d.batch)
 	d.route("GET", "sequences", viewers, d.sequences)
+	d.route("GET", "workflows", viewers, d.workflows)
+	d.route("GET", "workflows/{id}", viewers, d.workflowPage)
 	d.route("GET", "dead", viewers, d.dead)
 	d.route("POST", "dead/selected", admins, d.deadSelected)
 	d.route("POST", "dead/matching", admins, d.deadMatching)

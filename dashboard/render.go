@@ -105,6 +105,7 @@ var titles = map[string][2]string{
 	"login": {"Log in", ""}, "error": {"Error", ""}, "overview": {"Overview", "overview"},
 	"queues": {"Queues & types", "queues"}, "tasks": {"Tasks", "tasks"}, "task": {"Task", "tasks"},
 	"batches": {"Batches", "batches"}, "batch": {"Batch", "batches"}, "sequences": {"Blocked sequences", "sequences"},
+	"workflows": {"Workflows", "workflows"}, "workflow": {"Workflow", "workflows"},
 	"dead": {"Dead letters", "dead"}, "confirm": {"Confirm", "dead"}, "alerts": {"Alerts", "alerts"}, "nodes": {"Nodes", "nodes"},
 	"schedules": {"Schedules", "schedules"}, "sources": {"Sources", "sources"}, "rejected": {"Rejected message", "sources"},
 	"rejected_delete": {"Delete rejected message", "sources"},
@@ -229,7 +230,7 @@ type navItem struct{ Key, Path, Label string }
 
 var navItems = []navItem{
 	{"overview", "", "Overview"}, {"queues", "queues", "Queues & types"}, {"tasks", "tasks", "Tasks"},
-	{"batches", "batches", "Batches"}, {"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
+	{"batches", "batches", "Batches"}, {"workflows", "workflows", "Workflows"}, {"dead", "dead", "Dead letters"}, {"alerts", "alerts", "Alerts"}, {"nodes", "nodes", "Nodes"},
 	{"schedules", "schedules", "Schedules"}, {"sequences", "sequences", "Sequences"}, {"sources", "sources", "Sources"},
 }
 

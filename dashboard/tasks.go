@@ -14,6 +14,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/internal/shorten"
+	"github.com/keelq/keel/workflow"
 )
 
 // pageSize is how many tasks the task list shows at once.
@@ -179,6 +180,8 @@ type taskData struct {
 	Estimate *keel.Estimate
 	Timeline []event
 	Done     string
+	// Workflow is the workflow the task belongs to (nil: none).
+	Workflow *workflow.Info
 }
 
 func (t taskData) title() string { return fmt.Sprintf("Task %d", t.Task.ID) }
@@ -260,10 +263,15 @@ func (d *dash) task(w http.ResponseWriter, r *http.Request, v *viewer) error {
 		return err
 	}
 	data := taskData{Task: t, Payload: pretty(t.Payload), Result: pretty(t.Result), Meta: pretty(t.Meta), Timeline: timeline(t), Done: doneMessage(r.URL.Query())}
-	if t.State == keel.StatePending {
+	if t.State == keel.StatePending && !t.Held {
 		if data.Estimate, err = d.c.Estimate(r.Context(), t); err != nil {
 			return err
 		}
+	}
+	if wf, err := workflow.Of(r.Context(), d.c, id); err == nil {
+		data.Workflow = wf
+	} else if !errors.Is(err, keel.ErrNotFound) && !errors.Is(err, keel.ErrWrongState) {
+		return err
 	}
 	return d.render(w, r, http.StatusOK, "task", v, data)
 }

@@ -14,14 +14,19 @@ import (
 // InsertParams describes one task to insert. All fields are validated by the
 // engine before a driver sees them.
 type InsertParams struct {
-	Queue         string
-	Type          string
-	Priority      int
-	Payload       []byte // canonical JSON
-	MaxAttempts   int
-	RunAt         time.Time
-	Timeout       time.Duration
-	IdemKey       string // empty: no key
+	Queue       string
+	Type        string
+	Priority    int
+	Payload     []byte // canonical JSON
+	MaxAttempts int
+	RunAt       time.Time
+	Timeout     time.Duration
+	IdemKey     string // empty: no key
+	// DependsOn are the ids of the tasks this one waits for (empty: none).
+	// Only Workflows.InsertHeld and CreateWorkflow read them (Insert and
+	// InsertTx do not: keel sends a task with dependencies to InsertHeld;
+	// a batch refuses it).
+	DependsOn     []int64
 	PayloadDigest string // SHA-256 over type and canonical payload
 	Meta          []byte
 	Now           time.Time

@@ -23,8 +23,12 @@ const (
 // releases it: a task waiting for its dependencies to succeed, or a
 // sequence's member waiting for the one before it. No claim reaches it;
 // the release sets the run time to the moment of release. It is the last
-// microsecond every database stores, and no enqueue may ask for it.
-var HeldUntil = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+// whole second every database stores, and no enqueue may ask for it. (A
+// whole second: PostgreSQL's live counters take a run time's minute
+// through its Unix microseconds as a float8, exact for whole seconds of
+// year 9999 but not for its last microsecond, which they would file under
+// the next minute.)
+var HeldUntil = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
 // Held reports whether a pending task with run time runAt is held back.
 func Held(runAt time.Time) bool { return runAt.Equal(HeldUntil) }

@@ -88,6 +88,11 @@ var roleRules = map[string][]Role{
 	"GET /v1/batches":             {RoleAdmin, RoleRead},
 	"GET /v1/batches/{id}/tasks":  {RoleAdmin, RoleRead},
 
+	// Workflows.
+	"POST /v1/workflows":     {RoleAdmin, RoleEnqueue},
+	"GET /v1/workflows/{id}": {RoleAdmin, RoleRead},
+	"GET /v1/workflows":      {RoleAdmin, RoleRead},
+
 	// The automatic brake.
 	"POST /v1/types/{name}/brake/close": {RoleAdmin},
 	"PUT /v1/types/{name}/brake":        {RoleAdmin},
@@ -136,6 +141,8 @@ func concrete(pattern string) (method, path, body string) {
 		body = `{"tasks":[{"type":"email.send"}]}`
 	case "POST /v1/batches/{id}/tasks":
 		body = `{"tasks":[{"type":"email.send"}]}`
+	case "POST /v1/workflows":
+		body = `{"name":"w","tasks":[{"name":"a","type":"email.send"}]}`
 	case "POST /v1/dead/requeue", "POST /v1/dead/purge":
 		body = `{}`
 	case "PATCH /v1/queues/{name}", "PATCH /v1/types/{name}":

@@ -95,6 +95,11 @@ func (s *server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	for _, cb := range []*EnqueueRequest{req.OnSuccess, req.OnFinish} {
+		if cb != nil && cb.DependsOn != nil {
+			return badRequest("a batch's callback cannot depend on other tasks")
+		}
+	}
 	b := batch.Spec{Tasks: jobs, Open: req.Open}
 	if req.OnSuccess != nil {
 		b.OnSuccess = new(job(*req.OnSuccess))

@@ -202,7 +202,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	requests := map[string]bool{"EnqueueRequest": true, "BatchRequest": true, "BulkRequest": true, "QueuePatch": true, "TypePatch": true,
 		"AlertRulesPatch": true, "DrillRequest": true, "StepRequest": true, "RampRequest": true, "BrakeSettings": true,
-		"ResubmitRequest": true, "BatchCreateRequest": true, "BatchAddRequest": true}
+		"ResubmitRequest": true, "BatchCreateRequest": true, "BatchAddRequest": true,
+		"WorkflowCreateRequest": true, "WorkflowTaskRequest": true}
 	for name, typ := range map[string]reflect.Type{
 		"EnqueueRequest": reflect.TypeFor[EnqueueRequest](), "BatchRequest": reflect.TypeFor[BatchRequest](),
 		"AttemptError": reflect.TypeFor[AttemptError](), "Task": reflect.TypeFor[Task](),
@@ -226,7 +227,10 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ResubmitRequest":    reflect.TypeFor[ResubmitRequest](),
 		"BatchCreateRequest": reflect.TypeFor[BatchCreateRequest](), "BatchAddRequest": reflect.TypeFor[BatchAddRequest](),
 		"Batch": reflect.TypeFor[BatchRecord](), "BatchTasks": reflect.TypeFor[BatchTasks](), "BatchList": reflect.TypeFor[BatchList](),
-		"BatchMembers": reflect.TypeFor[BatchMembers](),
+		"BatchMembers":          reflect.TypeFor[BatchMembers](),
+		"WorkflowCreateRequest": reflect.TypeFor[WorkflowCreateRequest](), "WorkflowTaskRequest": reflect.TypeFor[WorkflowTaskRequest](),
+		"WorkflowNode": reflect.TypeFor[WorkflowNode](), "Workflow": reflect.TypeFor[WorkflowRecord](),
+		"WorkflowList": reflect.TypeFor[WorkflowList](),
 	} {
 		schema, ok := schemas[name].(map[string]any)
 		if !ok {

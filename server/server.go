@@ -158,6 +158,9 @@ func (s *server) routes() []route {
 		{"GET /v1/batches/{id}", readers, s.getBatch},
 		{"GET /v1/batches", readers, s.listBatches},
 		{"GET /v1/batches/{id}/tasks", readers, s.batchMembers},
+		{"POST /v1/workflows", enqueuers, s.createWorkflow},
+		{"GET /v1/workflows/{id}", readers, s.getWorkflow},
+		{"GET /v1/workflows", readers, s.listWorkflows},
 
 		{"GET /v1/dead", readers, s.listDead},
 		{"POST /v1/dead/requeue", admins, s.requeueDead},

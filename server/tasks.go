@@ -145,6 +145,9 @@ func job(req EnqueueRequest) keel.TaskSpec {
 	if req.Meta != nil {
 		j.Options = append(j.Options, keel.Meta(req.Meta))
 	}
+	if req.DependsOn != nil {
+		j.Options = append(j.Options, keel.DependsOn(req.DependsOn...))
+	}
 	return j
 }
 

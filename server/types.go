@@ -49,6 +49,9 @@ type EnqueueRequest struct {
 	// IdempotencyKey is the caller's own key; for a single task the
 	// Idempotency-Key header may carry it instead (both must then agree).
 	IdempotencyKey string `json:"idempotency_key,omitempty" api:"nonempty"`
+	// DependsOn are the ids of tasks this one waits for: it runs once they
+	// have all succeeded and is cancelled if one dies or is cancelled.
+	DependsOn []int64 `json:"depends_on,omitempty"`
 	// Sequence puts the task in a sequence: tasks with the same key run one
 	// at a time, in enqueue order. SequenceOnDead is "hold" (the default: a
 	// dead member holds the rest) or "skip".
@@ -148,7 +151,7 @@ type Task struct {
 	// absent for a task of no batch.
 	BatchID int64 `json:"batch_id,omitempty"`
 	// Sequence is the task's sequence key; Held is set while the task
-	// waits for its turn (run_at is then 9999-12-31T23:59:59.999999Z).
+	// waits for its turn (run_at is then 9999-12-31T23:59:59Z).
 	Sequence string `json:"sequence,omitempty"`
 	Held     bool   `json:"held,omitempty"`
 }

@@ -40,7 +40,8 @@ without one it is {}.
 
   keel enqueue email.send '{"to":"a@example.com"}'
   keel enqueue report.build - < params.json --queue reports --delay 10m
-  keel enqueue email.send '{"to":"a@example.com"}' --unique-by a@example.com`,
+  keel enqueue email.send '{"to":"a@example.com"}' --unique-by a@example.com
+  keel enqueue report.mail '{}' --depends-on 12,13   (runs once 12 and 13 succeeded)`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Type = args[0]
@@ -111,6 +112,7 @@ without one it is {}.
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "your own key: a replay returns the existing task")
 	fs.StringVar(&req.Sequence, "sequence", "", "sequence key: tasks with the same key run one at a time, in enqueue order")
 	fs.StringVar((*string)(&req.SequenceOnDead), "sequence-on-dead", "", "hold (default: a dead member holds the rest) or skip")
+	fs.Int64SliceVar(&req.DependsOn, "depends-on", nil, "ids of tasks that must succeed first (repeat, or 1,2,3); held until then")
 	cmd.MarkFlagsMutuallyExclusive("delay", "run-at")
 	cmd.MarkFlagsMutuallyExclusive("unique-by", "idempotency-key")
 	return cmd

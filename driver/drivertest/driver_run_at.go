@@ -81,10 +81,12 @@ func testRunAtRange(t *testing.T, e *env) {
 	}
 }
 
-// enqueueRunAts are the ends of the range an enqueue may ask for: the last
-// microsecond of the year 9999 is driver.HeldUntil, keel's own mark.
+// enqueueRunAts are the ends of the range an enqueue may ask for, and the
+// microseconds around driver.HeldUntil (the last whole second of the year
+// 9999), keel's own mark, which it may not.
 var enqueueRunAts = []time.Time{
-	firstRunAt, firstRunAt.Add(time.Microsecond), lastRunAt.Add(-2 * time.Microsecond), lastRunAt.Add(-time.Microsecond),
+	firstRunAt, firstRunAt.Add(time.Microsecond), lastRunAt.Add(-time.Microsecond), lastRunAt,
+	driver.HeldUntil.Add(-time.Microsecond), driver.HeldUntil.Add(time.Microsecond),
 }
 
 // testEngineRunAtRange: keel stores RunAt exactly at both ends of the
@@ -114,7 +116,7 @@ func testEngineRunAtRange(t *testing.T, e *env) {
 
 	before := e.total()
 	for _, at := range []time.Time{
-		firstRunAt.Add(-time.Microsecond), lastRunAt.Add(time.Microsecond), lastRunAt,
+		firstRunAt.Add(-time.Microsecond), lastRunAt.Add(time.Microsecond), driver.HeldUntil,
 		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC),
 	} {
 		_, err := c.Enqueue(e.ctx, "dt.task", args{N: 4}, keel.RunAt(at))

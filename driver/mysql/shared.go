@@ -46,7 +46,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Archive: d.archiveSQL(), Sources: sourceSQL, Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL(),
 			Counters: sqlutil.CounterSQL{Counts: sqlCounts, Minutes: sqlMinutes},
-			Batches:  batchSQL, Sequences: sequenceSQL},
+			Batches:  batchSQL, Sequences: sequenceSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
 		Count:           count,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },

@@ -33,7 +33,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Archive: d.archiveSQL(), Sources: d.sourceSQL(), Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: d.adminSQL(),
 			Counters: sqlutil.CounterSQL{Counts: d.sql.counts, Minutes: d.sql.minutes},
-			Batches:  batchSQL, Sequences: sequenceSQL},
+			Batches:  batchSQL, Sequences: sequenceSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
 		CallerTx:        callerTx,
 		// Visible only when the caller commits: a notification for all.

@@ -30,7 +30,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Archive: archiveSQL, Sources: sourceSQL, Requests: requestSQL,
 			Tasks: d.taskSQL(), Admin: adminSQL,
 			Counters: sqlutil.CounterSQL{Counts: sqlCounts, Minutes: sqlMinutes},
-			Batches:  batchSQL, Sequences: sequenceSQL},
+			Batches:  batchSQL, Sequences: sequenceSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
 		Count:           count,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },

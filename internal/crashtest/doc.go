@@ -14,6 +14,11 @@
 // callback with three worker processes, kills one of them five times, and
 // checks that every member was applied once and the callback enqueued
 // once, after the last member, with exact counts, and run once.
+// DiamondUnderKills (diamond_test.go) works 200 workflow diamonds (A, then
+// B and C, then D) with three worker processes, kills one three times and
+// then the leader, and checks that every D ran once, after its B and C
+// succeeded, and that a diamond whose B died has its D cancelled, unrun,
+// with the reason.
 //
 // The scenarios are written once (scenarios_test.go) and run against each
 // database by TestSQLite, TestPostgres and TestMariaDB, as

@@ -147,6 +147,8 @@ func TestHelperProcess(t *testing.T) {
 		serve(newStepsWorker(b, drv, db, node))
 	case "batch":
 		serve(newBatchWorker(b, drv, db, node, delay()))
+	case "diamond":
+		serve(newDiamondWorker(b, drv, db, node, delay()))
 	case "enqueue":
 		c, err := keel.NewClient(keel.Config{Driver: drv, Types: []string{taskType}})
 		if err != nil {

@@ -2,7 +2,9 @@ package enqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -24,6 +26,34 @@ type Declarer interface {
 // InsertFunc inserts prepared tasks in one transaction: a driver's
 // Insert, or its InsertTx in a caller's transaction.
 type InsertFunc = func(params []driver.InsertParams) ([]driver.InsertResult, error)
+
+// Insert is the InsertFunc of an enqueue with drv, in the caller's
+// transaction tx (nil: a transaction of its own). Tasks that depend on
+// others go, with the rest of the enqueue, to drv's Workflows.InsertHeld.
+func Insert(ctx context.Context, drv driver.Driver, tx driver.Tx) InsertFunc {
+	return func(params []driver.InsertParams) ([]driver.InsertResult, error) {
+		if slices.ContainsFunc(params, func(p driver.InsertParams) bool { return len(p.DependsOn) > 0 }) {
+			w, ok := drv.(driver.Workflows)
+			if !ok {
+				return nil, kerr.Invalid("DependsOn: this driver keeps no task dependencies")
+			}
+			return w.InsertHeld(ctx, tx, params)
+		}
+		if tx != nil {
+			return drv.InsertTx(ctx, tx, params)
+		}
+		return drv.Insert(ctx, params)
+	}
+}
+
+// Dependency reports driver.ErrDependency as ErrInvalid (bad input:
+// nothing was written); other errors are returned as they are.
+func Dependency(err error) error {
+	if errors.Is(err, driver.ErrDependency) {
+		return fmt.Errorf("%w: %w", kerr.ErrInvalid, err)
+	}
+	return err
+}
 
 // Inserter runs a caller's enqueue (keel.Client.EnqueueMany and its
 // transactional twin): it declares this client's types, prepares each
@@ -77,7 +107,7 @@ func (in *Inserter) Enqueue(ctx context.Context, specs []Spec, inTx bool, insert
 		results, err = insert(params)
 	}
 	if err != nil {
-		err = fmt.Errorf("enqueue: %w", in.Wrap(ctx, err))
+		err = fmt.Errorf("enqueue: %w", in.Wrap(ctx, Dependency(err)))
 		for _, s := range spans {
 			s.RecordError(err)
 			s.SetStatus(codes.Error, err.Error())

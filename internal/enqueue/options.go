@@ -38,6 +38,8 @@ type Options struct {
 	// OnDeadHook: the type's deaths run Config.OnDead (set by NewClient
 	// for the types the client handles).
 	OnDeadHook bool
+	// DependsOn are the ids of the tasks this one waits for (per call).
+	DependsOn []int64
 }
 
 // MaxSnoozesLimit is the largest MaxSnoozes keel accepts.
@@ -166,6 +168,10 @@ func (o Options) Validate() error {
 		return invalid("UniqueBy and IdempotencyKey are exclusive")
 	case o.RunAt != nil && o.Delay != nil:
 		return invalid("RunAt and Delay are exclusive")
+	case len(o.DependsOn) > 0 && o.Sequence != nil:
+		return invalid("DependsOn and Sequence are exclusive")
+	case len(o.DependsOn) > 0 && (o.RunAt != nil || o.Delay != nil):
+		return invalid("DependsOn excludes RunAt and Delay: a dependent runs when its dependencies have succeeded")
 	case o.MaxSnoozes != nil && (*o.MaxSnoozes < 1 || *o.MaxSnoozes > MaxSnoozesLimit):
 		return invalid("max snoozes must be in 1..%d, got %d", MaxSnoozesLimit, *o.MaxSnoozes)
 	case o.OnDead != nil && !driver.ValidName(*o.OnDead):
@@ -186,6 +192,11 @@ func (o Options) Validate() error {
 	if o.RunAt != nil {
 		if err := CheckRunAt(*o.RunAt, ""); err != nil {
 			return err
+		}
+	}
+	for _, id := range o.DependsOn {
+		if id <= 0 {
+			return invalid("DependsOn: task id %d is not positive", id)
 		}
 	}
 	for k := range o.Meta {

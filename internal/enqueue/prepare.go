@@ -148,6 +148,9 @@ func (p *Preparer) Prepare(j Spec, now time.Time, stored map[string]*driver.Type
 	case o.IdemKey != nil:
 		ins.IdemKey = digest.ExplicitKey(*o.IdemKey)
 	}
+	if len(o.DependsOn) > 0 {
+		ins.DependsOn = slices.Compact(slices.Sorted(slices.Values(o.DependsOn)))
+	}
 	if o.Sequence != nil {
 		ins.Sequence, ins.SkipDead = *o.Sequence, o.SkipDead
 	}

@@ -126,6 +126,11 @@ func (o *Ops[Q]) addMembers(ctx context.Context, q Q, id int64, tasks []driver.I
 	if len(tasks) == 0 {
 		return nil, nil, nil
 	}
+	for _, t := range tasks {
+		if len(t.DependsOn) > 0 {
+			return nil, nil, fmt.Errorf("%w: a batch's task cannot depend on other tasks", driver.ErrDependency)
+		}
+	}
 	out, after, err := o.insertIn(ctx, q, tasks)
 	if err != nil {
 		return nil, nil, err

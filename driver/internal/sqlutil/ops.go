@@ -60,6 +60,7 @@ type Statements[Q any] struct {
 	Counters  CounterSQL
 	Batches   BatchSQL
 	Sequences SequenceSQL
+	Workflows WorkflowSQL[Q]
 }
 
 // InsertTx implements driver.Driver: the inserts run under a savepoint of
