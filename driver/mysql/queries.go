@@ -47,7 +47,13 @@ const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_ba
 	brake_window, brake_threshold, brake_cooldown_ms, updated_at`
 
 // insertRow is one row of a (multi-row) insert.
-var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?, {now}, {now}, '[]', ?)`)
+// Its run time is an offset from now, or NULL for a held task, stored as
+// driver.HeldUntil itself (see runAtArg).
+var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), ` + heldUntil + `),
+	?, ?, ?, {now}, {now}, '[]', ?)`)
+
+// heldUntil is driver.HeldUntil as a literal.
+var heldUntil = `CAST('` + driver.HeldUntil.Format("2006-01-02 15:04:05.999999") + `' AS DATETIME(6))`
 
 var (
 	sqlInsert = prepare(`INSERT INTO keel_tasks (queue, type, priority, payload, state, max_attempts, run_at,

@@ -133,8 +133,12 @@ func (o *Ops[Q]) insertSequenced(ctx context.Context, q Q, params []driver.Inser
 			continue
 		}
 		empty[k] = false
-		if _, err := c.Exec(ctx, s.Release, db.Time(params[i].RunAt), db.Time(now), r.Task.ID, db.Time(driver.HeldUntil)); err != nil {
+		n, err := c.Exec(ctx, s.Release, db.Time(params[i].RunAt), db.Time(now), r.Task.ID, db.Time(driver.HeldUntil))
+		if err != nil {
 			return nil, nil, fmt.Errorf("sequence %q: %w", k, err)
+		}
+		if n != 1 {
+			return nil, nil, fmt.Errorf("sequence %q: release task %d: it was not inserted held", k, r.Task.ID)
 		}
 		if err := o.countRelease(ctx, q, StateOf(r.Task), params[i].RunAt); err != nil {
 			return nil, nil, err
