@@ -104,7 +104,7 @@ WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 	// reads a column assigned before it, so both orders give one result. A
 	// success keeps lease_owner (the node that ran it); every other state
 	// clears it.
-	sqlTransition = prepare(`UPDATE keel_tasks
+	sqlTransition = prepare(`UPDATE keel_tasks FORCE INDEX (PRIMARY)
 SET state = ?,
 	run_at = COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), run_at),
 	result = COALESCE(?, result),
