@@ -73,7 +73,7 @@ var sqliteBackend = &backend{
 	// the heartbeats do not queue behind them (with 5ms, under a loaded
 	// machine, live workers' renewals took up to 1.7s and their leases
 	// expired); the drain takes as long.
-	sequenceMembers: 40,
+	sequenceMembers: 32,
 	sequenceDelay:   150 * time.Millisecond,
 }
 
