@@ -136,7 +136,12 @@ func sequencesUnderKills(t *testing.T, b *backend) {
 	delay := b.sequenceDelay
 	per := b.sequenceMembers
 	total := int64(seqKeys * per)
-	c, err := keel.NewClient(keel.Config{Driver: e.drv, Types: []string{seqType}})
+	// As many attempts as the workers allow (workerConfig): a dead member
+	// would hold its key, and on a loaded machine SQLite's live workers
+	// lose leases (see the failed attempts below), at worst on one member
+	// again and again: at load 24 the first members of 12 keys ran four
+	// times, each attempt outliving its lease, and died at the default 4.
+	c, err := keel.NewClient(keel.Config{Driver: e.drv, Types: []string{seqType}, MaxAttempts: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
