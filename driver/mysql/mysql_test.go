@@ -333,6 +333,12 @@ func TestCountersDatabaseClock(t *testing.T) {
 	}
 }
 
+// TestSequenceDatabaseClock: see drivertest.SequenceDatabaseClock.
+func TestSequenceDatabaseClock(t *testing.T) {
+	t.Parallel()
+	drivertest.SequenceDatabaseClock(t, open(t, mysql.Options{}))
+}
+
 // TestLimitedClaimDatabaseClock: see drivertest.LimitedClaimDatabaseClock.
 func TestLimitedClaimDatabaseClock(t *testing.T) {
 	t.Parallel()

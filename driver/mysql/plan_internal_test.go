@@ -66,6 +66,9 @@ func TestLockingReadsUsePrimary(t *testing.T) {
 		{"heartbeat pick", sqlHeartbeatPick.with("{ids}", "?", 3, 1), append(append([]any{}, ids...), "n")},
 		{"heartbeat mark", sqlHeartbeatMark.with("{ids}", "?", 3, 1), append(append([]any{micros}, ids...), "n")},
 		{"lock expired", sqlLockExpired.with("{ids}", "?", 3, 1), append(append([]any{}, ids...), now)},
+		{"transition", sqlTransition, []any{"succeeded", nil, nil, 0, 0, nil, nil, "succeeded", "succeeded", ids[0], pairs[1], "n"}},
+		{"sequence release", prepare(sequenceSQL.Release), []any{now, now, ids[0], driver.HeldUntil}},
+		{"sequence key", prepare(sequenceSQL.SetKey), []any{"k", now, ids[0]}},
 	} {
 		args := c.s.args(now, c.args...)
 		key := planKey(t, d.db, c.s.text, args)

@@ -47,7 +47,13 @@ const typeColumns = `name, queue, priority, max_attempts, timeout_ms, backoff_ba
 	brake_window, brake_threshold, brake_cooldown_ms, updated_at`
 
 // insertRow is one row of a (multi-row) insert.
-var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, TIMESTAMPADD(MICROSECOND, ?, {now}), ?, ?, ?, {now}, {now}, '[]', ?)`)
+// Its run time is an offset from now, or NULL for a held task, stored as
+// driver.HeldUntil itself (see runAtArg).
+var insertRow = prepare(`(?, ?, ?, ?, 'pending', ?, COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), ` + heldUntil + `),
+	?, ?, ?, {now}, {now}, '[]', ?)`)
+
+// heldUntil is driver.HeldUntil as a literal.
+var heldUntil = `CAST('` + driver.HeldUntil.Format("2006-01-02 15:04:05.999999") + `' AS DATETIME(6))`
 
 var (
 	sqlInsert = prepare(`INSERT INTO keel_tasks (queue, type, priority, payload, state, max_attempts, run_at,
@@ -98,7 +104,7 @@ WHERE id IN ({ids}) AND state = 'running' AND lease_owner = ?`)
 	// reads a column assigned before it, so both orders give one result. A
 	// success keeps lease_owner (the node that ran it); every other state
 	// clears it.
-	sqlTransition = prepare(`UPDATE keel_tasks
+	sqlTransition = prepare(`UPDATE keel_tasks FORCE INDEX (PRIMARY)
 SET state = ?,
 	run_at = COALESCE(TIMESTAMPADD(MICROSECOND, ?, {now}), run_at),
 	result = COALESCE(?, result),

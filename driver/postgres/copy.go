@@ -31,6 +31,9 @@ func (d *Driver) copyInsert(ctx context.Context, tx pgx.Tx, params []driver.Inse
 	for j, i := range which {
 		p := params[i]
 		runAt := time.UnixMicro(base.UnixMicro() + offset(p.RunAt, p.Now)).UTC()
+		if driver.Held(p.RunAt) {
+			runAt = driver.HeldUntil // that instant, whatever the clocks (runAtArg)
+		}
 		rows[j] = &driver.TaskRow{ID: ids[j], Queue: p.Queue, Type: p.Type, Priority: p.Priority, Payload: p.Payload,
 			State: driver.StatePending, MaxAttempts: p.MaxAttempts, RunAt: runAt.Truncate(time.Microsecond),
 			Timeout: p.Timeout.Truncate(time.Millisecond), PayloadDigest: p.PayloadDigest,

@@ -227,6 +227,12 @@ func TestDatabaseClock(t *testing.T) {
 	}
 }
 
+// TestSequenceDatabaseClock: see drivertest.SequenceDatabaseClock.
+func TestSequenceDatabaseClock(t *testing.T) {
+	t.Parallel()
+	drivertest.SequenceDatabaseClock(t, open(t, postgres.Options{}))
+}
+
 // TestLimitedClaimDatabaseClock: see drivertest.LimitedClaimDatabaseClock.
 func TestLimitedClaimDatabaseClock(t *testing.T) {
 	t.Parallel()

@@ -30,6 +30,11 @@ func plusMicros(p string) string {
 	return `t.now + ` + p + `::bigint / 1000000 * interval '1 second' + ` + p + `::bigint % 1000000 * interval '1 microsecond'`
 }
 
+// heldUntil is driver.HeldUntil as a literal: a held task's run time is
+// that instant exactly, never relative to the database's clock (see
+// runAtArg).
+var heldUntil = `timestamptz '` + driver.HeldUntil.Format("2006-01-02 15:04:05.999999") + `+00'`
+
 const taskColumns = `id, queue, type, priority, payload, state, attempt, max_attempts, fence, run_at, timeout_ms,
 	idem_key, payload_digest, lease_owner, lease_expires_at, created_at, started_at, attempted_at,
 	finished_at, updated_at, errors, result, meta, snoozes, steps, batch_id, seq_key`
@@ -149,7 +154,7 @@ FROM generate_series(1, $2)`,
 
 		insert: q(nowCTE + `INSERT INTO {schema}.keel_tasks (queue, type, priority, payload, state, max_attempts,
 	run_at, timeout_ms, idem_key, payload_digest, created_at, updated_at, meta)
-SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, ` + plusMicros("$7") + `, $8, $9, $10,
+SELECT $2, $3, $4, $5::text::jsonb, 'pending', $6, coalesce(` + plusMicros("$7") + `, ` + heldUntil + `), $8, $9, $10,
 	t.now, t.now, $11::text::jsonb FROM t
 ON CONFLICT DO NOTHING
 RETURNING ` + taskColumns),

@@ -31,6 +31,7 @@ func run(t *testing.T, b *backend) {
 	t.Run("KilledWorkersNoBrake", func(t *testing.T) { killedWorkersNoBrake(t, b) })
 	t.Run("BatchUnderKills", func(t *testing.T) { batchUnderKills(t, b) })
 	t.Run("DiamondUnderKills", func(t *testing.T) { diamondUnderKills(t, b) })
+	t.Run("SequencesUnderKills", func(t *testing.T) { sequencesUnderKills(t, b) })
 }
 
 // killedWorker: b.killWorkers worker processes work b.killTasks tasks; one (not

@@ -323,6 +323,9 @@ type SequenceDialect struct {
 	ForUpdate, CurrentRead string
 	// ScanBlocked reads a row of Blocked.
 	ScanBlocked func(Scan) (*driver.BlockedSequence, error)
+	// ByID follows keel_tasks in the statements that update a task by id
+	// (" FORCE INDEX (PRIMARY)" on MySQL: see its queries.go).
+	ByID string
 }
 
 // SequenceStatements are the sequence statements in d's dialect.
@@ -335,11 +338,11 @@ func SequenceStatements(d SequenceDialect) SequenceSQL {
 		Count:      `SELECT count(*) FROM ` + p + `keel_sequence_members WHERE seq_key = ` + m(1) + d.CurrentRead,
 		AddMember:  `INSERT INTO ` + p + `keel_sequence_members (seq_key, task_id) VALUES (` + m(1) + `, ` + m(2) + `)`,
 		DropMember: `DELETE FROM ` + p + `keel_sequence_members WHERE seq_key = ` + m(1) + ` AND task_id = ` + m(2),
-		SetKey:     `UPDATE ` + p + `keel_tasks SET seq_key = ` + m(1) + `, run_at = ` + m(2) + ` WHERE id = ` + m(3),
+		SetKey:     `UPDATE ` + p + `keel_tasks` + d.ByID + ` SET seq_key = ` + m(1) + `, run_at = ` + m(2) + ` WHERE id = ` + m(3),
 		Head: `SELECT m.task_id, t.state, t.queue, t.type, t.priority, t.attempt, CASE WHEN t.run_at = ` + m(1) + ` THEN 1 ELSE 0 END
 FROM ` + p + `keel_sequence_members m LEFT JOIN ` + p + `keel_tasks t ON t.id = m.task_id
 WHERE m.seq_key = ` + m(2) + ` ORDER BY m.task_id LIMIT ` + m(3),
-		Release: `UPDATE ` + p + `keel_tasks SET run_at = ` + m(1) + `, updated_at = ` + m(2) + `
+		Release: `UPDATE ` + p + `keel_tasks` + d.ByID + ` SET run_at = ` + m(1) + `, updated_at = ` + m(2) + `
 WHERE id = ` + m(3) + ` AND state = 'pending' AND run_at = ` + m(4),
 		Candidates: `SELECT m.seq_key FROM ` + p + `keel_sequence_members m
 LEFT JOIN ` + p + `keel_tasks t ON t.id = m.task_id
