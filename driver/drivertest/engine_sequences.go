@@ -213,6 +213,7 @@ func testEngineSequenceCancelReleases(t *testing.T, e *env) {
 	if r := rec.all()[0]; r.id != infos[2].ID {
 		t.Fatalf("ran %+v, want task %d", r, infos[2].ID)
 	}
+	e.waitTask(infos[2].ID, "the third member to succeed", func(r *driver.TaskRow) bool { return r.State == driver.StateSucceeded })
 	e.checkCounters("after the cancels")
 }
 
