@@ -264,7 +264,7 @@ func sequenceConditions(snap *estimator.Snapshot) []condition {
 		out = append(out, condition{rule: RuleSequenceBlocked, subject: "sequence:" + b.Key,
 			message: fmt.Sprintf("sequence %s is held by its dead member, task %d: the %d members after it wait until it is retried, deleted or archived.",
 				b.Key, b.DeadID, b.Waiting),
-			hint:   fmt.Sprintf("keel show %d; keel retry %d once the cause is fixed; keel sequences", b.DeadID, b.DeadID),
+			hint:   fmt.Sprintf("keel inspect %d; keel retry %d once the cause is fixed; keel sequences", b.DeadID, b.DeadID),
 			values: map[string]any{"dead_task": b.DeadID, "waiting": b.Waiting}})
 	}
 	return out
