@@ -22,8 +22,8 @@ import (
 // Interval is how often the leader's Releaser runs a pass.
 const Interval = time.Second
 
-// PerPass is the most wait rows one pass looks at; Page how many it reads
-// at once.
+// PerPass is the most wait rows one pass looks at (the next pass goes on
+// after the last); Page how many it reads at once.
 const (
 	PerPass = 10_000
 	Page    = 500
@@ -50,7 +50,13 @@ type Config struct {
 }
 
 // Releaser releases or cancels held tasks as their dependencies finish.
-type Releaser struct{ cfg Config }
+type Releaser struct {
+	cfg Config
+	// cursor is where the next pass starts: after the last wait row the
+	// previous one read, so that more than PerPass waiting tasks are all
+	// looked at in turn; 0 once a pass reached the end.
+	cursor int64
+}
 
 // New returns a Releaser.
 func New(cfg Config) *Releaser {
@@ -97,9 +103,10 @@ func (r *Releaser) RunOnce(ctx context.Context) (Counts, error) {
 func (r *Releaser) pass(ctx context.Context) (Counts, error) {
 	var (
 		c     Counts
-		after int64
+		after = r.cursor
 		seen  int
 	)
+	r.cursor = 0
 	for seen < PerPass {
 		waits, err := r.cfg.Store.Waits(ctx, after, min(Page, PerPass-seen))
 		if err != nil {
@@ -127,9 +134,10 @@ func (r *Releaser) pass(ctx context.Context) (Counts, error) {
 		}
 		seen += len(waits)
 		if len(waits) < Page {
-			break
+			return c, nil
 		}
 	}
+	r.cursor = after // PerPass read: the next pass goes on from here
 	return c, nil
 }
 

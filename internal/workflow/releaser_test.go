@@ -277,3 +277,22 @@ func TestOverall(t *testing.T) {
 		}
 	}
 }
+
+// TestCursor: a pass that stops at PerPass leaves the rest to the next
+// pass, which starts after it, then wraps around.
+func TestCursor(t *testing.T) {
+	s := newStore()
+	s.add(1, driver.StateRunning, "")
+	for id := int64(2); id < 2+PerPass+5; id++ {
+		s.add(id, driver.StatePending, driver.OnFailureCancel, 1)
+	}
+	last := int64(2 + PerPass + 4)
+	s.state[last-1], s.held[last-1] = driver.StateCancelled, false // beyond the first pass's reach
+	r := releaser(s)
+	if c, err := r.RunOnce(t.Context()); err != nil || c != (Counts{}) || r.cursor == 0 {
+		t.Fatalf("first pass: %+v, %v, cursor %d", c, err, r.cursor)
+	}
+	if c, err := r.RunOnce(t.Context()); err != nil || c != (Counts{Dropped: 1}) || r.cursor != 0 {
+		t.Fatalf("second pass: %+v, %v, cursor %d", c, err, r.cursor)
+	}
+}
