@@ -33,7 +33,7 @@ func (d *Driver) insertMany(ctx context.Context, q querier, params []driver.Inse
 		}
 		text.WriteString(insertRow.text)
 		args = append(args, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
-			p.MaxAttempts, runAtArg(p), p.Timeout.Milliseconds(), nil, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
+			p.MaxAttempts, sqlutil.RunAtOffset(p), p.Timeout.Milliseconds(), nil, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
 	}
 	res, err := q.ExecContext(ctx, text.String(), args...)
 	if err != nil {
@@ -72,7 +72,7 @@ func (d *Driver) insertMany(ctx context.Context, q querier, params []driver.Inse
 func (d *Driver) insertKeyed(ctx context.Context, q querier, p driver.InsertParams, tally *sqlutil.Tally) (driver.InsertResult, error) {
 	text := sqlInsert.text[:strings.Index(sqlInsert.text, "{rows}")] + insertRow.text
 	res, err := q.ExecContext(ctx, text, insertRow.args(d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
-		p.MaxAttempts, runAtArg(p), p.Timeout.Milliseconds(), p.IdemKey, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
+		p.MaxAttempts, sqlutil.RunAtOffset(p), p.Timeout.Milliseconds(), p.IdemKey, p.PayloadDigest, sqlutil.NullBytes(p.Meta))...)
 	if err == nil {
 		id, err := res.LastInsertId()
 		if err != nil {

@@ -13,48 +13,22 @@ var heldAt = `TIMESTAMP'` + driver.HeldUntil.Format("2006-01-02 15:04:05.999999"
 // workflowSQL are the statements of task dependencies and workflows
 // (sqlutil.WorkflowSQL).
 func (d *Driver) workflowSQL() sqlutil.WorkflowSQL[querier] {
-	return sqlutil.WorkflowSQL[querier]{
-		Insert: `INSERT INTO keel_workflows (name, on_failure, created_at) VALUES (?, ?, ?)`,
-		LastID: `SELECT LAST_INSERT_ID()`,
-		Member: `INSERT INTO keel_workflow_tasks (workflow_id, name, task_id) VALUES (?, ?, ?)`,
-		Dep:    `INSERT INTO keel_deps (task_id, dep_id) VALUES (?, ?)`,
-		Wait:   `INSERT INTO keel_waits (task_id, on_failure, created_at) VALUES (?, ?, ?)`,
-		Live:   `SELECT id FROM keel_tasks WHERE id IN {ids}`,
-		Get:    `SELECT ` + sqlutil.WorkflowColumns + ` FROM keel_workflows WHERE id = ?`,
-		Of: `SELECT w.id, w.name, w.on_failure, w.created_at FROM keel_workflow_tasks wt
-JOIN keel_workflows w ON w.id = wt.workflow_id WHERE wt.task_id = ?`,
-		Members: `SELECT name, task_id FROM keel_workflow_tasks WHERE workflow_id = ? ORDER BY task_id`,
-		Deps: `SELECT d.task_id, d.dep_id, coalesce(t.state, a.state, ''), coalesce(wt.name, '')
-FROM keel_deps d
-LEFT JOIN keel_tasks t ON t.id = d.dep_id
-LEFT JOIN keel_archive a ON a.id = d.dep_id
-LEFT JOIN keel_workflow_tasks wt ON wt.task_id = d.dep_id
-WHERE d.task_id IN {ids}`,
-		Waits:    waitSelect + ` WHERE w.task_id > ? ORDER BY w.task_id LIMIT ?`,
-		LockWait: waitSelect + ` WHERE w.task_id = ? FOR UPDATE`,
-		Counted: `SELECT queue, type, priority, attempt FROM keel_tasks
-WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt + ` FOR UPDATE`,
-		Release: `UPDATE keel_tasks SET run_at = ?, updated_at = run_at
-WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt,
-		Cancel: `UPDATE keel_tasks SET state = 'cancelled', finished_at = ?, updated_at = finished_at, errors = ?
-WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt,
-		Hold:     `UPDATE keel_tasks SET run_at = ` + heldAt + ` WHERE id = ?`,
-		DropWait: `DELETE FROM keel_waits WHERE task_id = ?`,
-		In:       sqlutil.InQuestion,
-		List: func(f driver.WorkflowFilter) (string, []any) {
-			return sqlutil.WorkflowList(`SELECT `+sqlutil.WorkflowColumns+` FROM keel_workflows`, f, sqlutil.Question)
-		},
-		Scan:  sqlutil.ScanWorkflowUTC,
-		Task:  d.Get,
-		Now:   d.txNow,
-		Count: func(ctx context.Context, q querier, t *sqlutil.Tally) error { return count(ctx, q, t) },
+	s := sqlutil.WorkflowStatements[querier](sqlutil.WorkflowDialect{Mark: sqlutil.Question, HeldAt: heldAt, LockWait: " FOR UPDATE", LockTask: " FOR UPDATE"})
+	s.Insert = `INSERT INTO keel_workflows (name, on_failure, created_at) VALUES (?, ?, ?)`
+	s.LastID = `SELECT LAST_INSERT_ID()`
+	s.Release = `UPDATE keel_tasks SET run_at = ?, updated_at = run_at
+WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt
+	s.Cancel = `UPDATE keel_tasks SET state = 'cancelled', finished_at = ?, updated_at = finished_at, errors = ?
+WHERE id = ? AND state = 'pending' AND run_at = ` + heldAt
+	s.In = sqlutil.InQuestion
+	s.List = func(f driver.WorkflowFilter) (string, []any) {
+		return sqlutil.WorkflowList(`SELECT `+sqlutil.WorkflowColumns+` FROM keel_workflows`, f, sqlutil.Question)
 	}
+	s.Scan = sqlutil.ScanWorkflowUTC
+	s.Task = d.Get
+	s.Now = d.txNow
+	s.Count = func(ctx context.Context, q querier, t *sqlutil.Tally) error { return count(ctx, q, t) }
+	return s
 }
-
-// waitSelect reads wait rows with their task's state and whether it is
-// held.
-var waitSelect = `SELECT w.task_id, w.on_failure, coalesce(t.state, ''),
-	CASE WHEN t.state = 'pending' AND t.run_at = ` + heldAt + ` THEN 1 ELSE 0 END
-FROM keel_waits w LEFT JOIN keel_tasks t ON t.id = w.task_id`
 
 var _ driver.Workflows = (*Driver)(nil)

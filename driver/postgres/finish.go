@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -48,7 +47,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				ok = append(ok, t.ID)
 			}
 		}
-		_, err := d.SettleFinished(ctx, q, p.Now, others, func(id int64) bool { return slices.Contains(ok, id) })
+		_, err := d.SettleFinished(ctx, q, p.Now, others, ok)
 		return err
 	}
 	var err error
@@ -73,7 +72,7 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	if err != nil || !applied {
 		return false, err
 	}
-	if _, err := d.SettleFinished(ctx, q, now, []driver.Transition{t}, func(int64) bool { return true }); err != nil {
+	if _, err := d.SettleFinished(ctx, q, now, []driver.Transition{t}, []int64{t.ID}); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -124,7 +124,7 @@ func (d *Driver) insertRows(ctx context.Context, q querier, params []driver.Inse
 		p := params[i]
 		var row *driver.TaskRow
 		err := q.query(ctx, d.sql.insert, []any{d.now(p.Now), p.Queue, p.Type, p.Priority, string(p.Payload),
-			p.MaxAttempts, runAtArg(p), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
+			p.MaxAttempts, sqlutil.RunAtOffset(p), p.Timeout.Milliseconds(), sqlutil.NullString(p.IdemKey),
 			p.PayloadDigest, sqlutil.NullBytes(p.Meta)}, func(scan func(...any) error) error {
 			var err error
 			row, err = sqlutil.ScanTaskUTC(scan)

@@ -149,22 +149,8 @@ func (d *Driver) now(t time.Time) any {
 	return nil
 }
 
-// offset is t relative to now in microseconds, for SQL that adds it to the
-// (database) now. It subtracts Unix microseconds: time.Sub saturates at
-// ±292 years, whereas these differences fit an int64 for ±292,000.
-func offset(t, now time.Time) int64 { return t.UnixMicro() - now.UnixMicro() }
-
-// runAtArg is the run-time argument of an insert: the offset from now, or
-// NULL for a held task (driver.HeldUntil), which the insert stores as that
-// instant itself. Added to the database's now, HeldUntil would land off it
-// by the clocks' difference (past year 9999 when the database's runs
-// ahead) and the task would be neither held nor ever due.
-func runAtArg(p driver.InsertParams) any {
-	if driver.Held(p.RunAt) {
-		return nil
-	}
-	return offset(p.RunAt, p.Now)
-}
+// offset is t relative to now in microseconds (sqlutil.Offset).
+func offset(t, now time.Time) int64 { return sqlutil.Offset(t, now) }
 
 // PoolStats reports the pgx pool (driver.PoolStater). While a client on
 // the driver is started, one connection is in use by the listener.

@@ -13,16 +13,16 @@ import (
 	"github.com/keelq/keel/driver/internal/sqlutil"
 )
 
-// Insert: the task inserts (InsertTx is sqlutil.Ops's, on insert).
-// Their SQL is in queries.go.
+// The task inserts, whose SQL is in queries.go. InsertTx is sqlutil.Ops's,
+// on insert, and so is the insert of sequence members (InsertSequenced).
 
 // Insert implements driver.Driver. The writer may insert the tasks of
 // several concurrent Inserts with one statement (insertTogether).
 func (d *Driver) Insert(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	var out []driver.InsertResult
 	if sqlutil.Sequenced(params) {
 		return d.InsertSequenced(ctx, params)
 	}
-	var out []driver.InsertResult
 	o := &op{ins: params, res: &out}
 	o.fn = func(tx querier) error {
 		var err error

@@ -163,14 +163,14 @@ func (o *Ops[Q]) notify(ctx context.Context, q Q, queues []string) error {
 }
 
 // SettleFinished settles, in the transaction q that applied them, the keys
-// of the sequence members among ts whose transition applied (applied
-// reports it by id): a member that succeeded, or died under skip_dead,
+// of the sequence members among ts whose transition applied (the ids in
+// applied): a member that succeeded, or died under skip_dead,
 // leaves its key and the next member is released. It returns the queues
 // of the members it released.
-func (o *Ops[Q]) SettleFinished(ctx context.Context, q Q, now time.Time, ts []driver.Transition, applied func(id int64) bool) ([]string, error) {
+func (o *Ops[Q]) SettleFinished(ctx context.Context, q Q, now time.Time, ts []driver.Transition, applied []int64) ([]string, error) {
 	var keys []string
 	for _, t := range ts {
-		if SequencedTask(t) && t.State != driver.StatePending && applied(t.ID) {
+		if SequencedTask(t) && t.State != driver.StatePending && slices.Contains(applied, t.ID) {
 			keys = append(keys, t.Task.Sequence)
 		}
 	}

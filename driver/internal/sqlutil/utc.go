@@ -51,3 +51,21 @@ func ScanBatchUTC(scan Scan) (*driver.BatchRow, error) { return ScanBatch(scan, 
 
 // ScanBlockedUTC reads one row of SequenceSQL.Blocked.
 func ScanBlockedUTC(scan Scan) (*driver.BlockedSequence, error) { return ScanBlocked(scan, OptUTC) }
+
+// Offset is t relative to now in microseconds, for SQL that adds it to the
+// (database) now. It subtracts Unix microseconds: time.Sub saturates at
+// ±292 years, whereas these differences fit an int64 for ±292,000.
+func Offset(t, now time.Time) int64 { return t.UnixMicro() - now.UnixMicro() }
+
+// RunAtOffset is the run-time argument of an insert for SQL that adds it to
+// the database's now: the offset, or NULL for a held task
+// (driver.HeldUntil), which the insert stores as that instant itself.
+// Added to the database's now, HeldUntil would land off it by the clocks'
+// difference (past the largest time the database stores when its clock
+// runs ahead) and the task would be neither held nor ever due.
+func RunAtOffset(p driver.InsertParams) any {
+	if driver.Held(p.RunAt) {
+		return nil
+	}
+	return Offset(p.RunAt, p.Now)
+}

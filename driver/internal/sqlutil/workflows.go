@@ -549,3 +549,49 @@ func WorkflowList(base string, f driver.WorkflowFilter, mark func(n int) string)
 	args = append(args, f.Limit)
 	return q + " ORDER BY id DESC LIMIT " + mark(len(args)), args
 }
+
+// WorkflowDialect is what WorkflowStatements needs of a driver's SQL.
+type WorkflowDialect struct {
+	// Prefix goes before each table name ("{schema}." on PostgreSQL).
+	Prefix string
+	// Mark is the placeholder of the nth argument (from 1).
+	Mark func(n int) string
+	// HeldAt is driver.HeldUntil as a literal of keel_tasks.run_at.
+	HeldAt string
+	// LockWait ends the read of one wait row that locks it; LockTask the
+	// read of a held task that locks it (both empty on SQLite, whose single
+	// writer serializes every write).
+	LockWait, LockTask string
+}
+
+// WorkflowStatements are the workflow statements every database writes
+// alike, in d's dialect; the driver adds Insert (LastID), Release, Cancel,
+// In, List, Scan, Task, Now and Count.
+func WorkflowStatements[Q any](d WorkflowDialect) WorkflowSQL[Q] {
+	p, m := d.Prefix, d.Mark
+	waits := `SELECT w.task_id, w.on_failure, coalesce(t.state, ''),
+	CASE WHEN t.state = 'pending' AND t.run_at = ` + d.HeldAt + ` THEN 1 ELSE 0 END
+FROM ` + p + `keel_waits w LEFT JOIN ` + p + `keel_tasks t ON t.id = w.task_id`
+	return WorkflowSQL[Q]{
+		Member: `INSERT INTO ` + p + `keel_workflow_tasks (workflow_id, name, task_id) VALUES (` + m(1) + `, ` + m(2) + `, ` + m(3) + `)`,
+		Dep:    `INSERT INTO ` + p + `keel_deps (task_id, dep_id) VALUES (` + m(1) + `, ` + m(2) + `)`,
+		Wait:   `INSERT INTO ` + p + `keel_waits (task_id, on_failure, created_at) VALUES (` + m(1) + `, ` + m(2) + `, ` + m(3) + `)`,
+		Live:   `SELECT id FROM ` + p + `keel_tasks WHERE id IN {ids}`,
+		Get:    `SELECT ` + WorkflowColumns + ` FROM ` + p + `keel_workflows WHERE id = ` + m(1),
+		Of: `SELECT w.id, w.name, w.on_failure, w.created_at FROM ` + p + `keel_workflow_tasks wt
+JOIN ` + p + `keel_workflows w ON w.id = wt.workflow_id WHERE wt.task_id = ` + m(1),
+		Members: `SELECT name, task_id FROM ` + p + `keel_workflow_tasks WHERE workflow_id = ` + m(1) + ` ORDER BY task_id`,
+		Deps: `SELECT d.task_id, d.dep_id, coalesce(t.state, a.state, ''), coalesce(wt.name, '')
+FROM ` + p + `keel_deps d
+LEFT JOIN ` + p + `keel_tasks t ON t.id = d.dep_id
+LEFT JOIN ` + p + `keel_archive a ON a.id = d.dep_id
+LEFT JOIN ` + p + `keel_workflow_tasks wt ON wt.task_id = d.dep_id
+WHERE d.task_id IN {ids}`,
+		Waits:    waits + ` WHERE w.task_id > ` + m(1) + ` ORDER BY w.task_id LIMIT ` + m(2),
+		LockWait: waits + ` WHERE w.task_id = ` + m(1) + d.LockWait,
+		Counted: `SELECT queue, type, priority, attempt FROM ` + p + `keel_tasks
+WHERE id = ` + m(1) + ` AND state = 'pending' AND run_at = ` + d.HeldAt + d.LockTask,
+		Hold:     `UPDATE ` + p + `keel_tasks SET run_at = ` + d.HeldAt + ` WHERE id = ` + m(1),
+		DropWait: `DELETE FROM ` + p + `keel_waits WHERE task_id = ` + m(1),
+	}
+}
