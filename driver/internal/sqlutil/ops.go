@@ -68,20 +68,14 @@ type Statements[Q any] struct {
 // it. A deadlock there may have rolled back the caller's whole
 // transaction, so it is returned, not retried.
 func (o *Ops[Q]) InsertTx(ctx context.Context, dtx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	if Sequenced(params) {
+		return o.insertWith(ctx, dtx, params, o.insertSequenced)
+	}
 	q, err := o.c.CallerTx(dtx)
 	if err != nil {
 		return nil, err
 	}
-	return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) {
-		if !Sequenced(params) {
-			return o.c.InsertCaller(ctx, q, params)
-		}
-		out, _, err := o.insertSequenced(ctx, q, params, func(ctx context.Context, q Q, params []driver.InsertParams) ([]driver.InsertResult, func(), error) {
-			out, err := o.c.InsertCaller(ctx, q, params)
-			return out, nil, err
-		})
-		return out, err
-	})
+	return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) { return o.c.InsertCaller(ctx, q, params) })
 }
 
 // Claim implements driver.Driver: ClaimIn, run by ClaimOn, for p's type

@@ -47,13 +47,35 @@ func SequencedTask(t driver.Transition) bool { return t.Task != nil && t.Task.Se
 // InsertSequenced implements Insert of tasks among which some have a
 // sequence key, in a transaction of its own.
 func (o *Ops[Q]) InsertSequenced(ctx context.Context, params []driver.InsertParams) ([]driver.InsertResult, error) {
+	return o.insertWith(ctx, nil, params, o.insertSequenced)
+}
+
+// insertWith runs in, which inserts params in a transaction with the insert
+// it is given: in the caller's transaction tx, under a savepoint, or, when
+// tx is nil, in a transaction of its own.
+func (o *Ops[Q]) insertWith(ctx context.Context, tx driver.Tx, params []driver.InsertParams,
+	in func(ctx context.Context, q Q, params []driver.InsertParams, insert insertFunc[Q]) ([]driver.InsertResult, func(), error),
+) ([]driver.InsertResult, error) {
+	if tx != nil {
+		q, err := o.c.CallerTx(tx)
+		if err != nil {
+			return nil, err
+		}
+		return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) {
+			out, _, err := in(ctx, q, params, func(ctx context.Context, q Q, p []driver.InsertParams) ([]driver.InsertResult, func(), error) {
+				out, err := o.c.InsertCaller(ctx, q, p)
+				return out, nil, err
+			})
+			return out, err
+		})
+	}
 	var (
 		out   []driver.InsertResult
 		after func()
 	)
 	err := o.c.DB.Commit(ctx, func(q Q) error {
 		var err error
-		out, after, err = o.insertSequenced(ctx, q, params, o.c.InsertIn)
+		out, after, err = in(ctx, q, params, o.c.InsertIn)
 		return err
 	})
 	if err != nil {

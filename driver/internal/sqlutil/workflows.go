@@ -82,42 +82,13 @@ type WorkflowSQL[Q any] struct {
 
 // InsertHeld implements driver.Workflows.
 func (o *Ops[Q]) InsertHeld(ctx context.Context, tx driver.Tx, params []driver.InsertParams) ([]driver.InsertResult, error) {
-	if tx != nil {
-		q, err := o.c.CallerTx(tx)
-		if err != nil {
-			return nil, err
-		}
-		return InsertSavepointed(ctx, o.c.DB.Conn(q), func() ([]driver.InsertResult, error) {
-			out, _, err := o.insertHeld(ctx, q, params, func(ctx context.Context, q Q, p []driver.InsertParams) ([]driver.InsertResult, func(), error) {
-				out, err := o.c.InsertCaller(ctx, q, p)
-				return out, nil, err
-			})
-			return out, err
-		})
-	}
-	var (
-		out   []driver.InsertResult
-		after func()
-	)
-	err := o.c.DB.Commit(ctx, func(q Q) error {
-		var err error
-		out, after, err = o.insertHeld(ctx, q, params, o.c.InsertIn)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("insert tasks: %w", err)
-	}
-	if after != nil {
-		after()
-	}
-	return out, nil
+	return o.insertWith(ctx, tx, params, o.insertHeld)
 }
 
 // insertHeld checks that every dependency is in keel_tasks, inserts the
 // tasks with insert (those with dependencies held) and records their
 // dependencies and wait rows, in the transaction q.
-func (o *Ops[Q]) insertHeld(ctx context.Context, q Q, params []driver.InsertParams,
-	insert func(ctx context.Context, q Q, p []driver.InsertParams) ([]driver.InsertResult, func(), error)) ([]driver.InsertResult, func(), error) {
+func (o *Ops[Q]) insertHeld(ctx context.Context, q Q, params []driver.InsertParams, insert insertFunc[Q]) ([]driver.InsertResult, func(), error) {
 	if Sequenced(params) {
 		return nil, nil, fmt.Errorf("%w: tasks with dependencies and tasks of a sequence are enqueued apart", driver.ErrDependency)
 	}
