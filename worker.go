@@ -64,7 +64,10 @@ func (c *Client) Start(ctx context.Context) error {
 	if store, ok := c.drv.(driver.Workflows); ok { // the leader releases held tasks
 		r := workflow.New(workflow.Config{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger,
 			Leading: func() bool { return c.eng.Load().Leading() }})
-		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: workflow.Interval, Run: r.Run})
+		p := workflow.NewPruner(workflow.PrunerConfig{Store: store, Now: c.cfg.Now, Logger: c.cfg.Logger,
+			Leading: func() bool { return c.eng.Load().Leading() }})
+		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: workflow.Interval, Run: r.Run},
+			engine.Loop{Interval: workflow.PruneEvery, Run: p.Run})
 	}
 	if store, ok := c.drv.(backlog.Store); ok {
 		cfg.Loops = append(cfg.Loops, engine.Loop{Interval: backlog.Interval, Run: newBacklogSampler(c, store).RunOnce})

@@ -142,6 +142,19 @@ type Workflows interface {
 	// applied; Keep when the wait row is gone or the verdict changed
 	// nothing.
 	Settle(ctx context.Context, params SettleParams) (Verdict, error)
+	// PruneWorkflows looks at up to Limit workflows with ids above After
+	// and deletes, with their task rows and their tasks' dependency rows,
+	// those created before Before none of whose tasks is stored any more
+	// (neither in keel_tasks nor in keel_archive). It returns the last id
+	// it looked at (0 when there was none) and how many it deleted.
+	PruneWorkflows(ctx context.Context, params PruneWorkflowsParams) (last, deleted int64, err error)
+}
+
+// PruneWorkflowsParams selects the workflows PruneWorkflows looks at.
+type PruneWorkflowsParams struct {
+	After  int64
+	Before time.Time
+	Limit  int
 }
 
 // ErrDependency: a task names a dependency that is not in keel_tasks

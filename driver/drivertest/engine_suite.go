@@ -91,6 +91,7 @@ var engineTests = []test{
 	{"WorkflowContinue", testEngineWorkflowContinue},
 	{"WorkflowBadInput", testEngineWorkflowBadInput},
 	{"WorkflowHeld", testEngineWorkflowHeld},
+	{"WorkflowPrune", testEngineWorkflowPrune},
 	{"Alerts", testEngineAlerts},
 	{"AlertCurrent", testEngineAlertCurrent},
 	{"Drill", testEngineDrill},

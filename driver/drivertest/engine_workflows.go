@@ -351,3 +351,126 @@ func testEngineWorkflowHeld(t *testing.T, e *env) {
 	}
 	e.checkCounters("released")
 }
+
+// rowsOf counts the rows of keel table table whose column col is id, or
+// -1 when the driver has no database/sql handle.
+func (e *env) rowsOf(table, col string, id int64) int64 {
+	e.t.Helper()
+	dber, ok := e.drv.(driver.DBer)
+	if !ok {
+		return -1
+	}
+	if s, ok := e.drv.(interface{ Schema() string }); ok {
+		table = s.Schema() + "." + table
+	}
+	var n int64
+	if err := dber.DB().QueryRowContext(e.ctx, fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s = %d`, table, col, id)).Scan(&n); err != nil {
+		e.t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// testEngineWorkflowPrune: the dependency rows of a task outside a
+// workflow go with its wait; a workflow, with its task and dependency
+// rows, is deleted once none of its tasks is stored, in keel_tasks or the
+// archive, and not before it is PruneAge old; the pages go on from the
+// last id.
+func testEngineWorkflowPrune(t *testing.T, e *env) {
+	store, ok := e.drv.(driver.Workflows)
+	if !ok {
+		t.Skip("driver does not implement driver.Workflows")
+	}
+	c, _ := e.stepClient()
+	spec := func(name string) workflow.Spec {
+		return workflow.Spec{Name: name, Tasks: []workflow.Task{step("A", false), step("B", false, "A")}}
+	}
+	w1, _, err := workflow.Enqueue(e.ctx, c, spec("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, _, err := workflow.Enqueue(e.ctx, c, spec("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := c.Enqueue(e.ctx, "wf.step", stepArgs{Name: "X"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := c.Enqueue(e.ctx, "wf.step", stepArgs{Name: "Y"}, keel.DependsOn(x.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1 := byName(w1)["B"]
+	if n := e.rowsOf("keel_deps", "task_id", y.ID); n == 0 {
+		t.Fatal("Y's dependency row was not written")
+	}
+	e.startClient(c)
+	for _, id := range []int64{b1, byName(w2)["B"], y.ID} {
+		e.waitState(id, driver.StateSucceeded)
+	}
+	waitFor(t, "the waits to go", func() bool {
+		waits, err := store.Waits(e.ctx, 0, 10)
+		return err == nil && len(waits) == 0
+	})
+	if n := e.rowsOf("keel_deps", "task_id", y.ID); n > 0 {
+		t.Fatalf("Y's wait is settled, %d dependency rows left", n)
+	}
+	if n := e.rowsOf("keel_deps", "task_id", b1); n == 0 {
+		t.Fatal("the dependency row of a workflow's task went with its wait; its graph needs it")
+	}
+
+	later := e.clock.Now().Add(48 * time.Hour) // every workflow is old enough
+	prune := func(after int64, limit int) (int64, int64) {
+		t.Helper()
+		last, n, err := store.PruneWorkflows(e.ctx, driver.PruneWorkflowsParams{After: after, Before: later, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return last, n
+	}
+	if last, n := prune(0, 10); n != 0 || last != w2.ID {
+		t.Fatalf("tasks stored: pruned %d, last %d (want 0, %d)", n, last, w2.ID)
+	}
+	// Archived: still stored.
+	e.archiveAll(driver.ArchiveParams{SucceededBefore: later, DeadBefore: later, Limit: 100, Now: later})
+	if last, n := prune(0, 10); n != 0 || last != w2.ID {
+		t.Fatalf("tasks archived: pruned %d, last %d (want 0, %d)", n, last, w2.ID)
+	}
+	// Gone from the archive too: deleted, one page at a time.
+	if _, err := e.drv.PurgeArchive(e.ctx, later.Add(time.Hour), 1000); err != nil {
+		t.Fatal(err)
+	}
+	young, _, err := store.PruneWorkflows(e.ctx, driver.PruneWorkflowsParams{Before: w1.CreatedAt.Add(-time.Second), Limit: 10})
+	if err != nil || young != w2.ID {
+		t.Fatalf("too young: last %d, %v", young, err)
+	}
+	if _, err := workflow.Get(e.ctx, c, w1.ID); err != nil {
+		t.Fatalf("a workflow younger than Before was deleted: %v", err)
+	}
+	if last, n := prune(0, 1); n != 1 || last != w1.ID {
+		t.Fatalf("first page: pruned %d, last %d (want 1, %d)", n, last, w1.ID)
+	}
+	if _, err := workflow.Get(e.ctx, c, w1.ID); !errors.Is(err, keel.ErrNotFound) {
+		t.Fatalf("pruned workflow: %v, want ErrNotFound", err)
+	}
+	if _, err := workflow.Get(e.ctx, c, w2.ID); err != nil {
+		t.Fatalf("the second workflow went with the first page: %v", err)
+	}
+	if last, n := prune(w1.ID, 1); n != 1 || last != w2.ID {
+		t.Fatalf("second page: pruned %d, last %d (want 1, %d)", n, last, w2.ID)
+	}
+	if last, n := prune(w2.ID, 1); n != 0 || last != 0 {
+		t.Fatalf("past the end: pruned %d, last %d", n, last)
+	}
+	if list, err := workflow.List(e.ctx, c, workflow.Filter{}); err != nil || len(list) != 0 {
+		t.Fatalf("list after pruning: %+v, %v", list, err)
+	}
+	for _, w := range []*workflow.Info{w1, w2} {
+		if n := e.rowsOf("keel_workflow_tasks", "workflow_id", w.ID); n > 0 {
+			t.Fatalf("workflow %d: %d task rows left", w.ID, n)
+		}
+		if n := e.rowsOf("keel_deps", "task_id", byName(w)["B"]); n > 0 {
+			t.Fatalf("workflow %d: %d dependency rows left", w.ID, n)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sqlutil
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,12 +60,22 @@ func ScanWorkflowUTC(scan Scan) (*driver.WorkflowRow, error) { return ScanWorkfl
 //     held task, locked;
 //   - Release (now, task id) makes a held task ready; Cancel (now, errors
 //     JSON, task id) cancels a held task; both match nothing otherwise;
-//   - DropWait (task id) deletes a wait row;
+//   - DropWait (task id) deletes a wait row; DropDeps (task id, task id)
+//     the task's dependency rows unless it is in a workflow;
+//   - UpTo (after id, limit) selects the largest of the first limit
+//     workflow ids above after (NULL when there is none); Prune (after,
+//     up to, created before) deletes, among the workflows with ids in
+//     (after, up to], those created before that no task of is stored;
+//     Orphans (after, up to) selects the task ids of the keel_workflow_tasks
+//     rows in that range whose workflow is gone; DropOrphans ({ids})
+//     deletes the rows of those tasks, PruneDeps ({ids}) their dependency
+//     rows;
 //   - Hold (task id) sets a task's run_at to driver.HeldUntil (the
 //     insert of a driver that takes run times relative to the database's
 //     clock may have stored another).
 type WorkflowSQL[Q any] struct {
 	Hold, Insert, LastID, Member, Dep, Wait, Live, Get, Of, Members, Deps, Waits, LockWait, Counted, Release, Cancel, DropWait string
+	DropDeps, UpTo, Prune, Orphans, DropOrphans, PruneDeps                                                                    string
 	In                                                                                                                         func(query string, ids []int64) (string, []any)
 	List                                                                                                                       func(f driver.WorkflowFilter) (string, []any)
 	Scan                                                                                                                       func(Scan) (*driver.WorkflowRow, error)
@@ -441,6 +452,11 @@ func (o *Ops[Q]) Settle(ctx context.Context, p driver.SettleParams) (driver.Verd
 		if _, err := c.Exec(ctx, s.DropWait, p.TaskID); err != nil {
 			return err
 		}
+		// The dependencies of a task outside a workflow served its wait
+		// alone; a workflow's are kept for its graph until it is pruned.
+		if _, err := c.Exec(ctx, s.DropDeps, p.TaskID, p.TaskID); err != nil {
+			return err
+		}
 		v = verdict
 		return nil
 	})
@@ -448,6 +464,51 @@ func (o *Ops[Q]) Settle(ctx context.Context, p driver.SettleParams) (driver.Verd
 		return driver.Verdict{}, fmt.Errorf("settle held task %d: %w", p.TaskID, err)
 	}
 	return v, nil
+}
+
+// pruneChunk is how many tasks' dependency rows one statement of
+// PruneWorkflows deletes.
+const pruneChunk = 500
+
+// PruneWorkflows implements driver.Workflows: in one transaction, the
+// workflows of the page, then the dependency and task rows of the
+// workflows gone in its range (those of earlier passes left none).
+func (o *Ops[Q]) PruneWorkflows(ctx context.Context, p driver.PruneWorkflowsParams) (last, deleted int64, err error) {
+	s, db := o.c.SQL.Workflows, o.c.DB
+	err = db.Commit(ctx, func(q Q) error {
+		last, deleted = 0, 0
+		c := db.Conn(q)
+		upTo, err := Collect(c.Rows(ctx, s.UpTo, p.After, p.Limit), func(scan Scan) (*sql.NullInt64, error) {
+			var v sql.NullInt64
+			return &v, scan(&v)
+		})
+		if err != nil || len(upTo) == 0 || !upTo[0].Valid {
+			return err
+		}
+		last = upTo[0].Int64
+		if deleted, err = c.Exec(ctx, s.Prune, p.After, last, db.Time(p.Before)); err != nil {
+			return err
+		}
+		orphans, err := Collect(c.Rows(ctx, s.Orphans, p.After, last), scanInt64)
+		if err != nil {
+			return err
+		}
+		// By the ids read, not by range: a range would reach the rows of a
+		// workflow whose creation commits meanwhile.
+		for chunk := range slices.Chunk(orphans, pruneChunk) {
+			for _, stmt := range []string{s.PruneDeps, s.DropOrphans} {
+				query, args := s.In(stmt, chunk)
+				if _, err := c.Exec(ctx, query, args...); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune workflows: %w", err)
+	}
+	return last, deleted, nil
 }
 
 // settleTask releases or cancels the held task id as v says, keeping the
@@ -564,5 +625,16 @@ WHERE d.task_id IN {ids}`,
 WHERE id = ` + m(1) + ` AND state = 'pending' AND run_at = ` + d.HeldAt + d.LockTask,
 		Hold:     `UPDATE ` + p + `keel_tasks SET run_at = ` + d.HeldAt + ` WHERE id = ` + m(1),
 		DropWait: `DELETE FROM ` + p + `keel_waits WHERE task_id = ` + m(1),
+		DropDeps: `DELETE FROM ` + p + `keel_deps WHERE task_id = ` + m(1) + `
+AND NOT EXISTS (SELECT 1 FROM ` + p + `keel_workflow_tasks wt WHERE wt.task_id = ` + m(2) + `)`,
+		UpTo: `SELECT max(id) FROM (SELECT id FROM ` + p + `keel_workflows WHERE id > ` + m(1) + ` ORDER BY id LIMIT ` + m(2) + `) page`,
+		Prune: `DELETE FROM ` + p + `keel_workflows WHERE id > ` + m(1) + ` AND id <= ` + m(2) + ` AND created_at < ` + m(3) + `
+AND NOT EXISTS (SELECT 1 FROM ` + p + `keel_workflow_tasks wt WHERE wt.workflow_id = keel_workflows.id
+	AND (EXISTS (SELECT 1 FROM ` + p + `keel_tasks t WHERE t.id = wt.task_id)
+		OR EXISTS (SELECT 1 FROM ` + p + `keel_archive a WHERE a.id = wt.task_id)))`,
+		Orphans: `SELECT wt.task_id FROM ` + p + `keel_workflow_tasks wt WHERE wt.workflow_id > ` + m(1) + ` AND wt.workflow_id <= ` + m(2) + `
+AND NOT EXISTS (SELECT 1 FROM ` + p + `keel_workflows w WHERE w.id = wt.workflow_id)`,
+		DropOrphans: `DELETE FROM ` + p + `keel_workflow_tasks WHERE task_id IN {ids}`,
+		PruneDeps: `DELETE FROM ` + p + `keel_deps WHERE task_id IN {ids}`,
 	}
 }
