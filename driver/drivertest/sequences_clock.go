@@ -17,7 +17,7 @@ import (
 // whose clock is a day behind are held at driver.HeldUntil itself, not at
 // an instant relative to the database's now, and its first members are
 // due; workers with that clock then run every key's members in enqueue
-// order. Enqueues of one member, of two (one statement per task) and of
+// order, each released member from the database's now. Enqueues of one member, of two (one statement per task) and of
 // twenty at once (the bulk path where a driver has one) are checked. d must
 // be fresh and migrated.
 func SequenceDatabaseClock(t *testing.T, d driver.Driver) {
@@ -26,12 +26,17 @@ func SequenceDatabaseClock(t *testing.T, d driver.Driver) {
 	var (
 		mu  sync.Mutex
 		ran = map[string][]int{}
+		// released are the members that were held, by id.
+		released []int64
 	)
 	h := keel.NewHandlers()
 	keel.Handle(h, "sq.member", func(ctx context.Context, task *keel.Task[seqArgs]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ran[task.Args.Key] = append(ran[task.Args.Key], task.Args.N)
+		if task.Args.N > 0 {
+			released = append(released, task.ID)
+		}
 		return nil
 	})
 	c, err := keel.NewClient(keel.Config{Driver: d, Handlers: h, Now: skewed, PollInterval: 50 * time.Millisecond})
@@ -97,6 +102,18 @@ func SequenceDatabaseClock(t *testing.T, d driver.Driver) {
 	for k, ns := range ran {
 		if !slices.IsSorted(ns) {
 			t.Fatalf("key %s ran its members in the order %v", k, ns)
+		}
+	}
+	// A member released when the one before it finished runs from the
+	// database's now, not the worker's (a day behind here, and a worker
+	// ahead of the database would have delayed it by as much).
+	for _, id := range released {
+		row, err := d.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off := time.Since(row.RunAt); off < -time.Minute || off > 5*time.Minute {
+			t.Fatalf("released member (task %d) runs from %v, %v before the database's now", id, row.RunAt, off)
 		}
 	}
 }

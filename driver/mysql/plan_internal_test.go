@@ -54,6 +54,13 @@ func TestLockingReadsUsePrimary(t *testing.T) {
 	ids := []any{running[0].ID, running[1].ID, running[2].ID}
 	pairs := []any{running[0].ID, running[0].Fence, running[1].ID, running[1].Fence, running[2].ID, running[2].Fence}
 	micros := int64(time.Hour / time.Microsecond)
+	ws := d.workflowSQL()
+	hp := ps[0]
+	hp.DependsOn = []int64{running[0].ID}
+	held, err := d.InsertHeld(ctx, nil, []driver.InsertParams{hp})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		s    stmt
@@ -69,6 +76,9 @@ func TestLockingReadsUsePrimary(t *testing.T) {
 		{"transition", sqlTransition, []any{"succeeded", nil, nil, 0, 0, nil, nil, "succeeded", "succeeded", ids[0], pairs[1], "n"}},
 		{"sequence release", prepare(sequenceSQL.Release), []any{now, now, ids[0], driver.HeldUntil}},
 		{"sequence key", prepare(sequenceSQL.SetKey), []any{"k", now, ids[0]}},
+		{"held task read", prepare(ws.Counted), []any{held[0].Task.ID}},
+		{"held task release", prepare(ws.Release), []any{now, held[0].Task.ID}},
+		{"held task cancel", prepare(ws.Cancel), []any{now, "[]", held[0].Task.ID}},
 	} {
 		args := c.s.args(now, c.args...)
 		key := planKey(t, d.db, c.s.text, args)

@@ -19,7 +19,7 @@ ON DUPLICATE KEY UPDATE skip_dead = VALUES(skip_dead), updated_at = VALUES(updat
 	// A release read through keel_tasks_state took next-key locks there,
 	// in the caller's transaction of CompleteTx, and deadlocked with a
 	// claim whose pick had locked the held member's keel_tasks_claim entry.
-	ByID: " FORCE INDEX (PRIMARY)",
+	ByID: byID,
 })
 
 var _ driver.Sequencer = (*Driver)(nil)

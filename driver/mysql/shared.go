@@ -49,6 +49,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 			Batches:  batchSQL, Sequences: sequenceSQL, Workflows: d.workflowSQL()},
 		ApplyMigrations: d.Migrations,
 		Count:           count,
+		Now:             d.txNow,
 		CallerTx:        func(dtx driver.Tx) (querier, error) { return callerTx(dtx) },
 		InsertCaller:    d.insert,
 		ClaimOn: func(ctx context.Context, fn func(q querier) error) error {

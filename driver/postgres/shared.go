@@ -43,6 +43,7 @@ func (d *Driver) shared() sqlutil.OpsConfig[querier] {
 		},
 		ClaimOn: func(ctx context.Context, fn func(q querier) error) error { return fn(pgxQuerier{db: d.pool}) },
 		ClaimIn: d.claim,
+		Now:     d.txNow,
 		Notify: func(ctx context.Context, q querier, queues []string) error {
 			return d.notifyQueues(ctx, q, queues, false)
 		},

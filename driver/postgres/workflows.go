@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -33,15 +34,21 @@ WHERE id = $3 AND state = 'pending' AND run_at = ` + heldAt
 	}
 	s.Scan = sqlutil.ScanWorkflowUTC
 	s.Task = d.Get
-	s.Now = func(ctx context.Context, q querier, now time.Time) (time.Time, error) {
-		if d.opts.CallerClock {
-			return now, nil
-		}
-		var t time.Time
-		err := rowsOf(ctx, q, `SELECT now()`)(func(scan sqlutil.Scan) error { return scan(&t) })
-		return t, err
-	}
 	return s
 }
 
 var _ driver.Workflows = (*Driver)(nil)
+
+// txNow is the database's clock in the transaction q (the caller's now
+// under Options.CallerClock): the time of a held task's release.
+func (d *Driver) txNow(ctx context.Context, q querier, now time.Time) (time.Time, error) {
+	if d.opts.CallerClock {
+		return now, nil
+	}
+	var t time.Time
+	err := rowsOf(ctx, q, `SELECT now()`)(func(scan sqlutil.Scan) error { return scan(&t) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return t.UTC(), nil
+}

@@ -2,6 +2,7 @@ package sqlutil
 
 import (
 	"context"
+	"time"
 
 	"github.com/keelq/keel/driver"
 )
@@ -11,6 +12,14 @@ import (
 // each method its database does differently. Its fields stay unexported,
 // so that nothing of the wiring shows on a driver's exported API.
 type Ops[Q any] struct{ c OpsConfig[Q] }
+
+// txNow is now on the clock the driver writes with (OpsConfig.Now).
+func (o *Ops[Q]) txNow(ctx context.Context, q Q, now time.Time) (time.Time, error) {
+	if o.c.Now == nil {
+		return now, nil
+	}
+	return o.c.Now(ctx, q, now)
+}
 
 // NewOps returns the shared methods run with c.
 func NewOps[Q any](c OpsConfig[Q]) Ops[Q] { return Ops[Q]{c: c} }
@@ -33,6 +42,10 @@ type OpsConfig[Q any] struct {
 	// ClaimIn claims up to p.Limit tasks in the transaction q for p with
 	// its type filter (see ClaimTypes), keeping the live counters right.
 	ClaimIn func(ctx context.Context, q Q, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error)
+	// Now is the time of a write in the transaction q that takes its time
+	// from Go (a held task's release), given the caller's now: the
+	// database's clock where the driver reads it; nil: now.
+	Now func(ctx context.Context, q Q, now time.Time) (time.Time, error)
 	// Count writes t's changes to the live counters in the transaction q,
 	// for a driver that counts in Go (nil: its triggers count).
 	Count func(ctx context.Context, q Q, t *Tally) error

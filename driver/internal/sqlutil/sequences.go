@@ -258,6 +258,10 @@ func (o *Ops[Q]) settleKey(ctx context.Context, q Q, key string, now time.Time) 
 				}
 				continue
 			case state == driver.StatePending && m.held == 1:
+				if now, err = o.txNow(ctx, q, now); err != nil {
+					return "", fmt.Errorf("sequence %q: %w", key, err)
+				}
+				now = now.UTC().Truncate(time.Microsecond)
 				n, err := c.Exec(ctx, s.Release, db.Time(now), db.Time(now), m.id, db.Time(driver.HeldUntil))
 				if err != nil {
 					return "", fmt.Errorf("sequence %q: release task %d: %w", key, m.id, err)

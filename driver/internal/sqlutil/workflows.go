@@ -75,17 +75,13 @@ func ScanWorkflowUTC(scan Scan) (*driver.WorkflowRow, error) { return ScanWorkfl
 //     clock may have stored another).
 type WorkflowSQL[Q any] struct {
 	Hold, Insert, LastID, Member, Dep, Wait, Live, Get, Of, Members, Deps, Waits, LockWait, Counted, Release, Cancel, DropWait string
-	DropDeps, UpTo, Prune, Orphans, DropOrphans, PruneDeps                                                                    string
+	DropDeps, UpTo, Prune, Orphans, DropOrphans, PruneDeps                                                                     string
 	In                                                                                                                         func(query string, ids []int64) (string, []any)
 	List                                                                                                                       func(f driver.WorkflowFilter) (string, []any)
 	Scan                                                                                                                       func(Scan) (*driver.WorkflowRow, error)
 	// Task loads a task, from keel_tasks or keel_archive (the driver's
 	// Get).
 	Task func(ctx context.Context, id int64) (*driver.TaskRow, error)
-	// Now is the time of a release or cancel in the transaction q, given
-	// the caller's now: the database's clock where the driver reads it;
-	// nil: now.
-	Now func(ctx context.Context, q Q, now time.Time) (time.Time, error)
 	// Count writes a tally in the transaction q; nil where the database
 	// counts with triggers.
 	Count func(ctx context.Context, q Q, t *Tally) error
@@ -526,10 +522,8 @@ func (o *Ops[Q]) settleTask(ctx context.Context, q Q, id int64, v driver.Verdict
 		return false, err
 	}
 	old.State, old.RunAt = driver.StatePending, driver.HeldUntil
-	if s.Now != nil {
-		if now, err = s.Now(ctx, q, now); err != nil {
-			return false, err
-		}
+	if now, err = o.txNow(ctx, q, now); err != nil {
+		return false, err
 	}
 	now = now.UTC().Truncate(time.Microsecond)
 	nu := old
@@ -594,6 +588,9 @@ type WorkflowDialect struct {
 	// read of a held task that locks it (both empty on SQLite, whose single
 	// writer serializes every write).
 	LockWait, LockTask string
+	// ByID follows keel_tasks in the locking read of a held task by id
+	// (MySQL: its primary-key hint).
+	ByID string
 }
 
 // WorkflowStatements are the workflow statements every database writes
@@ -621,7 +618,7 @@ LEFT JOIN ` + p + `keel_workflow_tasks wt ON wt.task_id = d.dep_id
 WHERE d.task_id IN {ids}`,
 		Waits:    waits + ` WHERE w.task_id > ` + m(1) + ` ORDER BY w.task_id LIMIT ` + m(2),
 		LockWait: waits + ` WHERE w.task_id = ` + m(1) + d.LockWait,
-		Counted: `SELECT queue, type, priority, attempt FROM ` + p + `keel_tasks
+		Counted: `SELECT queue, type, priority, attempt FROM ` + p + `keel_tasks` + d.ByID + `
 WHERE id = ` + m(1) + ` AND state = 'pending' AND run_at = ` + d.HeldAt + d.LockTask,
 		Hold:     `UPDATE ` + p + `keel_tasks SET run_at = ` + d.HeldAt + ` WHERE id = ` + m(1),
 		DropWait: `DELETE FROM ` + p + `keel_waits WHERE task_id = ` + m(1),
@@ -635,6 +632,6 @@ AND NOT EXISTS (SELECT 1 FROM ` + p + `keel_workflow_tasks wt WHERE wt.workflow_
 		Orphans: `SELECT wt.task_id FROM ` + p + `keel_workflow_tasks wt WHERE wt.workflow_id > ` + m(1) + ` AND wt.workflow_id <= ` + m(2) + `
 AND NOT EXISTS (SELECT 1 FROM ` + p + `keel_workflows w WHERE w.id = wt.workflow_id)`,
 		DropOrphans: `DELETE FROM ` + p + `keel_workflow_tasks WHERE task_id IN {ids}`,
-		PruneDeps: `DELETE FROM ` + p + `keel_deps WHERE task_id IN {ids}`,
+		PruneDeps:   `DELETE FROM ` + p + `keel_deps WHERE task_id IN {ids}`,
 	}
 }
