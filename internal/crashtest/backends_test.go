@@ -67,14 +67,6 @@ var sqliteBackend = &backend{
 	brakeTasks: 2000,
 	// The same for the batch scenario's members.
 	batchTasks: 2000,
-	// The same for the sequence scenario's members, which also record
-	// their start in a write of their own: three writes each. Runs longer
-	// than elsewhere offer no more writes than the lock passes, so that
-	// the heartbeats do not queue behind them (with 5ms, under a loaded
-	// machine, live workers' renewals took up to 1.7s and their leases
-	// expired); the drain takes as long.
-	sequenceMembers: 32,
-	sequenceDelay:   150 * time.Millisecond,
 }
 
 var postgresBackend = &backend{
@@ -116,14 +108,12 @@ var postgresBackend = &backend{
 		}
 		return b.String()
 	},
-	timeArg:         func(t time.Time) any { return t },
-	effectsDDL:      `CREATE TABLE effects (task_id bigint NOT NULL, node text NOT NULL, attempt integer NOT NULL)`,
-	killTasks:       20000,
-	killWorkers:     3,
-	brakeTasks:      5000,
-	batchTasks:      5000,
-	sequenceMembers: 200,
-	sequenceDelay:   5 * time.Millisecond,
+	timeArg:     func(t time.Time) any { return t },
+	effectsDDL:  `CREATE TABLE effects (task_id bigint NOT NULL, node text NOT NULL, attempt integer NOT NULL)`,
+	killTasks:   20000,
+	killWorkers: 3,
+	brakeTasks:  5000,
+	batchTasks:  5000,
 	terminate: func(e *env, app string) (int64, error) {
 		var n int64
 		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -149,10 +139,8 @@ var mariadbBackend = &backend{
 	timeArg: func(t time.Time) any { return t.UTC() },
 	effectsDDL: `CREATE TABLE effects (task_id BIGINT NOT NULL, node VARCHAR(255) NOT NULL,
 		attempt INT NOT NULL, KEY (task_id)) ENGINE = InnoDB`,
-	killTasks:       5000,
-	killWorkers:     3,
-	brakeTasks:      5000,
-	batchTasks:      5000,
-	sequenceMembers: 200,
-	sequenceDelay:   5 * time.Millisecond,
+	killTasks:   5000,
+	killWorkers: 3,
+	brakeTasks:  5000,
+	batchTasks:  5000,
 }

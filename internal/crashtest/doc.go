@@ -20,7 +20,7 @@
 // succeeded, and that a diamond whose B died has its D cancelled, unrun,
 // with the reason.
 // SequencesUnderKills (sequences_test.go) drains 20 sequence keys of 200
-// members each (fewer on SQLite), enqueued interleaved while the workers
+// members each, enqueued interleaved while the workers
 // run, with three worker processes, kills one of them four times, and
 // checks from the runs the handler records with its completion, and the
 // attempts it records as they begin, that within each key the members

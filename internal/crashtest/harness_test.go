@@ -86,11 +86,6 @@ type backend struct {
 	// batchTasks is how many members the batch of the batch-under-kills
 	// scenario has.
 	batchTasks int
-	// sequenceMembers is how many members each key of the sequences-under-
-	// kills scenario has, and sequenceDelay the shortest run of one (they
-	// run up to four times as long).
-	sequenceMembers int
-	sequenceDelay   time.Duration
 	// skipFailover, when set, says why the leader-failover scenario (three
 	// worker processes at once) does not run on this database.
 	skipFailover string

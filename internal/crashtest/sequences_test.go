@@ -23,8 +23,13 @@ import (
 const (
 	// seqType is the members' task type.
 	seqType = "crash.seq"
-	// seqKeys is how many sequence keys the scenario fills.
-	seqKeys = 20
+	// seqKeys is how many sequence keys the scenario fills, seqMembers
+	// how many members each key has.
+	seqKeys    = 20
+	seqMembers = 200
+	// seqDelay is the shortest run of a member; they run up to four times
+	// as long.
+	seqDelay = 5 * time.Millisecond
 )
 
 // digits are the numbers in an error, which a failure's kind leaves out.
@@ -100,12 +105,12 @@ type seqRun struct {
 	start, end int64 // µs
 }
 
-// sequencesUnderKills: seqKeys keys of b.sequenceMembers members each
-// (200; 32 on SQLite), enqueued interleaved across the keys in four
-// EnqueueMany calls: the first before the workers start, two while they
-// run, the last once some key has drained (so that that key's first new
-// member is enqueued ready, the other keys' held). Each member runs 5 to 20ms (150 to
-// 600ms on SQLite: b.sequenceDelay). Three worker processes drain them;
+// sequencesUnderKills: seqKeys keys of seqMembers members each, enqueued
+// interleaved across the keys in four EnqueueMany calls: the first before
+// the workers start, two while they run, the last once some key has
+// drained (so that that key's first new member is enqueued ready, the
+// other keys' held). Each member runs 5 to 20ms. Three worker processes
+// drain them;
 // one, not the leader, is SIGKILLed four times while it runs members, and
 // restarted each time. While they run, no key ever has two members
 // running or ready (sampled at every poll). At the end every member
@@ -133,8 +138,8 @@ func sequencesUnderKills(t *testing.T, b *backend) {
 		}
 	}
 	const kills = 4
-	delay := b.sequenceDelay
-	per := b.sequenceMembers
+	delay := seqDelay
+	per := seqMembers
 	total := int64(seqKeys * per)
 	// As many attempts as the workers allow (workerConfig): a dead member
 	// would hold its key, and on a loaded machine SQLite's live workers
