@@ -128,7 +128,8 @@ func (w *brakeWatch) end() int {
 
 // killedWorkersNoBrake: three worker processes (brakeWorkers workers
 // each) drain b.brakeTasks tasks (5,000; 2,000 on SQLite) of one type
-// with keel's default brake; one of them, not the leader, is SIGKILLed
+// with keel's default brake, topped up by half as many whenever fewer
+// than a third are left before a kill; one of them, not the leader, is SIGKILLed
 // three times while it runs tasks, and restarted each time. The tasks it
 // held are rescued (lease_expired) before the next kill and succeed on
 // their next attempt. An expired lease is no evidence against the
@@ -168,6 +169,13 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 	var victims []string
 	maxHeld := 0
 	for k := 1; len(victims) < kills; k++ {
+		// Each kill lands mid-drain however fast this build drains:
+		// without -race the 2,000 tasks of SQLite are gone in about 5s,
+		// sooner than three rounds of a kill and its rescues.
+		if c := e.counts(); c[driver.StatePending]+c[driver.StateRunning] < total/3 {
+			e.enqueue(int(total / 2))
+			total += total / 2
+		}
 		var victim *worker
 		e.waitFor("a non-leader worker running at least 20 tasks", 30*time.Second, func() bool {
 			watch.check()
@@ -190,9 +198,6 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 		done := e.counts()[driver.StateSucceeded]
 		t.Logf("kill %d: killed %s (leader %q) running %d tasks just before, holding %d after; %d of %d succeeded after %v",
 			k, victim.Name, e.leader(), before, held, done, total, time.Since(began).Round(time.Millisecond))
-		if done >= total-total/10 {
-			t.Fatalf("kill %d landed too late: %d of %d tasks had succeeded", k, done, total)
-		}
 		maxHeld = max(maxHeld, held)
 		if held > 0 {
 			victims = append(victims, victim.Name)
