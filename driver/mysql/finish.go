@@ -67,7 +67,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				tally.Finished(tasks[t.ID], stored(t, now, p.Now), now)
 			}
 		}
-		if _, err := d.SettleFinished(ctx, tx, now, others, ok); err != nil {
+		if err := d.SettleFinished(ctx, tx, now, others, ok); err != nil {
 			return err
 		}
 		return count(ctx, tx, &tally)
@@ -98,7 +98,7 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	}
 	var tally sqlutil.Tally
 	tally.Finished(tasks[t.ID], stored(t, at, now), at)
-	if _, err := d.SettleFinished(ctx, tx, at, []driver.Transition{t}, []int64{t.ID}); err != nil {
+	if err := d.SettleFinished(ctx, tx, at, []driver.Transition{t}, []int64{t.ID}); err != nil {
 		return false, err
 	}
 	return true, count(ctx, tx, &tally)

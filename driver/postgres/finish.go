@@ -47,7 +47,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				ok = append(ok, t.ID)
 			}
 		}
-		_, err := d.SettleFinished(ctx, q, p.Now, others, ok)
+		err := d.SettleFinished(ctx, q, p.Now, others, ok)
 		return err
 	}
 	var err error
@@ -72,7 +72,7 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	if err != nil || !applied {
 		return false, err
 	}
-	if _, err := d.SettleFinished(ctx, q, now, []driver.Transition{t}, []int64{t.ID}); err != nil {
+	if err := d.SettleFinished(ctx, q, now, []driver.Transition{t}, []int64{t.ID}); err != nil {
 		return false, err
 	}
 	return true, nil

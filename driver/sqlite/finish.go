@@ -60,7 +60,7 @@ func (d *Driver) Finish(ctx context.Context, p driver.FinishParams) ([]int64, er
 				tally.Finished(tasks[t.ID], t, p.Now)
 			}
 		}
-		if _, err := d.SettleFinished(ctx, tx, p.Now, others, ok); err != nil {
+		if err := d.SettleFinished(ctx, tx, p.Now, others, ok); err != nil {
 			return err
 		}
 		return count(ctx, tx, &tally)
@@ -87,7 +87,7 @@ func (d *Driver) FinishTx(ctx context.Context, dtx driver.Tx, owner string, now 
 	}
 	var tally sqlutil.Tally
 	tally.Finished(tasks[t.ID], t, now)
-	if _, err := d.SettleFinished(ctx, tx, now, []driver.Transition{t}, []int64{t.ID}); err != nil {
+	if err := d.SettleFinished(ctx, tx, now, []driver.Transition{t}, []int64{t.ID}); err != nil {
 		return false, err
 	}
 	return true, count(ctx, tx, &tally)

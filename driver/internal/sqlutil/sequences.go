@@ -187,9 +187,9 @@ func (o *Ops[Q]) notify(ctx context.Context, q Q, queues []string) error {
 // SettleFinished settles, in the transaction q that applied them, the keys
 // of the sequence members among ts whose transition applied (the ids in
 // applied): a member that succeeded, or died under skip_dead,
-// leaves its key and the next member is released. It returns the queues
-// of the members it released.
-func (o *Ops[Q]) SettleFinished(ctx context.Context, q Q, now time.Time, ts []driver.Transition, applied []int64) ([]string, error) {
+// leaves its key and the next member is released; the queues of the
+// members released are told on commit (OpsConfig.Notify).
+func (o *Ops[Q]) SettleFinished(ctx context.Context, q Q, now time.Time, ts []driver.Transition, applied []int64) error {
 	var keys []string
 	for _, t := range ts {
 		if SequencedTask(t) && t.State != driver.StatePending && slices.Contains(applied, t.ID) {
@@ -197,7 +197,7 @@ func (o *Ops[Q]) SettleFinished(ctx context.Context, q Q, now time.Time, ts []dr
 		}
 	}
 	if len(keys) == 0 {
-		return nil, nil
+		return nil
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
@@ -205,13 +205,13 @@ func (o *Ops[Q]) SettleFinished(ctx context.Context, q Q, now time.Time, ts []dr
 	for _, k := range keys {
 		queue, err := o.settleKey(ctx, q, k, now)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if queue != "" && !slices.Contains(queues, queue) {
 			queues = append(queues, queue)
 		}
 	}
-	return queues, o.notify(ctx, q, queues)
+	return o.notify(ctx, q, queues)
 }
 
 // headChunk is how many of a key's first members settleKey reads at once.
