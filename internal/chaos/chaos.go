@@ -107,6 +107,8 @@ type Result struct {
 	Reason string `json:"reason,omitempty"`
 	// Failures say what failed, one line each.
 	Failures []string `json:"failures,omitempty"`
+	// Notes say what the scenario saw that is no failure.
+	Notes []string `json:"notes,omitempty"`
 	// Tasks is how many tasks the scenario enqueued; Succeeded how many
 	// succeeded with exactly one ledger row; Lost how many are missing,
 	// dead, cancelled or succeeded without their effect; Twice how many
@@ -295,6 +297,13 @@ func (r *run) teardown() {
 // failf records a failure.
 func (r *run) failf(format string, args ...any) {
 	r.res.Failures = append(r.res.Failures, fmt.Sprintf(format, args...))
+}
+
+// notef records a note and logs it.
+func (r *run) notef(format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	r.res.Notes = append(r.res.Notes, n)
+	r.o.Log("%s: %s", r.res.Scenario, n)
 }
 
 // startWorker starts a worker process of kind ("work" or "steps") whose

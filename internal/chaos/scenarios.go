@@ -121,13 +121,18 @@ func killWorker(r *run) error {
 // stopWorker SIGSTOPs a worker (not the leader) while it runs tasks,
 // waits until its tasks were rescued (its lease ran out), then SIGCONTs
 // it. The resumed worker's late completions must be fenced: every task
-// applied once, and the worker keeps working.
+// applied once, and the worker keeps working. A task whose row the
+// stopped worker had locked (it was committing the task's completion) is
+// not rescued: no database lets another session take a row lock held by
+// an open transaction, so that task waits for the worker to resume (or
+// for the server to drop its connection).
 //
-// On SQLite a process stopped inside a write transaction holds the
-// database's one write lock, so every other process waits for it and
-// nothing can be rescued until it resumes: SQLite allows one writer. The
-// scenario then resumes it and stops a worker again, up to stopTries
-// times.
+// A worker stopped inside a transaction holds its locks: on SQLite the
+// database's one write lock, so every other process waits for it; on
+// PostgreSQL and MariaDB the rows it locked, among them all its tasks
+// while it renews their leases. Nothing it locked can be rescued until it
+// resumes (or the server drops its connection). The scenario then notes
+// it, resumes the worker and stops one again, up to stopTries times.
 func stopWorker(r *run) error {
 	if err := r.needTwo(); err != nil {
 		return err
@@ -148,20 +153,27 @@ func stopWorker(r *run) error {
 			victim.signal(syscall.SIGCONT)
 			return err
 		}
-		err = r.waitFor("the stopped worker's tasks to be rescued", rescueBound, func() (bool, error) {
+		err = r.waitFor("a task of the stopped worker to be rescued", rescueBound, func() (bool, error) {
 			ids, err := r.runningOf(victim.node)
-			return len(ids) == 0, err
+			return len(ids) < len(held), err
 		})
-		if err != nil && r.sp.kind == SQLite && try < stopTries {
-			r.o.Log("stop-worker: nothing rescued while %s was stopped: it held SQLite's write lock; resumed it, trying again", victim.node)
+		if err != nil {
+			r.logLockWaits()
 			victim.signal(syscall.SIGCONT)
+			if try == stopTries {
+				return err
+			}
+			r.notef("stop %d landed inside a transaction of %s: none of the %d tasks it held was rescued within %v, until it resumed (%s)",
+				try, victim.node, len(held), rescueBound, r.lockedBy())
 			continue
 		}
-		if err != nil {
-			victim.signal(syscall.SIGCONT)
-			return err
+		// Every task it held whose lease expired is rescued within two
+		// rescue passes; a task it was completing when it stopped stays
+		// locked by its open transaction until it resumes and commits.
+		time.Sleep(2 * rescueInterval)
+		if locked, err := r.runningOf(victim.node); err == nil && len(locked) > 0 {
+			r.notef("%d of the %d tasks %s held stayed locked by its open transaction until it resumed", len(locked), len(held), victim.node)
 		}
-		time.Sleep(heartbeatInterval) // well past its lease
 		victim.signal(syscall.SIGCONT)
 		if err := r.settle(); err != nil {
 			return err
@@ -393,4 +405,32 @@ func killInStep(r *run) error {
 		}
 	}
 	return r.checkRescues(first.node, at, stepTasks)
+}
+
+// lockedBy says what holds the locks a stopped worker keeps.
+func (r *run) lockedBy() string {
+	if r.sp.kind == SQLite {
+		return "SQLite's one write lock"
+	}
+	return "row locks of its open transaction"
+}
+
+// logLockWaits logs the server's open transactions, where it tells
+// (MariaDB).
+func (r *run) logLockWaits() {
+	if r.sp.kind != MariaDB {
+		return
+	}
+	rows, err := r.db.QueryContext(r.ctx, `SELECT trx_state, COALESCE(trx_query, ''), trx_rows_locked FROM information_schema.INNODB_TRX`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st, q string
+		var n int
+		if rows.Scan(&st, &q, &n) == nil {
+			r.o.Log("open transaction %s (%d rows locked): %s", st, n, q)
+		}
+	}
 }
