@@ -42,7 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
 	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newSchedulesCmd(), newBrakesCmd(), newBrakeCmd(), newSequencesCmd(),
-		newSourcesCmd(), newRejectedCmd(), newBatchCmd(), newWorkflowCmd())
+		newSourcesCmd(), newRejectedCmd(), newBatchCmd(), newWorkflowCmd(), newChaosCmd(), newChaosWorkerCmd())
 	return root
 }
 
