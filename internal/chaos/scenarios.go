@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/keelq/keel"
 )
 
 // The scenarios' sizes and bounds.
@@ -377,7 +379,8 @@ func killInStep(r *run) error {
 		return err
 	}
 	at := first.kill()
-	if _, err := r.startWorker("steps", 0, time.Second, ""); err != nil {
+	second, err := r.startWorker("steps", 0, time.Second, "")
+	if err != nil {
 		return err
 	}
 	if err := r.settle(); err != nil {
@@ -395,13 +398,33 @@ func killInStep(r *run) error {
 			r.failf("step %s ran %d times (attempt %d; 0 is any), want %d: once per task", w.step, n, w.attempt, w.count)
 		}
 	}
+	// Each task: finished by the second worker on attempt 2, after one
+	// lease_expired entry of the first; steps one and two stored by
+	// attempt 1, three by attempt 2; the result built from them.
 	for i, id := range r.ids {
 		t, err := r.client.Get(r.ctx, id)
 		if err != nil {
 			return err
 		}
-		if want := fmt.Sprint((i+1)*2 + 1); string(t.Result) != want {
-			r.failf("task %d: result %s, want %s, built from the stored steps", id, t.Result, want)
+		if t.Attempt != 2 || t.Node != second.node {
+			r.failf("task %d: finished on attempt %d by %q, want attempt 2 by %s", id, t.Attempt, t.Node, second.node)
+		}
+		if len(t.Errors) != 1 || t.Errors[0].Outcome != keel.OutcomeLeaseExpired || t.Errors[0].Node != first.node {
+			r.failf("task %d: error history %+v, want one lease_expired entry of %s", id, t.Errors, first.node)
+		}
+		want := []struct {
+			name, result string
+			attempt      int
+		}{{"one", fmt.Sprint(i + 1), 1}, {"two", fmt.Sprint((i + 1) * 2), 1}, {"three", fmt.Sprint((i+1)*2 + 1), 2}}
+		ok := len(t.Steps) == len(want)
+		for j := range want {
+			ok = ok && t.Steps[j].Name == want[j].name && string(t.Steps[j].Result) == want[j].result && t.Steps[j].Attempt == want[j].attempt
+		}
+		if !ok {
+			r.failf("task %d: steps %+v, want %+v", id, t.Steps, want)
+		}
+		if string(t.Result) != want[2].result {
+			r.failf("task %d: result %s, want %s, built from the stored steps", id, t.Result, want[2].result)
 		}
 	}
 	return r.checkRescues(first.node, at, stepTasks)
