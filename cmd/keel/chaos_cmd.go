@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/internal/chaos"
 	"github.com/keelq/keel/internal/chaos/lastrun"
 )
@@ -25,6 +26,7 @@ type chaosOptions struct {
 	workers         int
 	duration        time.Duration
 	json            bool
+	config          string
 }
 
 func newChaosCmd() *cobra.Command {
@@ -46,7 +48,8 @@ or a SQLite file of its own next to --db (the file itself is never opened),
 and drops it when the scenario ends. With --dsn it needs the right to create
 and drop a schema or database.
 
-Scenarios (each with 300 to 600 short tasks, a 2s lease):
+Scenarios (each with 300 to 600 short tasks; a 2s lease, 0.5s heartbeats and
+rescues and a 0.5s stop deadline, or those of --config):
   kill-worker    SIGKILL a worker in the middle of a batch: its tasks are rescued
   stop-worker    SIGSTOP a worker past its lease, then SIGCONT: its late completions are fenced
   kill-leader    SIGKILL the leader: another takes over and rescues
@@ -64,7 +67,8 @@ where keel doctor and GET /v1/system show them.
 
   keel chaos --db ./keel.db
   keel chaos --dsn postgres://keel@db/keel --scenario kill-worker --scenario cut
-  keel chaos --dsn mysql://root@db:3306/keel --json`,
+  keel chaos --dsn mysql://root@db:3306/keel --json
+  keel chaos --db ./keel.db --config keel.toml      your lease and shutdown timeout (slower)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runChaos(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -78,6 +82,7 @@ where keel doctor and GET /v1/system show them.
 	fs.IntVar(&o.workers, "workers", 3, "worker processes per scenario (1 to 16)")
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "bound of each scenario: a task not finished by then is stuck (20s to 1h)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.StringVar(&o.config, "config", "", "keel serve's configuration: its [engine] lease_ttl, heartbeat_interval, rescue_interval, poll_interval and its shutdown_timeout replace the run's short ones")
 	return cmd
 }
 
@@ -145,11 +150,21 @@ func runChaos(ctx context.Context, out, errOut io.Writer, o chaosOptions) error 
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	timing := chaos.DefaultTiming
+	if o.config != "" {
+		cfg, err := config.Load(config.Options{Path: o.config, Environ: os.Environ()})
+		if err != nil {
+			return err
+		}
+		e := cfg.Engine
+		timing = chaos.Timing{LeaseTTL: time.Duration(e.LeaseTTL), HeartbeatInterval: time.Duration(e.HeartbeatInterval),
+			RescueInterval: time.Duration(e.RescueInterval), PollInterval: time.Duration(e.PollInterval), StopTimeout: time.Duration(cfg.ShutdownTimeout)}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary, to start workers from it: %w", err)
 	}
-	opts := chaos.Options{DSN: dsn, Scenarios: names, Workers: o.workers, Duration: o.duration,
+	opts := chaos.Options{DSN: dsn, Scenarios: names, Workers: o.workers, Duration: o.duration, Timing: timing,
 		Command: func() *exec.Cmd { return exec.Command(exe, "chaos-worker") }}
 	if err := opts.Validate(); err != nil {
 		return chaosFlagError(err)

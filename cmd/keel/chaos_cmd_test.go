@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keelq/keel/internal/chaos"
 )
@@ -51,7 +52,7 @@ func TestChaosSQLite(t *testing.T) {
 	}
 	for _, r := range rep.Results {
 		t.Logf("%s %s: %d tasks, %d rescued, rescue %v, stop %v, in %v %s", r.Scenario, r.Status, r.Tasks, r.Rescued,
-			r.RescueTime, r.StopTime, r.Elapsed, strings.Join(r.Notes, "; "))
+			time.Duration(r.RescueTime), time.Duration(r.StopTime), time.Duration(r.Elapsed), strings.Join(r.Notes, "; "))
 		if (r.Scenario == "cut") != (r.Status == chaos.StatusSkip) || r.Status == chaos.StatusFail {
 			t.Errorf("%s: %s %v", r.Scenario, r.Status, r.Failures)
 		}
@@ -65,6 +66,24 @@ func TestChaosSQLite(t *testing.T) {
 	out, _, _ = keel("doctor", "--db", db)
 	if !strings.Contains(out, "OK    chaos") || !strings.Contains(out, "on sqlite) passed: 5 scenarios, cut skipped") {
 		t.Errorf("keel doctor after the run:\n%s", out)
+	}
+
+	// --config: the workers take its lease (5s, with 1s heartbeats), so
+	// the rescue comes later than the default 2s lease allows.
+	cfg := filepath.Join(t.TempDir(), "keel.toml")
+	if err := os.WriteFile(cfg, []byte("shutdown_timeout = \"1s\"\n[engine]\nlease_ttl = \"5s\"\nheartbeat_interval = \"1s\"\nrescue_interval = \"1s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err = keel("chaos", "--db", db, "--scenario", "kill-in-step", "--config", cfg, "--json")
+	if err != nil {
+		t.Fatalf("keel chaos --config: %v\n%s\n%s", err, out, errOut)
+	}
+	rep = chaos.Report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Results) != 1 {
+		t.Fatalf("keel chaos --config --json (%v):\n%s", err, out)
+	}
+	if r := rep.Results[0]; r.Status != chaos.StatusPass || time.Duration(r.RescueTime) < 3500*time.Millisecond {
+		t.Errorf("with a 5s lease: %s, rescue after %v; want a pass with the rescue 3.5s or more after the kill", r.Status, time.Duration(r.RescueTime))
 	}
 
 	// The table form, one scenario.
@@ -94,6 +113,7 @@ func TestChaosBadFlags(t *testing.T) {
 		{[]string{"chaos", "--db", db, "--workers", "17"}, "--workers: workers 17"},
 		{[]string{"chaos", "--db", db, "--duration", "1s"}, "--duration: duration 1s"},
 		{[]string{"chaos", "--db", db, "--duration", "soon"}, "invalid argument"},
+		{[]string{"chaos", "--db", db, "--config", filepath.Join(dir, "none.toml")}, "none.toml"},
 	} {
 		out, err := runKeel(t, c.args...)
 		if err == nil || !strings.Contains(err.Error()+out, c.want) {

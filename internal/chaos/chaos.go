@@ -36,6 +36,59 @@ type Options struct {
 	Command func() *exec.Cmd
 	// Log receives a line per step of the run; nil logs nothing.
 	Log func(format string, args ...any)
+	// Timing is the workers' lease, heartbeat, rescue and stop settings,
+	// and what the scenarios' bounds are computed from. Default
+	// DefaultTiming: short, so that a run takes seconds.
+	Timing Timing
+}
+
+// Timing is the workers' engine settings that decide how soon a fault is
+// repaired (keel.Config's fields of the same names).
+type Timing struct {
+	LeaseTTL          time.Duration
+	HeartbeatInterval time.Duration
+	RescueInterval    time.Duration
+	PollInterval      time.Duration
+	// StopTimeout is the deadline the SIGTERM scenario's worker gives
+	// keel's Client.Stop (keel serve's shutdown_timeout).
+	StopTimeout time.Duration
+}
+
+// DefaultTiming is the timing of a run without Options.Timing: a 2s
+// lease, so that rescues happen within seconds.
+var DefaultTiming = Timing{LeaseTTL: 2 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
+	RescueInterval: 500 * time.Millisecond, PollInterval: 100 * time.Millisecond, StopTimeout: 500 * time.Millisecond}
+
+func (t Timing) validate() error {
+	if t.LeaseTTL <= 0 || t.HeartbeatInterval <= 0 || t.RescueInterval <= 0 || t.PollInterval <= 0 || t.StopTimeout <= 0 {
+		return fmt.Errorf("timing %+v: every setting must be positive", t)
+	}
+	if t.HeartbeatInterval >= t.LeaseTTL {
+		return fmt.Errorf("timing: heartbeat interval %v must be shorter than the lease %v", t.HeartbeatInterval, t.LeaseTTL)
+	}
+	return nil
+}
+
+// env is t as the worker process's variable.
+func (t Timing) env() string {
+	return fmt.Sprintf("%s,%s,%s,%s,%s", t.LeaseTTL, t.HeartbeatInterval, t.RescueInterval, t.PollInterval, t.StopTimeout)
+}
+
+// parseTiming reads what env wrote.
+func parseTiming(s string) (Timing, error) {
+	f := strings.Split(s, ",")
+	if len(f) != 5 {
+		return Timing{}, fmt.Errorf("timing %q: want 5 durations", s)
+	}
+	var d [5]time.Duration
+	for i := range f {
+		v, err := time.ParseDuration(f[i])
+		if err != nil {
+			return Timing{}, fmt.Errorf("timing %q: %w", s, err)
+		}
+		d[i] = v
+	}
+	return Timing{d[0], d[1], d[2], d[3], d[4]}, nil
 }
 
 func (o Options) withDefaults() Options {
@@ -50,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
+	}
+	if o.Timing == (Timing{}) {
+		o.Timing = DefaultTiming
 	}
 	return o
 }
@@ -73,6 +129,9 @@ func (o Options) Validate() error {
 	}
 	if o.Command == nil {
 		return errors.New("no worker command")
+	}
+	if err := o.Timing.validate(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -308,12 +367,12 @@ func (r *run) notef(format string, args ...any) {
 
 // startWorker starts a worker process of kind ("work" or "steps") whose
 // handler takes delay, connecting through dsn ("" for the space's own).
-func (r *run) startWorker(kind string, delay, stop time.Duration, dsn string) (*proc, error) {
+func (r *run) startWorker(kind string, delay time.Duration, dsn string) (*proc, error) {
 	r.nodes++
 	node := fmt.Sprintf("chaos-%d", r.nodes)
 	cmd := r.o.Command()
 	cmd.Env = append(cmd.Environ(), EnvWorker+"="+kind, envDSN+"="+cmp(dsn, r.sp.dsn), envKind+"="+r.sp.kind,
-		envSchema+"="+r.sp.schema, envNode+"="+node, envDelay+"="+delay.String(), envStop+"="+stop.String())
+		envSchema+"="+r.sp.schema, envNode+"="+node, envDelay+"="+delay.String(), envTiming+"="+r.o.Timing.env())
 	p, err := startProc(node, cmd)
 	if err != nil {
 		return nil, err
@@ -326,7 +385,7 @@ func (r *run) startWorker(kind string, delay, stop time.Duration, dsn string) (*
 func (r *run) startWorkers(n int, delay time.Duration, dsn string) ([]*proc, error) {
 	var out []*proc
 	for range n {
-		p, err := r.startWorker("work", delay, time.Second, dsn)
+		p, err := r.startWorker("work", delay, dsn)
 		if err != nil {
 			return nil, err
 		}

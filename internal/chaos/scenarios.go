@@ -16,23 +16,25 @@ const (
 	workDelay = 100 * time.Millisecond
 	// slack is added to every timing bound, for a loaded machine.
 	slack = 4 * time.Second
-	// rescueBound is how soon after a worker's death its tasks must be
-	// rescued: its lease runs out, then the leader's next rescue pass.
-	rescueBound = leaseTTL + rescueInterval + slack
 	// cutFor is how long the cut scenario holds every connection cut:
-	// longer than a lease, so the cut also costs leases.
+	// longer than DefaultTiming's lease, so the cut also costs leases.
 	cutFor = 4 * time.Second
-	// termDelay is the handlers' run in the SIGTERM scenario and
-	// termStop the stop deadline the worker is given: shorter, so Stop
-	// has handlers to cancel and tasks to release.
-	termDelay = 2 * time.Second
-	termStop  = 500 * time.Millisecond
+	// termLonger is how much longer the SIGTERM scenario's handlers run
+	// than the worker's stop deadline, so Stop has handlers to cancel and
+	// tasks to release.
+	termLonger = 1500 * time.Millisecond
 	// stopTries is how many times the stop-worker scenario stops a
 	// worker on SQLite (see stopWorker).
 	stopTries = 4
 	// stepTasks is how many tasks the kill-in-step scenario runs.
 	stepTasks = 4
 )
+
+// rescueBound is how soon after a worker's death its tasks must be
+// rescued: its lease runs out, then the leader's next rescue pass.
+func (r *run) rescueBound() time.Duration {
+	return r.o.Timing.LeaseTTL + r.o.Timing.RescueInterval + slack
+}
 
 // many is how many tasks a scenario works: fewer on SQLite, where every
 // completion is a write of its own under the one write lock.
@@ -75,9 +77,9 @@ func (r *run) checkRescues(node string, at time.Time, held int) error {
 	if n == 0 {
 		r.failf("none of the %d tasks %s held was rescued", held, node)
 	}
-	if last > rescueBound {
+	if last > r.rescueBound() {
 		r.failf("a task of %s was rescued %v after the fault, want within %v (lease %v + rescue interval %v + %v)",
-			node, last.Round(time.Millisecond), rescueBound, leaseTTL, rescueInterval, slack)
+			node, last.Round(time.Millisecond), r.rescueBound(), r.o.Timing.LeaseTTL, r.o.Timing.RescueInterval, slack)
 	}
 	return nil
 }
@@ -103,7 +105,7 @@ func killWorker(r *run) error {
 		if err != nil {
 			return err
 		}
-		p, err := r.startWorker("work", workDelay, time.Second, "")
+		p, err := r.startWorker("work", workDelay, "")
 		if err != nil {
 			return err
 		}
@@ -134,7 +136,8 @@ func killWorker(r *run) error {
 // PostgreSQL and MariaDB the rows it locked, among them all its tasks
 // while it renews their leases. Nothing it locked can be rescued until it
 // resumes (or the server drops its connection). The scenario then notes
-// it, resumes the worker and stops one again, up to stopTries times.
+// it, resumes the worker and stops one again, up to stopTries times; if
+// every stop lands so, it checks the ledger alone.
 func stopWorker(r *run) error {
 	if err := r.needTwo(); err != nil {
 		return err
@@ -143,7 +146,14 @@ func stopWorker(r *run) error {
 	if err != nil {
 		return err
 	}
-	for try := 1; ; try++ {
+	stalled := 0
+	for try := 1; try <= stopTries; try++ {
+		if try > 1 {
+			// More work, so that the next stop finds a worker busy.
+			if err := r.enqueue(workType, r.many()/2); err != nil {
+				return err
+			}
+		}
 		victim, err := r.busyWorker(ps, 2, true)
 		if err != nil {
 			return err
@@ -151,28 +161,32 @@ func stopWorker(r *run) error {
 		at := victim.signal(syscall.SIGSTOP)
 		time.Sleep(300 * time.Millisecond)
 		held, err := r.runningOf(victim.node)
-		if err != nil {
+		if err != nil || len(held) == 0 {
+			// It finished its tasks before it stopped, or they were
+			// rescued already (resumed after a stop before): nothing to
+			// rescue.
 			victim.signal(syscall.SIGCONT)
-			return err
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		err = r.waitFor("a task of the stopped worker to be rescued", rescueBound, func() (bool, error) {
+		err = r.waitFor("a task of the stopped worker to be rescued", r.rescueBound(), func() (bool, error) {
 			ids, err := r.runningOf(victim.node)
 			return len(ids) < len(held), err
 		})
 		if err != nil {
 			r.logLockWaits()
 			victim.signal(syscall.SIGCONT)
-			if try == stopTries {
-				return err
-			}
 			r.notef("stop %d landed inside a transaction of %s: none of the %d tasks it held was rescued within %v, until it resumed (%s)",
-				try, victim.node, len(held), rescueBound, r.lockedBy())
+				try, victim.node, len(held), r.rescueBound(), r.lockedBy())
+			stalled++
 			continue
 		}
 		// Every task it held whose lease expired is rescued within two
 		// rescue passes; a task it was completing when it stopped stays
 		// locked by its open transaction until it resumes and commits.
-		time.Sleep(2 * rescueInterval)
+		time.Sleep(2 * r.o.Timing.RescueInterval)
 		if locked, err := r.runningOf(victim.node); err == nil && len(locked) > 0 {
 			r.notef("%d of the %d tasks %s held stayed locked by its open transaction until it resumed", len(locked), len(held), victim.node)
 		}
@@ -185,6 +199,13 @@ func stopWorker(r *run) error {
 		}
 		return r.checkRescues(victim.node, at, len(held))
 	}
+	if stalled == 0 {
+		return fmt.Errorf("after %d stops no stopped worker held a task", stopTries)
+	}
+	// Every stop that found tasks landed inside a transaction: the
+	// promises are still checked, on the resumed workers' work.
+	r.notef("no stop could be waited out: the ledger was checked, the rescue of a stopped worker's tasks was not")
+	return r.settle()
 }
 
 // killLeader SIGKILLs the worker holding the maintenance lease while it
@@ -222,7 +243,7 @@ func killLeader(r *run) error {
 	if err != nil {
 		return err
 	}
-	err = r.waitFor("another worker to take the leadership", leaseTTL+slack, func() (bool, error) {
+	err = r.waitFor("another worker to take the leadership", r.o.Timing.LeaseTTL+slack, func() (bool, error) {
 		l, err := r.leader()
 		return l != "" && l != victim.node, err
 	})
@@ -308,7 +329,7 @@ func sigterm(r *run) error {
 	}
 	var ps []*proc
 	for range r.o.Workers {
-		p, err := r.startWorker("work", termDelay, termStop, "")
+		p, err := r.startWorker("work", r.o.Timing.StopTimeout+termLonger, "")
 		if err != nil {
 			return err
 		}
@@ -319,8 +340,8 @@ func sigterm(r *run) error {
 		return err
 	}
 	at := victim.signal(syscall.SIGTERM)
-	if !victim.wait(termStop + slack) {
-		r.failf("%s still running %v after SIGTERM (stop deadline %v)", victim.node, termStop+slack, termStop)
+	if stop := r.o.Timing.StopTimeout; !victim.wait(stop + slack) {
+		r.failf("%s still running %v after SIGTERM (stop deadline %v)", victim.node, stop+slack, stop)
 		victim.kill()
 	}
 	r.res.StopTime = Duration(time.Since(at))
@@ -331,7 +352,7 @@ func sigterm(r *run) error {
 	if len(held) > 0 {
 		r.failf("%d tasks still running under %s after it stopped, e.g. %v: not released", len(held), victim.node, held[:min(len(held), 5)])
 	}
-	if _, err := r.startWorker("work", workDelay, time.Second, ""); err != nil {
+	if _, err := r.startWorker("work", workDelay, ""); err != nil {
 		return err
 	}
 	if err := r.settle(); err != nil {
@@ -356,7 +377,7 @@ func killInStep(r *run) error {
 	if err := r.enqueue(stepsType, stepTasks); err != nil {
 		return err
 	}
-	first, err := r.startWorker("steps", 0, time.Second, "")
+	first, err := r.startWorker("steps", 0, "")
 	if err != nil {
 		return err
 	}
@@ -379,7 +400,7 @@ func killInStep(r *run) error {
 		return err
 	}
 	at := first.kill()
-	second, err := r.startWorker("steps", 0, time.Second, "")
+	second, err := r.startWorker("steps", 0, "")
 	if err != nil {
 		return err
 	}

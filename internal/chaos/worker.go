@@ -23,7 +23,8 @@ const (
 	envSchema = "KEEL_CHAOS_SCHEMA"
 	envNode   = "KEEL_CHAOS_NODE"
 	envDelay  = "KEEL_CHAOS_DELAY"
-	envStop   = "KEEL_CHAOS_STOP"
+	envTiming = "KEEL_CHAOS_TIMING" // Timing.env
+
 )
 
 // The task types of the scenarios.
@@ -50,15 +51,8 @@ func ledgerDDL(sp *space) []string {
 	}
 }
 
-// The workers' timing: short, so rescues happen within a scenario. The
-// times a scenario measures are compared against these.
-const (
-	leaseTTL          = 2 * time.Second
-	heartbeatInterval = 500 * time.Millisecond
-	rescueInterval    = 500 * time.Millisecond
-	pollInterval      = 100 * time.Millisecond
-	slotsPerWorker    = 8
-)
+// slotsPerWorker is how many tasks a worker process runs at once.
+const slotsPerWorker = 8
 
 type job struct {
 	N int `json:"n"`
@@ -85,9 +79,9 @@ func WorkerMain() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", envDelay, err)
 	}
-	stop, err := time.ParseDuration(os.Getenv(envStop))
+	tm, err := parseTiming(os.Getenv(envTiming))
 	if err != nil {
-		return fmt.Errorf("%s: %w", envStop, err)
+		return err
 	}
 	h := keel.NewHandlers()
 	switch kind := os.Getenv(EnvWorker); kind {
@@ -101,9 +95,9 @@ func WorkerMain() error {
 	c, err := keel.NewClient(keel.Config{
 		Driver: drv, Handlers: h, Node: node,
 		Queues:   map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: slotsPerWorker}},
-		LeaseTTL: leaseTTL, HeartbeatInterval: heartbeatInterval, RescueInterval: rescueInterval,
-		PollInterval: pollInterval, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		BackoffJitter: -1, MaxAttempts: 100, Timeout: 30 * time.Second, TimeoutGrace: time.Second,
+		LeaseTTL: tm.LeaseTTL, HeartbeatInterval: tm.HeartbeatInterval, RescueInterval: tm.RescueInterval,
+		PollInterval: tm.PollInterval, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		BackoffJitter: -1, MaxAttempts: 100, Timeout: max(30*time.Second, 2*delay), TimeoutGrace: time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -116,7 +110,7 @@ func WorkerMain() error {
 	}
 	fmt.Println("ready")
 	<-term
-	sctx, cancel := context.WithTimeout(ctx, stop)
+	sctx, cancel := context.WithTimeout(ctx, tm.StopTimeout)
 	defer cancel()
 	return c.Stop(sctx)
 }
