@@ -2,7 +2,8 @@
 // the workers of HTTP-target task types), the operator commands that talk
 // to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
 // stats, nodes, alerts, schedules, sources, rejected, batch), doctor, config
-// check, migrate, demo and bench.
+// check, migrate, demo, bench and chaos (crash scenarios against your own
+// database).
 package main
 
 import (
