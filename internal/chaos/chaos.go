@@ -371,7 +371,7 @@ func (r *run) startWorker(kind string, delay time.Duration, dsn string) (*proc, 
 	r.nodes++
 	node := fmt.Sprintf("chaos-%d", r.nodes)
 	cmd := r.o.Command()
-	cmd.Env = append(cmd.Environ(), EnvWorker+"="+kind, envDSN+"="+cmp(dsn, r.sp.dsn), envKind+"="+r.sp.kind,
+	cmd.Env = append(cmd.Environ(), EnvWorker+"="+kind, envDSN+"="+or(dsn, r.sp.dsn), envKind+"="+r.sp.kind,
 		envSchema+"="+r.sp.schema, envNode+"="+node, envDelay+"="+delay.String(), envTiming+"="+r.o.Timing.env())
 	p, err := startProc(node, cmd)
 	if err != nil {
@@ -394,7 +394,8 @@ func (r *run) startWorkers(n int, delay time.Duration, dsn string) ([]*proc, err
 	return out, nil
 }
 
-func cmp(a, b string) string {
+// or is a unless it is empty, else b.
+func or(a, b string) string {
 	if a != "" {
 		return a
 	}

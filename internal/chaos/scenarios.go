@@ -24,7 +24,7 @@ const (
 	// tasks to release.
 	termLonger = 1500 * time.Millisecond
 	// stopTries is how many times the stop-worker scenario stops a
-	// worker on SQLite (see stopWorker).
+	// worker at most (see stopWorker).
 	stopTries = 4
 	// stepTasks is how many tasks the kill-in-step scenario runs.
 	stepTasks = 4
