@@ -253,7 +253,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		o.Log("%s: %s", s.name, s.about)
 		res := runOne(ctx, o, s)
-		o.Log("%s: %s %s", s.name, res.Status, strings.Join(append(res.Failures[:len(res.Failures):len(res.Failures)], res.Reason), " "))
+		why := strings.Join(append(slices.Clip(res.Failures), res.Reason), "; ")
+		o.Log("%s: %s", s.name, strings.TrimSuffix(res.Status+": "+strings.Trim(why, "; "), ": "))
 		if res.Status == StatusFail {
 			rep.Verdict = StatusFail
 		}
