@@ -277,18 +277,23 @@ func doctorDirect(ctx context.Context, dsn, schema string) []checkResult {
 	}
 	rs = append(rs, storageCheck(ctx, drv, dsn, schema))
 	rec, err := lastrun.Load(ctx, drv)
-	return append(rs, chaosCheck(rec, err, chaosCommand(dsn)))
+	return append(rs, chaosCheck(rec, err, chaosCommand(dsn, schema)))
 }
 
-// chaosCommand is the keel chaos command line for the database dsn names.
-func chaosCommand(dsn string) string {
-	if isPostgresDSN(dsn) || isMySQLDSN(dsn) {
-		if u, err := url.Parse(dsn); err == nil {
-			dsn = u.Redacted() // no password in a hint
-		}
-		return "keel chaos --dsn " + dsn
+// chaosCommand is the keel chaos command line for the database dsn (and
+// schema, on PostgreSQL) names.
+func chaosCommand(dsn, schema string) string {
+	if !isPostgresDSN(dsn) && !isMySQLDSN(dsn) {
+		return "keel chaos --db " + dsn
 	}
-	return "keel chaos --db " + dsn
+	if u, err := url.Parse(dsn); err == nil {
+		dsn = u.Redacted() // no password in a hint
+	}
+	cmd := "keel chaos --dsn " + dsn
+	if isPostgresDSN(dsn) && schema != "keel" {
+		cmd += " --schema " + schema
+	}
+	return cmd
 }
 
 // errNoKeelTables: the database answers but holds no keel tables.

@@ -533,7 +533,11 @@ func chaosCheck(rec *lastrun.Record, err error, run string) checkResult {
 		r.Hint = run + " again and read the failures; a failure breaks keel's promises"
 	default:
 		r.Status = statusOK
-		r.Detail = fmt.Sprintf("the last run (%s, on %s) passed: %d scenarios", rec.At.UTC().Format("2006-01-02 15:04 UTC"), rec.Database, len(rec.Scenarios)-len(rec.Skipped))
+		n := len(rec.Scenarios) - len(rec.Skipped)
+		r.Detail = fmt.Sprintf("the last run (%s, on %s) passed: %d scenario", rec.At.UTC().Format("2006-01-02 15:04 UTC"), rec.Database, n)
+		if n != 1 {
+			r.Detail += "s"
+		}
 		if len(rec.Skipped) > 0 {
 			r.Detail += ", " + strings.Join(rec.Skipped, ", ") + " skipped"
 		}
