@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -176,9 +178,13 @@ func runChaos(ctx context.Context, out, errOut io.Writer, o chaosOptions) error 
 			}
 		}
 	}
+	// An interrupt ends the scenario that runs, which still drops its
+	// database, and the run, which records nothing.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	rep, err := chaos.Run(ctx, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("chaos: %w (everything it created was dropped)", err)
 	}
 	note := recordChaos(ctx, dsn, o.schema, rep)
 	if o.json {
