@@ -215,7 +215,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Brake": reflect.TypeFor[Brake](), "BrakeList": reflect.TypeFor[BrakeList](), "BrakeSettings": reflect.TypeFor[BrakeSettings](), "TypePatch": reflect.TypeFor[TypePatch](),
 		"QueueStats": reflect.TypeFor[QueueStats](), "Stats": reflect.TypeFor[Stats](), "KeelStats": reflect.TypeFor[KeelStats](),
 		"Node": reflect.TypeFor[Node](), "NodeList": reflect.TypeFor[NodeList](),
-		"Pool": reflect.TypeFor[Pool](), "System": reflect.TypeFor[System](),
+		"Pool": reflect.TypeFor[Pool](), "System": reflect.TypeFor[System](), "ChaosRun": reflect.TypeFor[ChaosRun](),
 		"Health": reflect.TypeFor[Health](), "Problem": reflect.TypeFor[Problem](),
 		"Alert": reflect.TypeFor[AlertRecord](), "AlertDelivery": reflect.TypeFor[AlertDeliveryRec](), "AlertList": reflect.TypeFor[AlertList](),
 		"AlertRules": reflect.TypeFor[AlertRules](), "AlertRulesPatch": reflect.TypeFor[AlertRulesPatch](),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/chaos/lastrun"
 )
 
 // readyTimeout bounds the database query of GET /readyz.
@@ -117,17 +118,33 @@ func (s *server) nodes(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// chaosReadTimeout bounds GET /v1/system's read of the last chaos run.
+const chaosReadTimeout = 500 * time.Millisecond
+
 // system handles GET /v1/system: this process's connection pool, read
-// without touching the database.
+// without touching the database, then the last keel chaos run. The run is
+// read only when the pool has an idle connection (or reports none), within
+// chaosReadTimeout, so that a full pool or a database down still gets the
+// pool's figures at once and no caller waits behind this read.
 func (s *server) system(w http.ResponseWriter, r *http.Request) error {
 	if _, err := queryParams(r); err != nil {
 		return err
 	}
 	var out System
+	read := true
 	if ps, ok := s.c.Driver().(driver.PoolStater); ok {
 		p := ps.PoolStats()
 		out.Pool = &Pool{InUse: p.InUse, Idle: p.Idle, Max: p.Max, WaitCount: p.WaitCount,
 			WaitDuration: Duration(p.WaitDuration), MaxSetting: p.MaxSetting}
+		read = p.Idle > 0
+	}
+	if read {
+		ctx, cancel := context.WithTimeout(r.Context(), chaosReadTimeout)
+		defer cancel()
+		if rec, err := lastrun.Load(ctx, s.c.Driver()); err == nil && rec != nil {
+			out.Chaos = &ChaosRun{At: rec.At.UTC(), Verdict: rec.Verdict, Database: rec.Database, Scenarios: rec.Scenarios,
+				Failed: rec.Failed, Skipped: rec.Skipped, Version: rec.Version}
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -380,10 +380,29 @@ type Pool struct {
 	MaxSetting string `json:"max_setting"`
 }
 
-// System answers GET /v1/system: facts about this server process.
+// System answers GET /v1/system: facts about this server process, and
+// the last keel chaos run recorded in its database.
 type System struct {
 	// Pool is absent when the driver does not report its pool.
 	Pool *Pool `json:"pool,omitempty"`
+	// Chaos is absent when no keel chaos run is recorded (or the record
+	// could not be read at once).
+	Chaos *ChaosRun `json:"chaos,omitempty"`
+}
+
+// ChaosRun is the last keel chaos run recorded in the database's
+// keel_meta: when it ended, its verdict, and its scenarios.
+type ChaosRun struct {
+	At time.Time `json:"at"`
+	// Verdict is "pass" when no scenario failed, else "fail".
+	Verdict string `json:"verdict"`
+	// Database is the kind of database it ran on: sqlite, postgres or
+	// mariadb.
+	Database  string   `json:"database"`
+	Scenarios []string `json:"scenarios"`
+	Failed    []string `json:"failed,omitempty"`
+	Skipped   []string `json:"skipped,omitempty"`
+	Version   string   `json:"version,omitempty"`
 }
 
 // Health answers GET /healthz and a ready GET /readyz: {"status":"ok"}.

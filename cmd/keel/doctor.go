@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/driver/mysql"
 	"github.com/keelq/keel/driver/sqlite"
+	"github.com/keelq/keel/internal/chaos/lastrun"
 )
 
 // The doctor's thresholds.
@@ -61,7 +63,7 @@ const (
 // (database connections, storage), and last the dependencies (the HTTP
 // targets).
 var doctorOrder = []string{"database", "stuck tasks", "oldest ready", "paused", "dead letters",
-	"migrations", "clock skew", "nodes", "database connections", "connection pool", "storage"}
+	"migrations", "clock skew", "nodes", "database connections", "connection pool", "storage", "chaos"}
 
 // checkResult is one line of keel doctor.
 type checkResult struct {
@@ -99,7 +101,8 @@ connections against its max_connections; keel serve's own connection pool,
 read twice 1s apart (warn at 80% in use or when callers wait for a
 connection, fail when it is full and callers wait); on SQLite the free disk
 space and the WAL size, on PostgreSQL and MySQL the task table's size and dead
-rows; each HTTP target of --config reachable (TCP connect, 2s).
+rows; each HTTP target of --config reachable (TCP connect, 2s); the last keel
+chaos run recorded (its date and verdict), or the keel chaos command to run.
 
 It asks keel serve (--server, as the other commands) or, with --dsn or --db,
 reads the database directly. Only the direct mode sees migrations, clock skew,
@@ -272,7 +275,25 @@ func doctorDirect(ctx context.Context, dsn, schema string) []checkResult {
 	} else {
 		rs = append(rs, pausedCheck(pq, pt))
 	}
-	return append(rs, storageCheck(ctx, drv, dsn, schema))
+	rs = append(rs, storageCheck(ctx, drv, dsn, schema))
+	rec, err := lastrun.Load(ctx, drv)
+	return append(rs, chaosCheck(rec, err, chaosCommand(dsn, schema)))
+}
+
+// chaosCommand is the keel chaos command line for the database dsn (and
+// schema, on PostgreSQL) names.
+func chaosCommand(dsn, schema string) string {
+	if !isPostgresDSN(dsn) && !isMySQLDSN(dsn) {
+		return "keel chaos --db " + dsn
+	}
+	if u, err := url.Parse(dsn); err == nil {
+		dsn = u.Redacted() // no password in a hint
+	}
+	cmd := "keel chaos --dsn " + dsn
+	if isPostgresDSN(dsn) && schema != "keel" {
+		cmd += " --schema " + schema
+	}
+	return cmd
 }
 
 // errNoKeelTables: the database answers but holds no keel tables.

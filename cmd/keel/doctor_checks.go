@@ -17,6 +17,7 @@ import (
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/cmd/keel/internal/config"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/chaos/lastrun"
 )
 
 // The checks of keel doctor, one function each, in seed 000 §4.2's order.
@@ -511,6 +512,35 @@ func poolCheck(before, after driver.PoolStats, sample time.Duration) checkResult
 	if r.Status != statusOK {
 		r.Hint = "tasks and API calls wait for a connection: raise the pool's size, set by " + cmp.Or(after.MaxSetting, "the driver's options") +
 			", within the database's max_connections; or lower the workers' concurrency; look for long transactions holding connections"
+	}
+	return r
+}
+
+// chaosCheck reports the last keel chaos run recorded in keel_meta (rec,
+// nil when none was recorded): when it ran and its verdict; with none,
+// the command that proves the crash promises on this setup (run).
+func chaosCheck(rec *lastrun.Record, err error, run string) checkResult {
+	r := checkResult{Check: "chaos"}
+	switch {
+	case err != nil:
+		r.Status, r.Detail = statusSkip, oneLine(err.Error(), 200)
+	case rec == nil:
+		r.Status, r.Detail = statusSkip, "no keel chaos run recorded"
+		r.Hint = run + ": crash workers on purpose against this database and check nothing is lost, applied twice or stuck"
+	case rec.Verdict != lastrun.Pass:
+		r.Status = statusWarn
+		r.Detail = fmt.Sprintf("the last run (%s, on %s) failed: %s", rec.At.UTC().Format("2006-01-02 15:04 UTC"), rec.Database, strings.Join(rec.Failed, ", "))
+		r.Hint = run + " again and read the failures; a failure breaks keel's promises"
+	default:
+		r.Status = statusOK
+		n := len(rec.Scenarios) - len(rec.Skipped)
+		r.Detail = fmt.Sprintf("the last run (%s, on %s) passed: %d scenario", rec.At.UTC().Format("2006-01-02 15:04 UTC"), rec.Database, n)
+		if n != 1 {
+			r.Detail += "s"
+		}
+		if len(rec.Skipped) > 0 {
+			r.Detail += ", " + strings.Join(rec.Skipped, ", ") + " skipped"
+		}
 	}
 	return r
 }

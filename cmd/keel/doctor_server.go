@@ -10,6 +10,7 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/chaos/lastrun"
 	"github.com/keelq/keel/server"
 )
 
@@ -116,7 +117,13 @@ func doctorServer(ctx context.Context, api *apiClient) []checkResult {
 		rs = append(rs, pausedCheck(pq, pt))
 	}
 	rs = append(rs, serverPool(ctx, api, poolAt, poolBefore, poolErr))
-	return append(rs, checkResult{Check: "storage", Status: statusSkip, Detail: "needs the database: keel doctor --dsn or --db"})
+	rs = append(rs, checkResult{Check: "storage", Status: statusSkip, Detail: "needs the database: keel doctor --dsn or --db"})
+	var rec *lastrun.Record
+	if poolErr == nil && poolBefore.Chaos != nil {
+		c := poolBefore.Chaos
+		rec = &lastrun.Record{At: c.At, Verdict: c.Verdict, Database: c.Database, Scenarios: c.Scenarios, Failed: c.Failed, Skipped: c.Skipped}
+	}
+	return append(rs, chaosCheck(rec, nil, "keel chaos --dsn URL (or --db FILE) on the server's database"))
 }
 
 // serverPool reads keel serve's connection pool again, doctorPoolSample

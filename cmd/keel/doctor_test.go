@@ -130,12 +130,13 @@ func TestDoctorHealthySQLite(t *testing.T) {
 	wantStatus(t, rs, "storage", statusOK, "free in", "WAL")
 	wantStatus(t, rs, "database connections", statusSkip, "SQLite")
 	wantStatus(t, rs, "connection pool", statusSkip, "keel doctor --server")
-	if len(rs) != 12 {
-		t.Errorf("%d checks, want 12:\n%s", len(rs), out)
+	wantStatus(t, rs, "chaos", statusSkip, "no keel chaos run recorded")
+	if len(rs) != 13 {
+		t.Errorf("%d checks, want 13:\n%s", len(rs), out)
 	}
 	// The table form: one line per check, status first.
 	text, err := runKeel(t, "doctor", "--db", path)
-	if err != nil || !strings.HasPrefix(text, "OK   database  ") || strings.Count(text, "\n") != 12 {
+	if err != nil || !strings.HasPrefix(text, "OK   database  ") || strings.Count(text, "\n") != 13 {
 		t.Errorf("table output (%v):\n%s", err, text)
 	}
 }

@@ -2,7 +2,8 @@
 // the workers of HTTP-target task types), the operator commands that talk
 // to it (enqueue, status, list, inspect, cancel, retry, dlq, queue, type,
 // stats, nodes, alerts, schedules, sources, rejected, batch), doctor, config
-// check, migrate, demo and bench.
+// check, migrate, demo, bench and chaos (crash scenarios against your own
+// database).
 package main
 
 import (
@@ -42,7 +43,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBenchCmd(), newDemoCmd(), newMigrateCmd(), newVersionCmd(), newServeCmd(), newConfigCmd())
 	root.AddCommand(newTaskCmds()...)
 	root.AddCommand(newDLQCmd(), newQueueCmd(), newTypeCmd(), newStatsCmd(), newNodesCmd(), newDoctorCmd(), newAlertsCmd(), newDrillCmd(), newSchedulesCmd(), newBrakesCmd(), newBrakeCmd(), newSequencesCmd(),
-		newSourcesCmd(), newRejectedCmd(), newBatchCmd(), newWorkflowCmd())
+		newSourcesCmd(), newRejectedCmd(), newBatchCmd(), newWorkflowCmd(), newChaosCmd(), newChaosWorkerCmd())
 	return root
 }
 

@@ -7,7 +7,8 @@
 //
 // KilledInStep (steps_test.go) kills a worker inside the third of three
 // durable steps (keel.Step) and checks that the rescuing worker runs only
-// the third again. KilledWorkersNoBrake (brake_test.go) kills one of three
+// the third again: it is internal/chaos's kill-in-step scenario, the one
+// keel chaos runs, called through runChaos (one implementation). KilledWorkersNoBrake (brake_test.go) kills one of three
 // worker processes three times during a drain and checks that the automatic
 // brake, with its defaults, never opens: expired leases are no evidence.
 // BatchUnderKills (batch_test.go) drains one batch with an on_success

@@ -19,10 +19,22 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
+	"github.com/keelq/keel/internal/chaos"
 	"github.com/keelq/keel/internal/proctest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if chaos.IsWorker() {
+		// This test binary re-executed as a worker of a chaos scenario
+		// (runChaos).
+		if err := chaos.WorkerMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos worker:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The tests re-execute this test binary as a worker or enqueuer process,
 // told what to do through these variables.
@@ -31,7 +43,7 @@ const (
 	envDSN     = "KEEL_CRASHTEST_DSN"
 	envSchema  = "KEEL_CRASHTEST_SCHEMA"
 	envApp     = "KEEL_CRASHTEST_APP"
-	envMode    = "KEEL_CRASHTEST_MODE" // "work", "brake", "steps", "enqueue", "schedule", …
+	envMode    = "KEEL_CRASHTEST_MODE" // "work", "brake", "enqueue", "schedule", …
 	envNode    = "KEEL_CRASHTEST_NODE"
 	envDelay   = "KEEL_CRASHTEST_DELAY"
 )
@@ -143,8 +155,6 @@ func TestHelperProcess(t *testing.T) {
 		serve(newLimitedWorker(b, drv, db, node, delay()))
 	case "schedule":
 		serve(newScheduler(drv, node))
-	case "steps":
-		serve(newStepsWorker(b, drv, db, node))
 	case "batch":
 		serve(newBatchWorker(b, drv, db, node, delay()))
 	case "diamond":

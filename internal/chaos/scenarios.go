@@ -1,0 +1,480 @@
+package chaos
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/keelq/keel"
+)
+
+// The scenarios' sizes and bounds.
+const (
+	// workDelay is how long a task's handler runs: long enough that a
+	// worker always holds tasks, short enough that a scenario's tasks
+	// drain in seconds.
+	workDelay = 100 * time.Millisecond
+	// slack is added to every timing bound, for a loaded machine.
+	slack = 4 * time.Second
+	// cutFor is how long the cut scenario holds every connection cut:
+	// longer than DefaultTiming's lease, so the cut also costs leases.
+	cutFor = 4 * time.Second
+	// termLonger is how much longer the SIGTERM scenario's handlers run
+	// than the worker's stop deadline, so Stop has handlers to cancel and
+	// tasks to release.
+	termLonger = 1500 * time.Millisecond
+	// stopTries is how many times the stop-worker scenario stops a
+	// worker at most (see stopWorker).
+	stopTries = 4
+	// stepTasks is how many tasks the kill-in-step scenario runs.
+	stepTasks = 4
+)
+
+// rescueBound is how soon after a worker's death its tasks must be
+// rescued: its lease runs out, then the leader's next rescue pass.
+func (r *run) rescueBound() time.Duration {
+	return r.o.Timing.LeaseTTL + r.o.Timing.RescueInterval + slack
+}
+
+// many is how many tasks a scenario works: fewer on SQLite, where every
+// completion is a write of its own under the one write lock.
+func (r *run) many() int {
+	if r.sp.kind == SQLite {
+		return 300
+	}
+	return 600
+}
+
+// prepare enqueues the scenario's tasks, starts the workers and waits
+// until a fifth of the tasks finished, so the fault lands mid-run.
+func (r *run) prepare(dsn string) ([]*proc, error) {
+	if err := r.enqueue(workType, r.many()); err != nil {
+		return nil, err
+	}
+	ps, err := r.startWorkers(r.o.Workers, workDelay, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return ps, r.finishedAtLeast(r.res.Tasks/5, time.Minute)
+}
+
+// needTwo skips a scenario that needs a second worker to take over.
+func (r *run) needTwo() error {
+	if r.o.Workers < 2 {
+		return skipError{"needs at least two workers: one to fault, one to take over"}
+	}
+	return nil
+}
+
+// checkRescues records the rescues of node's tasks after at, and fails
+// when none was rescued or one was late.
+func (r *run) checkRescues(node string, at time.Time, held int) error {
+	n, last, err := r.rescues(node, at)
+	if err != nil {
+		return err
+	}
+	r.res.Rescued, r.res.RescueTime = n, Duration(last)
+	if n == 0 {
+		r.failf("none of the %d tasks %s held was rescued", held, node)
+	}
+	if last > r.rescueBound() {
+		r.failf("a task of %s was rescued %v after the fault, want within %v (lease %v + rescue interval %v + %v)",
+			node, last.Round(time.Millisecond), r.rescueBound(), r.o.Timing.LeaseTTL, r.o.Timing.RescueInterval, slack)
+	}
+	return nil
+}
+
+// killWorker SIGKILLs a worker (not the leader) while it runs tasks and
+// starts another. Every task it held must be rescued when its lease
+// expires, and every task applied once.
+func killWorker(r *run) error {
+	ps, err := r.prepare("")
+	if err != nil {
+		return err
+	}
+	for try := 1; ; try++ {
+		victim, err := r.busyWorker(ps, 2, true)
+		if err != nil {
+			return err
+		}
+		at := victim.kill()
+		// The server may still commit what the victim sent before it died;
+		// what runs under it after that was left behind.
+		time.Sleep(300 * time.Millisecond)
+		held, err := r.runningOf(victim.node)
+		if err != nil {
+			return err
+		}
+		p, err := r.startWorker("work", workDelay, "")
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+		if len(held) > 0 {
+			if err := r.settle(); err != nil {
+				return err
+			}
+			return r.checkRescues(victim.node, at, len(held))
+		}
+		if try == 5 {
+			return fmt.Errorf("after %d kills no killed worker held a task", try)
+		}
+	}
+}
+
+// stopWorker SIGSTOPs a worker (not the leader) while it runs tasks,
+// waits until its tasks were rescued (its lease ran out), then SIGCONTs
+// it. The resumed worker's late completions must be fenced: every task
+// applied once, and the worker keeps working. A task whose row the
+// stopped worker had locked (it was committing the task's completion) is
+// not rescued: no database lets another session take a row lock held by
+// an open transaction, so that task waits for the worker to resume (or
+// for the server to drop its connection).
+//
+// A worker stopped inside a transaction holds its locks: on SQLite the
+// database's one write lock, so every other process waits for it; on
+// PostgreSQL and MariaDB the rows it locked, among them all its tasks
+// while it renews their leases. Nothing it locked can be rescued until it
+// resumes (or the server drops its connection). The scenario then notes
+// it, resumes the worker and stops one again, up to stopTries times; if
+// every stop lands so, it checks the ledger alone.
+func stopWorker(r *run) error {
+	if err := r.needTwo(); err != nil {
+		return err
+	}
+	ps, err := r.prepare("")
+	if err != nil {
+		return err
+	}
+	stalled := 0
+	for try := 1; try <= stopTries; try++ {
+		if try > 1 {
+			// More work, so that the next stop finds a worker busy.
+			if err := r.enqueue(workType, r.many()/2); err != nil {
+				return err
+			}
+		}
+		victim, err := r.busyWorker(ps, 2, true)
+		if err != nil {
+			return err
+		}
+		at := victim.signal(syscall.SIGSTOP)
+		time.Sleep(300 * time.Millisecond)
+		held, err := r.runningOf(victim.node)
+		if err != nil || len(held) == 0 {
+			// It finished its tasks before it stopped, or they were
+			// rescued already (resumed after a stop before): nothing to
+			// rescue.
+			victim.signal(syscall.SIGCONT)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		err = r.waitFor("a task of the stopped worker to be rescued", r.rescueBound(), func() (bool, error) {
+			ids, err := r.runningOf(victim.node)
+			return len(ids) < len(held), err
+		})
+		if err != nil {
+			r.logLockWaits()
+			victim.signal(syscall.SIGCONT)
+			r.notef("stop %d landed inside a transaction of %s: none of the %d tasks it held was rescued within %v, until it resumed (%s)",
+				try, victim.node, len(held), r.rescueBound(), r.lockedBy())
+			stalled++
+			continue
+		}
+		// Every task it held whose lease expired is rescued within two
+		// rescue passes; a task it was completing when it stopped stays
+		// locked by its open transaction until it resumes and commits.
+		time.Sleep(2 * r.o.Timing.RescueInterval)
+		if locked, err := r.runningOf(victim.node); err == nil && len(locked) > 0 {
+			r.notef("%d of the %d tasks %s held stayed locked by its open transaction until it resumed", len(locked), len(held), victim.node)
+		}
+		victim.signal(syscall.SIGCONT)
+		if err := r.settle(); err != nil {
+			return err
+		}
+		if !victim.alive() {
+			r.failf("the resumed worker %s exited: %s", victim.node, victim.stderr.tail(500))
+		}
+		return r.checkRescues(victim.node, at, len(held))
+	}
+	if stalled == 0 {
+		return fmt.Errorf("after %d stops no stopped worker held a task", stopTries)
+	}
+	// Every stop that found tasks landed inside a transaction: the
+	// promises are still checked, on the resumed workers' work.
+	r.notef("no stop could be waited out: the ledger was checked, the rescue of a stopped worker's tasks was not")
+	return r.settle()
+}
+
+// killLeader SIGKILLs the worker holding the maintenance lease while it
+// runs tasks. Another takes the lease within a lease's time and rescues
+// what the dead leader held; every task applied once.
+func killLeader(r *run) error {
+	if err := r.needTwo(); err != nil {
+		return err
+	}
+	ps, err := r.prepare("")
+	if err != nil {
+		return err
+	}
+	var victim *proc
+	err = r.waitFor("a leader running tasks", 30*time.Second, func() (bool, error) {
+		leader, err := r.leader()
+		if err != nil || leader == "" {
+			return false, err
+		}
+		for _, p := range ps {
+			if p.node == leader {
+				held, err := r.runningOf(leader)
+				victim = p
+				return len(held) >= 2, err
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	at := victim.kill()
+	time.Sleep(300 * time.Millisecond)
+	held, err := r.runningOf(victim.node)
+	if err != nil {
+		return err
+	}
+	err = r.waitFor("another worker to take the leadership", r.o.Timing.LeaseTTL+slack, func() (bool, error) {
+		l, err := r.leader()
+		return l != "" && l != victim.node, err
+	})
+	if err != nil {
+		r.failf("%v", err)
+	} else {
+		r.res.TakeoverTime = Duration(time.Since(at))
+	}
+	if err := r.settle(); err != nil {
+		return err
+	}
+	if len(held) == 0 {
+		return nil // its tasks all committed before it died: nothing to rescue
+	}
+	return r.checkRescues(victim.node, at, len(held))
+}
+
+// cutConnections routes the workers through a local TCP proxy and cuts
+// every connection for cutFor, refusing new ones. The workers must
+// reconnect on their own and finish the work: every task applied once.
+// Recovery is from the end of the cut to the first task finished after
+// it.
+func cutConnections(r *run) error {
+	addr, why := upstream(r.o.DSN)
+	if why != "" {
+		return skipError{why}
+	}
+	px, err := startProxy(addr)
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	dsn, err := r.sp.via(px.Addr())
+	if err != nil {
+		return err
+	}
+	ps, err := r.prepare(dsn)
+	if err != nil {
+		return err
+	}
+	n := px.Cut()
+	r.o.Log("cut: %d connections cut for %v", n, cutFor)
+	time.Sleep(cutFor)
+	before, err := r.finished()
+	if err != nil {
+		return err
+	}
+	px.Restore()
+	restored := time.Now()
+	err = r.waitFor("the first task finished after the cut", time.Minute, func() (bool, error) {
+		f, err := r.finished()
+		return f > before || f == r.res.Tasks, err
+	})
+	if err != nil {
+		r.failf("%v", err)
+	} else {
+		r.res.RecoveryTime = Duration(time.Since(restored))
+	}
+	if err := r.settle(); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if !p.alive() {
+			r.failf("worker %s exited after the cut: %s", p.node, p.stderr.tail(500))
+		}
+		if m, _, err := r.rescues(p.node, restored); err == nil {
+			r.res.Rescued += m
+		}
+	}
+	if n == 0 {
+		r.failf("the cut found no connection to cut")
+	}
+	return nil
+}
+
+// sigterm SIGTERMs a worker while it runs tasks whose handlers take
+// longer than its stop deadline. It must exit within the deadline (plus
+// slack) and leave no task running under its name: the handlers it
+// cancelled are released at once, not left for the lease to expire.
+func sigterm(r *run) error {
+	if err := r.enqueue(workType, 8*r.o.Workers+8); err != nil {
+		return err
+	}
+	var ps []*proc
+	for range r.o.Workers {
+		p, err := r.startWorker("work", r.o.Timing.StopTimeout+termLonger, "")
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+	}
+	victim, err := r.busyWorker(ps, 2, false)
+	if err != nil {
+		return err
+	}
+	at := victim.signal(syscall.SIGTERM)
+	if stop := r.o.Timing.StopTimeout; !victim.wait(stop + slack) {
+		r.failf("%s still running %v after SIGTERM (stop deadline %v)", victim.node, stop+slack, stop)
+		victim.kill()
+	}
+	r.res.StopTime = Duration(time.Since(at))
+	held, err := r.runningOf(victim.node)
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		r.failf("%d tasks still running under %s after it stopped, e.g. %v: not released", len(held), victim.node, held[:min(len(held), 5)])
+	}
+	if _, err := r.startWorker("work", workDelay, ""); err != nil {
+		return err
+	}
+	if err := r.settle(); err != nil {
+		return err
+	}
+	n, _, err := r.rescues(victim.node, at)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.failf("%d tasks of the stopped worker waited out their lease instead of being released", n)
+	}
+	return nil
+}
+
+// killInStep runs tasks of three durable steps (keel.Step) on one worker,
+// which blocks in step three on each task's first attempt; it is SIGKILLed
+// there and another worker takes over. Steps one and two must not run
+// again, step three must run once more, and each task must succeed once
+// with the result built from the stored steps.
+func killInStep(r *run) error {
+	if err := r.enqueue(stepsType, stepTasks); err != nil {
+		return err
+	}
+	first, err := r.startWorker("steps", 0, "")
+	if err != nil {
+		return err
+	}
+	steps := func(step string, attempt int) (int, error) {
+		var n int
+		q := `SELECT count(*) FROM ` + r.sp.table(stepsLedger) + ` WHERE step = ?`
+		args := []any{step}
+		if attempt > 0 {
+			q += ` AND attempt = ?`
+			args = append(args, attempt)
+		}
+		err := r.db.QueryRowContext(r.ctx, r.sp.rebind(q), args...).Scan(&n)
+		return n, err
+	}
+	err = r.waitFor("every task to reach step three", time.Minute, func() (bool, error) {
+		n, err := steps("three", 0)
+		return n == stepTasks, err
+	})
+	if err != nil {
+		return err
+	}
+	at := first.kill()
+	second, err := r.startWorker("steps", 0, "")
+	if err != nil {
+		return err
+	}
+	if err := r.settle(); err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		step           string
+		attempt, count int
+	}{{"one", 0, stepTasks}, {"two", 0, stepTasks}, {"three", 1, stepTasks}, {"three", 2, stepTasks}} {
+		n, err := steps(w.step, w.attempt)
+		if err != nil {
+			return err
+		}
+		if n != w.count {
+			r.failf("step %s ran %d times (attempt %d; 0 is any), want %d: once per task", w.step, n, w.attempt, w.count)
+		}
+	}
+	// Each task: finished by the second worker on attempt 2, after one
+	// lease_expired entry of the first; steps one and two stored by
+	// attempt 1, three by attempt 2; the result built from them.
+	for i, id := range r.ids {
+		t, err := r.client.Get(r.ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Attempt != 2 || t.Node != second.node {
+			r.failf("task %d: finished on attempt %d by %q, want attempt 2 by %s", id, t.Attempt, t.Node, second.node)
+		}
+		if len(t.Errors) != 1 || t.Errors[0].Outcome != keel.OutcomeLeaseExpired || t.Errors[0].Node != first.node {
+			r.failf("task %d: error history %+v, want one lease_expired entry of %s", id, t.Errors, first.node)
+		}
+		want := []struct {
+			name, result string
+			attempt      int
+		}{{"one", fmt.Sprint(i + 1), 1}, {"two", fmt.Sprint((i + 1) * 2), 1}, {"three", fmt.Sprint((i+1)*2 + 1), 2}}
+		ok := len(t.Steps) == len(want)
+		for j := range want {
+			ok = ok && t.Steps[j].Name == want[j].name && string(t.Steps[j].Result) == want[j].result && t.Steps[j].Attempt == want[j].attempt
+		}
+		if !ok {
+			r.failf("task %d: steps %+v, want %+v", id, t.Steps, want)
+		}
+		if string(t.Result) != want[2].result {
+			r.failf("task %d: result %s, want %s, built from the stored steps", id, t.Result, want[2].result)
+		}
+	}
+	return r.checkRescues(first.node, at, stepTasks)
+}
+
+// lockedBy says what holds the locks a stopped worker keeps.
+func (r *run) lockedBy() string {
+	if r.sp.kind == SQLite {
+		return "SQLite's one write lock"
+	}
+	return "row locks of its open transaction"
+}
+
+// logLockWaits logs the server's open transactions, where it tells
+// (MariaDB).
+func (r *run) logLockWaits() {
+	if r.sp.kind != MariaDB {
+		return
+	}
+	rows, err := r.db.QueryContext(r.ctx, `SELECT trx_state, COALESCE(trx_query, ''), trx_rows_locked FROM information_schema.INNODB_TRX`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st, q string
+		var n int
+		if rows.Scan(&st, &q, &n) == nil {
+			r.o.Log("open transaction %s (%d rows locked): %s", st, n, q)
+		}
+	}
+}
