@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,4 +104,3 @@ func TestMariaDB(t *testing.T) {
 	runAll(t, testdb.MySQLDSN())
 }
 
-var _ = context.Background
