@@ -103,4 +103,3 @@ func TestMariaDB(t *testing.T) {
 	testdb.Require(t, testdb.MySQL)
 	runAll(t, testdb.MySQLDSN())
 }
-

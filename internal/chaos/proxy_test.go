@@ -109,5 +109,3 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
-
-
