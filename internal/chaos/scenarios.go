@@ -2,10 +2,12 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/keelq/keel"
+	"github.com/keelq/keel/driver"
 )
 
 // The scenarios' sizes and bounds.
@@ -67,19 +69,41 @@ func (r *run) needTwo() error {
 }
 
 // checkRescues records the rescues of node's tasks after at, and fails
-// when none was rescued or one was late.
-func (r *run) checkRescues(node string, at time.Time, held int) error {
+// when none was rescued or one was late, or when a task node held at the
+// fault (held) was neither rescued from it (a lease_expired entry naming
+// it) nor completed by it (its ledger row: the completion was committing
+// as the fault landed).
+func (r *run) checkRescues(node string, at time.Time, held []int64) error {
 	n, last, err := r.rescues(node, at)
 	if err != nil {
 		return err
 	}
 	r.res.Rescued, r.res.RescueTime = n, Duration(last)
 	if n == 0 {
-		r.failf("none of the %d tasks %s held was rescued", held, node)
+		r.failf("none of the %d tasks %s held was rescued", len(held), node)
 	}
 	if last > r.rescueBound() {
 		r.failf("a task of %s was rescued %v after the fault, want within %v (lease %v + rescue interval %v + %v)",
 			node, last.Round(time.Millisecond), r.rescueBound(), r.o.Timing.LeaseTTL, r.o.Timing.RescueInterval, slack)
+	}
+	byNode := r.sp.rebind(`SELECT count(*) FROM ` + r.sp.table(ledger) + ` WHERE task_id = ? AND node = ?`)
+	for _, id := range held {
+		t, err := r.drv.Get(r.ctx, id)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(t.Errors, func(ae driver.AttemptError) bool {
+			return ae.Outcome == driver.OutcomeLeaseExpired && ae.Node == node
+		}) {
+			continue
+		}
+		var own int
+		if err := r.db.QueryRowContext(r.ctx, byNode, id, node).Scan(&own); err != nil {
+			return err
+		}
+		if own == 0 {
+			r.failf("task %d was running under %s at the fault but was neither rescued from it nor completed by it", id, node)
+		}
 	}
 	return nil
 }
@@ -114,7 +138,7 @@ func killWorker(r *run) error {
 			if err := r.settle(); err != nil {
 				return err
 			}
-			return r.checkRescues(victim.node, at, len(held))
+			return r.checkRescues(victim.node, at, held)
 		}
 		if try == 5 {
 			return fmt.Errorf("after %d kills no killed worker held a task", try)
@@ -197,7 +221,7 @@ func stopWorker(r *run) error {
 		if !victim.alive() {
 			r.failf("the resumed worker %s exited: %s", victim.node, victim.stderr.tail(500))
 		}
-		return r.checkRescues(victim.node, at, len(held))
+		return r.checkRescues(victim.node, at, held)
 	}
 	if stalled == 0 {
 		return fmt.Errorf("after %d stops no stopped worker held a task", stopTries)
@@ -258,7 +282,7 @@ func killLeader(r *run) error {
 	if len(held) == 0 {
 		return nil // its tasks all committed before it died: nothing to rescue
 	}
-	return r.checkRescues(victim.node, at, len(held))
+	return r.checkRescues(victim.node, at, held)
 }
 
 // cutConnections routes the workers through a local TCP proxy and cuts
@@ -448,7 +472,7 @@ func killInStep(r *run) error {
 			r.failf("task %d: result %s, want %s, built from the stored steps", id, t.Result, want[2].result)
 		}
 	}
-	return r.checkRescues(first.node, at, stepTasks)
+	return r.checkRescues(first.node, at, r.ids)
 }
 
 // lockedBy says what holds the locks a stopped worker keeps.
