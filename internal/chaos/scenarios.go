@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -234,7 +235,9 @@ func stopWorker(r *run) error {
 
 // killLeader SIGKILLs the worker holding the maintenance lease while it
 // runs tasks. Another takes the lease within a lease's time and rescues
-// what the dead leader held; every task applied once.
+// what the dead leader held, logging each rescue; the dead leader's node
+// row is pruned while the live workers stay listed; every task applied
+// once.
 func killLeader(r *run) error {
 	if err := r.needTwo(); err != nil {
 		return err
@@ -267,8 +270,10 @@ func killLeader(r *run) error {
 	if err != nil {
 		return err
 	}
+	var next string
 	err = r.waitFor("another worker to take the leadership", r.o.Timing.LeaseTTL+slack, func() (bool, error) {
 		l, err := r.leader()
+		next = l
 		return l != "" && l != victim.node, err
 	})
 	if err != nil {
@@ -279,10 +284,78 @@ func killLeader(r *run) error {
 	if err := r.settle(); err != nil {
 		return err
 	}
-	if len(held) == 0 {
-		return nil // its tasks all committed before it died: nothing to rescue
+	if len(held) > 0 { // else its tasks all committed before it died: nothing to rescue
+		if err := r.checkRescues(victim.node, at, held); err != nil {
+			return err
+		}
+		if err := r.rescuesLogged(ps, next, victim.node, held); err != nil {
+			return err
+		}
 	}
-	return r.checkRescues(victim.node, at, held)
+	return r.deadNodePruned(victim.node, ps)
+}
+
+// rescuesLogged fails unless the new leader next logged the rescue of
+// each task of held rescued from node (any worker, if the leadership
+// moved again since).
+func (r *run) rescuesLogged(ps []*proc, next, node string, held []int64) error {
+	now, err := r.leader()
+	if err != nil {
+		return err
+	}
+	var logs []string
+	for _, p := range ps {
+		if p.node == next || now != next && p.alive() {
+			logs = append(logs, p.stderr.tail(1<<30))
+		}
+	}
+	for _, id := range held {
+		t, err := r.drv.Get(r.ctx, id)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(t.Errors, func(ae driver.AttemptError) bool {
+			return ae.Outcome == driver.OutcomeLeaseExpired && ae.Node == node
+		}) {
+			continue
+		}
+		line := fmt.Sprintf("task_id=%d ", id)
+		if !slices.ContainsFunc(logs, func(l string) bool {
+			return slices.ContainsFunc(strings.Split(l, "\n"), func(s string) bool {
+				return strings.Contains(s, "rescued task whose lease expired") && strings.Contains(s, line)
+			})
+		}) {
+			r.failf("task %d was rescued from %s, but the new leader %s did not log it", id, node, next)
+		}
+	}
+	return nil
+}
+
+// deadNodePruned fails unless the dead node's row leaves the node list
+// once it has been silent for three leases, while every live worker of ps
+// stays listed with a fresh heartbeat.
+func (r *run) deadNodePruned(dead string, ps []*proc) error {
+	var nodes []keel.NodeInfo
+	err := r.waitFor("the dead leader's node row to be pruned", 3*r.o.Timing.LeaseTTL+slack, func() (bool, error) {
+		var err error
+		nodes, err = r.client.Nodes(r.ctx)
+		return err == nil && !slices.ContainsFunc(nodes, func(n keel.NodeInfo) bool { return n.Name == dead }), err
+	})
+	if err != nil {
+		r.failf("%v", err)
+		return nil
+	}
+	for _, n := range nodes {
+		if age := time.Since(n.HeartbeatAt); age > r.o.Timing.HeartbeatInterval+slack {
+			r.failf("node %s: last heartbeat %v ago", n.Name, age.Round(time.Millisecond))
+		}
+	}
+	for _, p := range ps {
+		if p.alive() && !slices.ContainsFunc(nodes, func(n keel.NodeInfo) bool { return n.Name == p.node }) {
+			r.failf("live worker %s is not in the node list", p.node)
+		}
+	}
+	return nil
 }
 
 // cutConnections routes the workers through a local TCP proxy and cuts

@@ -7,8 +7,10 @@
 //
 // KilledInStep (steps_test.go) kills a worker inside the third of three
 // durable steps (keel.Step) and checks that the rescuing worker runs only
-// the third again: it is internal/chaos's kill-in-step scenario, the one
-// keel chaos runs, called through runChaos (one implementation). KilledWorkersNoBrake (brake_test.go) kills one of three
+// the third again, and LeaderFailover (scenarios_test.go) kills the
+// leader: they are internal/chaos's kill-in-step and kill-leader
+// scenarios, the ones keel chaos runs, called through runChaos (one
+// implementation). KilledWorkersNoBrake (brake_test.go) kills one of three
 // worker processes three times during a drain and checks that the automatic
 // brake, with its defaults, never opens: expired leases are no evidence.
 // BatchUnderKills (batch_test.go) drains one batch with an on_success

@@ -98,9 +98,6 @@ type backend struct {
 	// batchTasks is how many members the batch of the batch-under-kills
 	// scenario has.
 	batchTasks int
-	// skipFailover, when set, says why the leader-failover scenario (three
-	// worker processes at once) does not run on this database.
-	skipFailover string
 	// terminate ends every session of application app but the caller's and
 	// returns how many it ended; nil where the database cannot tell the
 	// workers' sessions apart.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
 	"github.com/keelq/keel/internal/proctest"
 )
@@ -245,98 +244,13 @@ func killedEnqueuer(t *testing.T, b *backend) {
 	t.Logf("%d acked tasks survived, %d tasks stored", len(acked), e.counts()[driver.StatePending])
 }
 
-// leaderFailover: the leader is SIGKILLed while it runs tasks. Another node
-// takes the maintenance lease within LeaseTTL (+ slack), the new leader
-// rescues the tasks the old one held (and logs each rescue), every task
-// succeeds once, and the dead leader's node row is pruned while the live
-// nodes stay listed.
-func leaderFailover(t *testing.T, b *backend) {
-	if b.skipFailover != "" {
-		t.Skipf("%s: %s", b.name, b.skipFailover)
-	}
-	e := setup(t, b)
-	const total = 600
-	e.enqueue(total)
-	workers := map[string]*worker{}
-	for _, n := range []string{"l1", "l2", "l3"} {
-		workers[n] = e.startWorker(n, 300*time.Millisecond)
-	}
-	var old string
-	e.waitFor("a leader running tasks", 30*time.Second, func() bool {
-		old = e.leader()
-		return old != "" && len(e.runningOf(old)) >= 2
-	})
-	killedAt := e.kill(workers[old])
-	time.Sleep(300 * time.Millisecond) // see killedWorker
-	held := e.runningOf(old)
-	if len(held) == 0 {
-		t.Fatalf("leader %s held no running task after the kill", old)
-	}
-	var next string
-	e.waitFor("another node to take the leadership", leaseTTL+slack, func() bool {
-		next = e.leader()
-		return next != "" && next != old
-	})
-	takeover := time.Since(killedAt)
-	t.Logf("leader %s killed holding %d tasks; %s took over after %v", old, len(held), next, takeover)
-	if takeover > leaseTTL+slack {
-		t.Fatalf("takeover after %v, want within %v", takeover, leaseTTL+slack)
-	}
-
-	e.waitAllSucceeded(total, 60*time.Second)
-	e.checkExactlyOnce(total)
-	var rescued []driver.TaskRow
-	for _, r := range e.retried() {
-		if len(expired(r)) > 0 {
-			rescued = append(rescued, r)
-		}
-	}
-	newLog := workers[next].Stderr.String()
-	for _, r := range rescued {
-		if !slices.Contains(held, r.ID) {
-			t.Errorf("task %d rescued but not held by the killed leader", r.ID)
-		}
-		if len(logLines(newLog, "rescued task whose lease expired", fmt.Sprintf("task_id=%d ", r.ID))) == 0 {
-			t.Errorf("task %d: the new leader %s did not log its rescue", r.ID, next)
-		}
-	}
-	if len(rescued) == 0 {
-		t.Fatalf("none of the %d tasks the killed leader held was rescued", len(held))
-	}
-	for _, id := range held {
-		if !slices.ContainsFunc(rescued, func(r driver.TaskRow) bool { return r.ID == id }) {
-			t.Errorf("task %d held by the killed leader was not rescued", id)
-		}
-	}
-	if got := e.leader(); got != next {
-		t.Errorf("leadership moved again, to %q", got)
-	}
-
-	// The node registry: the dead leader's row goes once it is silent for
-	// three lease TTLs; the live nodes stay with fresh heartbeats.
-	e.waitFor("the dead leader's node row to be pruned", 3*leaseTTL+slack, func() bool {
-		nodes, err := e.client.Nodes(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return !slices.ContainsFunc(nodes, func(n keel.NodeInfo) bool { return n.Name == old })
-	})
-	nodes, err := e.client.Nodes(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, n := range nodes {
-		names = append(names, n.Name)
-		if age := time.Since(n.HeartbeatAt); age > heartbeatInterval+slack {
-			t.Errorf("node %s: last heartbeat %v ago", n.Name, age)
-		}
-	}
-	if len(names) != 2 || slices.Contains(names, old) {
-		t.Fatalf("nodes %v, want the two survivors", names)
-	}
-	t.Logf("%d tasks rescued by %s; nodes now %v", len(rescued), next, names)
-}
+// leaderFailover: the leader is SIGKILLed while it runs tasks; it is
+// internal/chaos's kill-leader scenario, which keel chaos runs (one
+// implementation): another node takes the maintenance lease within a lease
+// (+ slack), the new leader rescues the tasks the old one held and logs
+// each rescue, every task succeeds with its effect applied once, and the
+// dead leader's node row is pruned while the live nodes stay listed.
+func leaderFailover(t *testing.T, b *backend) { runChaos(t, b, "kill-leader") }
 
 // terminatedSessions: while three workers run and the test enqueues, every
 // database session of the workers and of the test's enqueuer is terminated
