@@ -93,9 +93,7 @@ func (r *run) checkRescues(node string, at time.Time, held []int64) error {
 		if err != nil {
 			return err
 		}
-		if slices.ContainsFunc(t.Errors, func(ae driver.AttemptError) bool {
-			return ae.Outcome == driver.OutcomeLeaseExpired && ae.Node == node
-		}) {
+		if rescuedFrom(t, node) {
 			continue
 		}
 		var own int
@@ -107,6 +105,14 @@ func (r *run) checkRescues(node string, at time.Time, held []int64) error {
 		}
 	}
 	return nil
+}
+
+// rescuedFrom reports whether task t was rescued from node: an attempt of
+// its expired there.
+func rescuedFrom(t *driver.TaskRow, node string) bool {
+	return slices.ContainsFunc(t.Errors, func(ae driver.AttemptError) bool {
+		return ae.Outcome == driver.OutcomeLeaseExpired && ae.Node == node
+	})
 }
 
 // killWorker SIGKILLs a worker (not the leader) while it runs tasks and
@@ -314,9 +320,7 @@ func (r *run) rescuesLogged(ps []*proc, next, node string, held []int64) error {
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(t.Errors, func(ae driver.AttemptError) bool {
-			return ae.Outcome == driver.OutcomeLeaseExpired && ae.Node == node
-		}) {
+		if !rescuedFrom(t, node) {
 			continue
 		}
 		line := fmt.Sprintf("task_id=%d ", id)
