@@ -81,12 +81,16 @@ type AddBatchParams struct {
 // FinishBatchParams asks to finish batch ID if it is sealed, not finished,
 // and none of its members is pending or running.
 type FinishBatchParams struct {
-	ID  int64
-	Now time.Time
-	// Callbacks makes the tasks to enqueue with the batch's finish, from
-	// the batch and its final counts: its on_success (nil: none) and
+	ID int64
+	// Now is the clock of the finish, read in its transaction once the
+	// members were counted: the finish and its callbacks are stamped after
+	// the finish of every member they count, however long the transaction
+	// waited for its turn.
+	Now func() time.Time
+	// Callbacks makes the tasks to enqueue with the batch's finish at now,
+	// from the batch and its final counts: its on_success (nil: none) and
 	// on_finish (nil: none). An error writes nothing.
-	Callbacks func(b *BatchRow, c BatchCounts) (onSuccess, onFinish *InsertParams, err error)
+	Callbacks func(b *BatchRow, c BatchCounts, now time.Time) (onSuccess, onFinish *InsertParams, err error)
 }
 
 // BatchFilter selects batches for ListBatches, newest first.

@@ -286,7 +286,7 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: now, Callbacks: ibatch.Callbacks(now)}); err != nil || done {
+	if _, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: func() time.Time { return now }, Callbacks: ibatch.Callbacks}); err != nil || done {
 		t.Fatalf("finishing a batch with pending members: done %v, %v", done, err)
 	}
 	for range res {
@@ -300,7 +300,7 @@ func testEngineBatchFinishOnce(t *testing.T, e *env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: now, Callbacks: ibatch.Callbacks(now)})
+			_, done, err := bt.FinishBatch(e.ctx, driver.FinishBatchParams{ID: row.ID, Now: func() time.Time { return now }, Callbacks: ibatch.Callbacks})
 			if err != nil {
 				t.Error(err)
 			}

@@ -97,20 +97,18 @@ func Build(kind string, doc []byte, b *driver.BatchRow, c driver.BatchCounts, no
 // Callbacks are the tasks a batch's finish enqueues at now: on_success
 // when every member succeeded (none dead or cancelled), on_finish always;
 // each only when the batch has one.
-func Callbacks(now time.Time) func(b *driver.BatchRow, c driver.BatchCounts) (*driver.InsertParams, *driver.InsertParams, error) {
-	return func(b *driver.BatchRow, c driver.BatchCounts) (onSuccess, onFinish *driver.InsertParams, err error) {
-		if b.OnSuccess != nil && c.Dead == 0 && c.Cancelled == 0 {
-			if onSuccess, err = Build(OnSuccess, b.OnSuccess, b, c, now); err != nil {
-				return nil, nil, err
-			}
+func Callbacks(b *driver.BatchRow, c driver.BatchCounts, now time.Time) (onSuccess, onFinish *driver.InsertParams, err error) {
+	if b.OnSuccess != nil && c.Dead == 0 && c.Cancelled == 0 {
+		if onSuccess, err = Build(OnSuccess, b.OnSuccess, b, c, now); err != nil {
+			return nil, nil, err
 		}
-		if b.OnFinish != nil {
-			if onFinish, err = Build(OnFinish, b.OnFinish, b, c, now); err != nil {
-				return nil, nil, err
-			}
-		}
-		return onSuccess, onFinish, nil
 	}
+	if b.OnFinish != nil {
+		if onFinish, err = Build(OnFinish, b.OnFinish, b, c, now); err != nil {
+			return nil, nil, err
+		}
+	}
+	return onSuccess, onFinish, nil
 }
 
 // prune deletes the batches past retention, PerPass at a time, once every
@@ -221,8 +219,7 @@ func (f *Finisher) RunOnce(ctx context.Context) error {
 		return err
 	}
 	for _, id := range ids {
-		now := f.cfg.Now()
-		b, done, err := f.cfg.Store.FinishBatch(ctx, driver.FinishBatchParams{ID: id, Now: now, Callbacks: Callbacks(now)})
+		b, done, err := f.cfg.Store.FinishBatch(ctx, driver.FinishBatchParams{ID: id, Now: f.cfg.Now, Callbacks: Callbacks})
 		if err != nil {
 			return err
 		}

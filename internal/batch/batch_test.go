@@ -35,7 +35,8 @@ func (s *fakeStore) FinishBatch(_ context.Context, p driver.FinishBatchParams) (
 	if !ok || !b.FinishedAt.IsZero() {
 		return b, false, nil
 	}
-	onSuccess, onFinish, err := p.Callbacks(b, c)
+	now := p.Now()
+	onSuccess, onFinish, err := p.Callbacks(b, c, now)
 	if err != nil {
 		return nil, false, err
 	}
@@ -44,7 +45,7 @@ func (s *fakeStore) FinishBatch(_ context.Context, p driver.FinishBatchParams) (
 			s.inserted = append(s.inserted, *cb)
 		}
 	}
-	b.FinishedAt, b.Succeeded, b.Dead, b.Cancelled = p.Now, c.Succeeded, c.Dead, c.Cancelled
+	b.FinishedAt, b.Succeeded, b.Dead, b.Cancelled = now, c.Succeeded, c.Dead, c.Cancelled
 	return b, true, nil
 }
 

@@ -344,7 +344,8 @@ func (o *Ops[Q]) FinishBatch(ctx context.Context, p driver.FinishBatchParams) (*
 		if err != nil {
 			return err
 		}
-		onSuccess, onFinish, err := p.Callbacks(row, counts)
+		now := p.Now()
+		onSuccess, onFinish, err := p.Callbacks(row, counts, now)
 		if err != nil {
 			return err
 		}
@@ -364,7 +365,7 @@ func (o *Ops[Q]) FinishBatch(ctx context.Context, p driver.FinishBatchParams) (*
 			*cb.id = res[0].Task.ID
 			afters = append(afters, then)
 		}
-		if _, err := c.Exec(ctx, s.Finish, db.Time(p.Now), counts.Succeeded, counts.Dead, counts.Cancelled,
+		if _, err := c.Exec(ctx, s.Finish, db.Time(now), counts.Succeeded, counts.Dead, counts.Cancelled,
 			successID, finishID, p.ID); err != nil {
 			return err
 		}
