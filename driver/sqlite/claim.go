@@ -16,6 +16,8 @@ import (
 // sqlutil.ClaimTypes) and keeps the live counters right. Only the writer
 // calls it.
 func (d *Driver) claimCounted(ctx context.Context, tx querier, p driver.ClaimParams, include, exclude []string) ([]driver.TaskRow, error) {
+	w := waited(tx)
+	p.Now, p.LeaseExpiresAt = p.Now.Add(w), p.LeaseExpiresAt.Add(w)
 	query, args := sqlClaim, []any{p.Owner, micros(p.LeaseExpiresAt), micros(p.Now), p.Queue, p.Limit}
 	switch {
 	case include != nil && p.Retried:

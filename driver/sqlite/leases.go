@@ -18,7 +18,8 @@ func (d *Driver) Heartbeat(ctx context.Context, p driver.HeartbeatParams) ([]int
 	var held []int64
 	err := d.write(ctx, func(tx querier) error {
 		held = held[:0]
-		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt), micros(p.Now), ids, p.Owner)
+		w := waited(tx) // see waited
+		rows, err := tx.QueryContext(ctx, sqlHeartbeat, micros(p.LeaseExpiresAt.Add(w)), micros(p.Now.Add(w)), ids, p.Owner)
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}

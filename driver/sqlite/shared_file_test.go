@@ -185,3 +185,83 @@ func TestOpenWaitsForFileBeingCreated(t *testing.T) {
 		t.Fatal("Open returned before the lock was released")
 	}
 }
+
+// TestLeaseCountsFromTheWrite: a claim and a renewal that wait 1.5s for
+// the write lock (here a caller's transaction holds it) write leases that
+// count from when they ran, not from when they were asked for: a 1s lease
+// stamped before the wait would have run out before it was written, and
+// the rescuer would take tasks from a live worker. With
+// Options.CallerClock the stamps are written as given.
+func TestLeaseCountsFromTheWrite(t *testing.T) {
+	t.Parallel()
+	const hold, lease = 1500 * time.Millisecond, time.Second
+	for _, exact := range []bool{false, true} {
+		d := openAt(t, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{CallerClock: exact})
+		ctx := context.Background()
+		insertN(t, d, "default", 4, time.Now())
+		// held runs op while a caller's transaction holds the write lock
+		// for hold, and returns when op does.
+		held := func(op func()) {
+			tx, err := d.DB().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE keel_tasks SET priority = priority WHERE id = 0`); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); op() }()
+			time.Sleep(hold)
+			if err := tx.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+		}
+		var claimed []driver.TaskRow
+		asked := time.Now()
+		held(func() {
+			var err error
+			claimed, err = d.Claim(ctx, driver.ClaimParams{Queue: "default", Limit: 2, Owner: "w", Now: asked, LeaseExpiresAt: asked.Add(lease)})
+			if err != nil || len(claimed) != 2 {
+				t.Errorf("claim: %d tasks, %v", len(claimed), err)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+		expired, _, err := d.ListExpired(ctx, driver.ExpiredParams{Now: time.Now(), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case exact && len(expired) != 2:
+			t.Errorf("CallerClock: %d claimed tasks expired after waiting %v for a %v lease, want the 2 stamped as asked", len(expired), hold, lease)
+		case !exact && len(expired) != 0:
+			t.Errorf("%d claimed tasks expired as soon as the claim that waited %v returned: the %v lease counted from when it was asked for", len(expired), hold, lease)
+		}
+		for _, r := range claimed {
+			if exact != r.LeaseExpiresAt.Equal(asked.Add(lease)) || r.LeaseExpiresAt.Before(asked.Add(lease)) {
+				t.Errorf("CallerClock %v: task %d's lease runs to %v, asked for %v from %v", exact, r.ID, r.LeaseExpiresAt, lease, asked)
+			}
+		}
+
+		ids := []int64{claimed[0].ID, claimed[1].ID}
+		asked = time.Now()
+		held(func() {
+			got, err := d.Heartbeat(ctx, driver.HeartbeatParams{Owner: "w", IDs: ids, Now: asked, LeaseExpiresAt: asked.Add(lease)})
+			if err != nil {
+				t.Errorf("heartbeat: %v", err)
+			}
+			if !exact && len(got) != 2 {
+				t.Errorf("heartbeat renewed %v of %v", got, ids)
+			}
+		})
+		expired, _, err = d.ListExpired(ctx, driver.ExpiredParams{Now: time.Now(), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !exact && len(expired) != 0 {
+			t.Errorf("%d renewed tasks expired as soon as the renewal that waited %v returned", len(expired), hold)
+		}
+	}
+}

@@ -52,6 +52,13 @@ type Options struct {
 	// Linger is how long a lone write waits for others to share its commit;
 	// negative disables it, at most 10ms. Default 100µs.
 	Linger time.Duration
+	// CallerClock writes leases exactly as the engine stamps them. Without
+	// it (the default), a claim's or a renewal's lease counts from when its
+	// statement runs, as on PostgreSQL and MariaDB: the time the write
+	// waited for its turn at the file (other processes' writes, this
+	// process's queue) is added, so a lease cannot run out before it is
+	// written. Tests that drive the driver with a fixed clock set it.
+	CallerClock bool
 }
 
 func (o Options) withDefaults() Options {

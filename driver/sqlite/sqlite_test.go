@@ -44,7 +44,9 @@ func openAt(t *testing.T, path string, opts sqlite.Options) *sqlite.Driver {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	drivertest.Run(t, func(t *testing.T) driver.Driver { return open(t) })
+	drivertest.Run(t, func(t *testing.T) driver.Driver {
+		return openAt(t, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{CallerClock: true})
+	})
 }
 
 // TestBrakeScenarios: the automatic brake's scenarios, apart from the

@@ -133,7 +133,8 @@ func (d *Driver) Lead(ctx context.Context, p driver.LeadParams) (bool, error) {
 	var leading bool
 	err := d.write(ctx, func(tx querier) error {
 		var owner string
-		err := tx.QueryRowContext(ctx, sqlLead, p.Name, p.Owner, micros(p.Now.Add(p.TTL)), micros(p.Now)).Scan(&owner)
+		now := p.Now.Add(waited(tx)) // the term counts from the write, as a lease does
+		err := tx.QueryRowContext(ctx, sqlLead, p.Name, p.Owner, micros(now.Add(p.TTL)), micros(now)).Scan(&owner)
 		leading = err == nil
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil

@@ -31,6 +31,8 @@ type op struct {
 	// state moves from queued to taken (by the writer) or abandoned (by a
 	// caller whose context ended first): exactly one side wins.
 	state atomic.Int32
+	// queued is when the operation was queued, for waited.
+	queued time.Time
 }
 
 const (
@@ -51,6 +53,7 @@ func (d *Driver) write(ctx context.Context, fn func(tx querier) error) error {
 // submit queues o for the next group commit and waits as write does.
 func (d *Driver) submit(ctx context.Context, o *op) error {
 	o.done = make(chan error, 1)
+	o.queued = time.Now()
 	select {
 	case d.ops <- o:
 	case <-d.stop:
@@ -188,6 +191,7 @@ func (d *Driver) run(tx *sql.Tx, ops []*op) error {
 		return err
 	}
 	for _, o := range ops {
+		q.queued = o.queued
 		if err := o.fn(q); err != nil {
 			tx.Rollback() //nolint:errcheck // the batch error is what matters
 			return err
@@ -265,6 +269,23 @@ type cachedTx struct {
 	// tally gathers the live counter changes of the batch's operations
 	// (count), written once before the commit.
 	tally sqlutil.Tally
+	// queued is when the operation running now was queued (waited).
+	queued time.Time
+}
+
+// waited is how long the writer's operation running in tx waited for its
+// turn: the queue, the gate and the other process's hold on the file's
+// write lock. A claim, a renewal or a leader's term moves its lease by it, so the lease
+// counts from when its statement runs, as PostgreSQL's and MariaDB's
+// leases count from the database's now: on a busy file, a lease stamped
+// when it was asked for could have run out before it was written, and the
+// rescuer would take a live worker's task. Zero outside the writer and
+// with Options.CallerClock.
+func waited(tx querier) time.Duration {
+	if q, ok := tx.(*cachedTx); ok && !q.queued.IsZero() && !q.d.opts.CallerClock {
+		return time.Since(q.queued)
+	}
+	return 0
 }
 
 // stmt returns the batch's handle on a statement prepared at Open or,
