@@ -6,24 +6,27 @@ import (
 	"time"
 )
 
-// gatedConnector opens the writer's connections: every transaction begun
+// gatedConnector opens the writing connections: every transaction begun
 // on one (the writer's batches, the migrations, a caller's transaction on
-// DB()) takes the gate first (gate.go) and leaves it at its end, so every
-// write of this process takes turns with the other processes'.
+// DB()) takes its turn in the process (turns.go), then the gate (gate.go),
+// and leaves both at its end, so every write of this process takes turns
+// with the other processes'.
 type gatedConnector struct {
 	driver.Connector
-	gate     *gate
+	gate     *gate // nil: none
 	patience time.Duration
+	turns    *turns
+	role     role
 }
 
 // newGatedConnector returns the connector of the file at path with
-// settings s, gated by g (none if g is nil).
-func newGatedConnector(path string, s connSettings, g *gate, patience time.Duration) (driver.Connector, error) {
+// settings s, for role r in t, gated by g (none if g is nil).
+func newGatedConnector(path string, s connSettings, g *gate, patience time.Duration, t *turns, r role) (driver.Connector, error) {
 	base, err := newConnector(path, s)
-	if err != nil || g == nil {
-		return base, err
+	if err != nil {
+		return nil, err
 	}
-	return &gatedConnector{Connector: base, gate: g, patience: patience}, nil
+	return &gatedConnector{Connector: base, gate: g, patience: patience, turns: t, role: r}, nil
 }
 
 func (c *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -42,14 +45,19 @@ func (c *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // from one goroutine at a time, so in is safe without a lock.
 type gatedConn struct {
 	driver.Conn
-	c  *gatedConnector
-	in bool // the gate is held for this connection's transaction
+	c    *gatedConnector
+	turn bool // the process's turn is held for this connection's transaction
+	in   bool // the gate is held for it
 }
 
 // Unwrap returns the SQLite's connection.
 func (g *gatedConn) Unwrap() driver.Conn { return g.Conn }
 
 func (g *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if err := g.c.turns.take(ctx, g.c.role); err != nil {
+		return nil, err
+	}
+	g.turn = true
 	g.in = g.c.gate.enter(g.c.patience)
 	tx, err := g.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
 	if err != nil {
@@ -64,6 +72,10 @@ func (g *gatedConn) leave() {
 		g.in = false
 		g.c.gate.leave()
 	}
+	if g.turn {
+		g.turn = false
+		g.c.turns.give()
+	}
 }
 
 func (g *gatedConn) Close() error {
@@ -75,7 +87,19 @@ func (g *gatedConn) PrepareContext(ctx context.Context, query string) (driver.St
 	return g.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 }
 
+// ExecContext runs a statement outside a transaction in a turn of its
+// own, as a transaction would: a caller's write on DB() then waits its
+// turn rather than on SQLite's busy handler while keel's writer holds the
+// lock.
 func (g *gatedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if !g.turn {
+		if err := g.c.turns.take(ctx, g.c.role); err != nil {
+			return nil, err
+		}
+		g.turn = true
+		g.in = g.c.gate.enter(g.c.patience)
+		defer g.leave()
+	}
 	return g.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
 }
 

@@ -265,3 +265,90 @@ func TestLeaseCountsFromTheWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatGetsThroughCallerTransactions: twenty handlers of one
+// process write in transactions on DB() without pause, each holding its
+// transaction 20ms (their work), while the process renews its leases
+// every 100ms. A renewal waits for one caller's transaction at most
+// (turns.go); when the writer waited in DB()'s pool among the handlers,
+// taken in no order, renewals waited seconds and live leases ran out.
+func TestHeartbeatGetsThroughCallerTransactions(t *testing.T) {
+	t.Parallel()
+	d := openAt(t, filepath.Join(t.TempDir(), "keel.db"), sqlite.Options{})
+	ctx := context.Background()
+	if _, err := d.DB().ExecContext(ctx, `CREATE TABLE ledger (id INTEGER PRIMARY KEY, n INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	insertN(t, d, "mine", 10, now)
+	claimed, err := d.Claim(ctx, driver.ClaimParams{Queue: "mine", Limit: 10, Owner: "w", Now: now, LeaseExpiresAt: now.Add(2 * time.Second)})
+	if err != nil || len(claimed) != 10 {
+		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
+	}
+	ids := make([]int64, len(claimed))
+	for i, r := range claimed {
+		ids[i] = r.ID
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var written sync.Map
+	for h := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			defer func() { written.Store(h, n) }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tx, err := d.DB().BeginTx(ctx, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (n) VALUES (?)`, h); err != nil {
+					t.Error(err)
+					tx.Rollback() //nolint:errcheck // the insert's error is what matters
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+				if err := tx.Commit(); err != nil {
+					t.Error(err)
+					return
+				}
+				n++
+			}
+		}()
+	}
+	var worst time.Duration
+	beats := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); beats++ {
+		time.Sleep(100 * time.Millisecond)
+		at := time.Now()
+		held, err := d.Heartbeat(ctx, driver.HeartbeatParams{Owner: "w", IDs: ids, Now: at, LeaseExpiresAt: at.Add(2 * time.Second)})
+		worst = max(worst, time.Since(at))
+		if err != nil || len(held) != len(ids) {
+			t.Fatalf("renewal: %d of %d held, %v", len(held), len(ids), err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	total, idle := 0, 0
+	written.Range(func(_, v any) bool {
+		total += v.(int)
+		if v.(int) == 0 {
+			idle++
+		}
+		return true
+	})
+	t.Logf("%d renewals, the slowest %v; the handlers committed %d transactions", beats, worst, total)
+	if worst > 500*time.Millisecond {
+		t.Errorf("a renewal waited %v behind the handlers' transactions (20ms each), want under 500ms", worst)
+	}
+	if idle > 0 {
+		t.Errorf("%d of 20 handlers never got a transaction through while the writer renewed leases", idle)
+	}
+}

@@ -103,7 +103,8 @@ func (o Options) validate() error {
 type Driver struct {
 	path string
 	opts Options
-	wdb  *sql.DB // one connection: every write goes through it
+	wdb  *sql.DB // one connection: keel's own writes (the writer)
+	cdb  *sql.DB // one connection: callers' transactions (DB()), in turns with wdb
 	rdb  *sql.DB // read-only pool
 	gate *gate   // the writers' turns at the file's write lock (gate.go); nil: none
 	now  func() time.Time
@@ -145,18 +146,33 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	// write(2) per page it changes. Durability is the WAL's, unchanged.
 	ws := common
 	ws.tempMemory, ws.immediate = true, true
-	g := openGate(path)
-	wconn, err := newGatedConnector(path, ws, g, min(gatePatience, opts.BusyTimeout))
+	g, t := openGate(path), newTurns()
+	// One connection each for keel's writer and for callers (DB()), taking
+	// turns (turns.go).
+	writing := func(r role) (*sql.DB, error) {
+		conn, err := newGatedConnector(path, ws, g, min(gatePatience, opts.BusyTimeout), t, r)
+		if err != nil {
+			return nil, err
+		}
+		db := sql.OpenDB(conn)
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		return db, nil
+	}
+	wdb, err := writing(roleWriter)
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	wdb := sql.OpenDB(wconn)
-	wdb.SetMaxOpenConns(1)
-	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	wdb.SetConnMaxIdleTime(0)
 	if err := enterWAL(ctx, wdb, opts.BusyTimeout); err != nil {
+		wdb.Close()
+		g.close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	cdb, err := writing(roleCaller)
+	if err != nil {
 		wdb.Close()
 		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -166,13 +182,14 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	rdb, err := openDB(path, rs)
 	if err != nil {
 		wdb.Close()
+		cdb.Close()
 		g.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(opts.Readers)
 	rdb.SetMaxIdleConns(opts.Readers)
 	d := &Driver{
-		path: path, opts: opts, wdb: wdb, rdb: rdb, gate: g, now: time.Now,
+		path: path, opts: opts, wdb: wdb, cdb: cdb, rdb: rdb, gate: g, now: time.Now,
 		ops:  make(chan *op, opts.MaxBatch),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -180,6 +197,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	d.Ops = sqlutil.NewOps(d.shared())
 	if err := d.Migrate(ctx); err != nil {
 		wdb.Close()
+		cdb.Close()
 		rdb.Close()
 		d.gate.close()
 		return nil, err
@@ -192,6 +210,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 				s.Close()
 			}
 			wdb.Close()
+			cdb.Close()
 			rdb.Close()
 			d.gate.close()
 			return nil, fmt.Errorf("sqlite: prepare: %w", err)
@@ -239,10 +258,12 @@ func isBusy(err error) bool {
 // sqliteBusy is SQLITE_BUSY, "database is locked".
 const sqliteBusy = 5
 
-// DB returns the writer handle. Begin the transactions you pass to
-// keel's EnqueueTx and CompleteTx on it: SQLite has one writer, so a
-// transaction on another connection would wait for keel's.
-func (d *Driver) DB() *sql.DB { return d.wdb }
+// DB returns the callers' writing handle, one connection. Begin the
+// transactions you pass to keel's EnqueueTx and CompleteTx on it: SQLite
+// has one writer at a time, and this connection's transactions take turns
+// with keel's own writes (when both wait they alternate), where a
+// transaction on another connection would wait on SQLite's busy handler.
+func (d *Driver) DB() *sql.DB { return d.cdb }
 
 // Path returns the database file path.
 func (d *Driver) Path() string { return d.path }
@@ -264,16 +285,17 @@ func (d *Driver) Close() error {
 		s.Close()
 	}
 	d.gate.close()
-	return errors.Join(d.wdb.Close(), d.rdb.Close())
+	return errors.Join(d.wdb.Close(), d.cdb.Close(), d.rdb.Close())
 }
 
-// PoolStats reports the writer connection and the read-only pool
-// together (driver.PoolStater): Max is 1 + Options.Readers.
+// PoolStats reports the two writing connections and the read-only pool
+// together (driver.PoolStater): Max is 2 + Options.Readers.
 func (d *Driver) PoolStats() driver.PoolStats {
-	w, r := d.wdb.Stats(), d.rdb.Stats()
-	return driver.PoolStats{InUse: w.InUse + r.InUse, Idle: w.Idle + r.Idle, Max: w.MaxOpenConnections + r.MaxOpenConnections,
-		WaitCount: w.WaitCount + r.WaitCount, WaitDuration: w.WaitDuration + r.WaitDuration,
-		MaxSetting: "sqlite.Options.Readers (the read pool, default 4; writes share one connection)"}
+	w, c, r := d.wdb.Stats(), d.cdb.Stats(), d.rdb.Stats()
+	return driver.PoolStats{InUse: w.InUse + c.InUse + r.InUse, Idle: w.Idle + c.Idle + r.Idle,
+		Max:       w.MaxOpenConnections + c.MaxOpenConnections + r.MaxOpenConnections,
+		WaitCount: w.WaitCount + c.WaitCount + r.WaitCount, WaitDuration: w.WaitDuration + c.WaitDuration + r.WaitDuration,
+		MaxSetting: "sqlite.Options.Readers (the read pool, default 4; keel's writes and callers' transactions have one connection each)"}
 }
 
 var (
