@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -70,7 +71,16 @@ where keel doctor and GET /v1/system show them.
   keel chaos --db ./keel.db
   keel chaos --dsn postgres://keel@db/keel --scenario kill-worker --scenario cut
   keel chaos --dsn mysql://root@db:3306/keel --json
-  keel chaos --db ./keel.db --config keel.toml      your lease and shutdown timeout (slower)`,
+  keel chaos --db ./keel.db --config keel.toml      your engine timing and your types (slower)
+
+With --config, the scenarios also run your [types]: their work becomes tasks
+of each of your types in turn, on the type's queue, with its priority, its
+timeout and its cluster limits (concurrency, rate, burst), worked by the
+run's no-op handler in place of your handler or url. The run then checks
+that no more of a type ran at once than its concurrency allows and that its
+starts kept to its rate, and it works fewer tasks when your limits would not
+let 600 drain in 30s. Retries stay the run's, so a kill never dead-letters a
+task; ramps are not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runChaos(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -84,7 +94,7 @@ where keel doctor and GET /v1/system show them.
 	fs.IntVar(&o.workers, "workers", 3, "worker processes per scenario (1 to 16)")
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "bound of each scenario: a task not finished by then is stuck (20s to 1h)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
-	fs.StringVar(&o.config, "config", "", "keel serve's configuration: its [engine] lease_ttl, heartbeat_interval, rescue_interval, poll_interval and its shutdown_timeout replace the run's short ones")
+	fs.StringVar(&o.config, "config", "", "keel serve's configuration: its [engine] lease_ttl, heartbeat_interval, rescue_interval, poll_interval and its shutdown_timeout replace the run's short ones, and the work runs as its [types] with their queues, timeouts and limits")
 	return cmd
 }
 
@@ -153,6 +163,7 @@ func runChaos(ctx context.Context, out, errOut io.Writer, o chaosOptions) error 
 	slices.Sort(names)
 	names = slices.Compact(names)
 	timing := chaos.DefaultTiming
+	var types []chaos.Type
 	if o.config != "" {
 		cfg, err := config.Load(config.Options{Path: o.config, Environ: os.Environ()})
 		if err != nil {
@@ -161,12 +172,13 @@ func runChaos(ctx context.Context, out, errOut io.Writer, o chaosOptions) error 
 		e := cfg.Engine
 		timing = chaos.Timing{LeaseTTL: time.Duration(e.LeaseTTL), HeartbeatInterval: time.Duration(e.HeartbeatInterval),
 			RescueInterval: time.Duration(e.RescueInterval), PollInterval: time.Duration(e.PollInterval), StopTimeout: time.Duration(cfg.ShutdownTimeout)}
+		types = chaosTypes(cfg)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this binary, to start workers from it: %w", err)
 	}
-	opts := chaos.Options{DSN: dsn, Scenarios: names, Workers: o.workers, Duration: o.duration, Timing: timing,
+	opts := chaos.Options{DSN: dsn, Scenarios: names, Workers: o.workers, Duration: o.duration, Timing: timing, Types: types,
 		Command: func() *exec.Cmd { return exec.Command(exe, "chaos-worker") }}
 	if err := opts.Validate(); err != nil {
 		return chaosFlagError(err)
@@ -280,4 +292,19 @@ func recordChaos(ctx context.Context, dsn, schema string, rep *chaos.Report) str
 		return "not recorded: " + err.Error()
 	}
 	return "recorded in keel_meta of " + where
+}
+
+// chaosTypes are keel.toml's [types] as the run's work types: their queue,
+// priority, timeout and cluster limits (a ramp's concurrency is left out).
+func chaosTypes(cfg *config.Config) []chaos.Type {
+	var out []chaos.Type
+	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
+		t := cfg.Types[name]
+		ct := chaos.Type{Name: name, Queue: t.Queue, Priority: t.Priority, Timeout: t.Timeout.D(), Rate: t.Rate, Burst: t.Burst}
+		if t.Ramp == nil {
+			ct.Concurrency = t.Concurrency
+		}
+		out = append(out, ct)
+	}
+	return out
 }

@@ -69,12 +69,14 @@ func TestChaosSQLite(t *testing.T) {
 	}
 
 	// --config: the workers take its lease (5s, with 1s heartbeats), so
-	// the rescue comes later than the default 2s lease allows.
+	// the rescue comes later than the default 2s lease allows, and the
+	// work runs as its type, two at a time at most.
 	cfg := filepath.Join(t.TempDir(), "keel.toml")
-	if err := os.WriteFile(cfg, []byte("shutdown_timeout = \"1s\"\n[engine]\nlease_ttl = \"5s\"\nheartbeat_interval = \"1s\"\nrescue_interval = \"1s\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("shutdown_timeout = \"1s\"\n[engine]\nlease_ttl = \"5s\"\nheartbeat_interval = \"1s\"\nrescue_interval = \"1s\"\n"+
+		"[types.\"report.generate\"]\nqueue = \"reports\"\nconcurrency = 4\ntimeout = \"30s\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, err = keel("chaos", "--db", db, "--scenario", "kill-in-step", "--config", cfg, "--json")
+	out, errOut, err = keel("chaos", "--db", db, "--scenario", "kill-worker", "--config", cfg, "--json")
 	if err != nil {
 		t.Fatalf("keel chaos --config: %v\n%s\n%s", err, out, errOut)
 	}
@@ -84,6 +86,8 @@ func TestChaosSQLite(t *testing.T) {
 	}
 	if r := rep.Results[0]; r.Status != chaos.StatusPass || time.Duration(r.RescueTime) < 3500*time.Millisecond {
 		t.Errorf("with a 5s lease: %s, rescue after %v; want a pass with the rescue 3.5s or more after the kill", r.Status, time.Duration(r.RescueTime))
+	} else if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "type report.generate: at most ") || !strings.Contains(notes, "of its 4 allowed ran at once") {
+		t.Errorf("the run does not report report.generate's concurrency: %q", r.Notes)
 	}
 
 	// The table form, one scenario.

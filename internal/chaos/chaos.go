@@ -40,6 +40,13 @@ type Options struct {
 	// and what the scenarios' bounds are computed from. Default
 	// DefaultTiming: short, so that a run takes seconds.
 	Timing Timing
+	// Types are the user's task types the scenarios run their work as
+	// (see Type); none: the run's own type.
+	Types []Type
+
+	// unlimited leaves the types' limits unstored, so the limits check
+	// has something to catch (the package's tests).
+	unlimited bool
 }
 
 // Timing is the workers' engine settings that decide how soon a fault is
@@ -132,6 +139,16 @@ func (o Options) Validate() error {
 	}
 	if err := o.Timing.validate(); err != nil {
 		return err
+	}
+	seen := map[string]bool{}
+	for _, t := range o.Types {
+		if err := t.validate(); err != nil {
+			return err
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("type %s: given twice", t.Name)
+		}
+		seen[t.Name] = true
 	}
 	return nil
 }
@@ -328,8 +345,14 @@ func (r *run) setup() error {
 			return fmt.Errorf("create the ledger: %w", err)
 		}
 	}
-	r.client, err = keel.NewClient(keel.Config{Driver: r.drv, Types: []string{workType, stepsType}})
-	return err
+	types := []string{workType, stepsType}
+	for _, t := range r.o.Types {
+		types = append(types, t.Name)
+	}
+	if r.client, err = keel.NewClient(keel.Config{Driver: r.drv, Types: types}); err != nil {
+		return err
+	}
+	return r.storeLimits()
 }
 
 // teardown kills every worker, closes the driver and drops the space.
@@ -373,7 +396,8 @@ func (r *run) startWorker(kind string, delay time.Duration, dsn string) (*proc, 
 	node := fmt.Sprintf("chaos-%d", r.nodes)
 	cmd := r.o.Command()
 	cmd.Env = append(cmd.Environ(), EnvWorker+"="+kind, envDSN+"="+or(dsn, r.sp.dsn), envKind+"="+r.sp.kind,
-		envSchema+"="+r.sp.schema, envNode+"="+node, envDelay+"="+delay.String(), envTiming+"="+r.o.Timing.env())
+		envSchema+"="+r.sp.schema, envNode+"="+node, envDelay+"="+delay.String(), envTiming+"="+r.o.Timing.env(),
+		envTypes+"="+typesEnv(r.o.Types))
 	p, err := startProc(node, cmd)
 	if err != nil {
 		return nil, err
@@ -407,13 +431,24 @@ func or(a, b string) string {
 // and a rescued task keeps its place.
 const runAtStep = 10 * time.Millisecond
 
-// enqueue stores n tasks of typ, runnable from n×runAtStep ago to now.
-func (r *run) enqueue(typ string, n int) error {
+// enqueueWork stores n tasks of the work types (workTypes, round robin),
+// as enqueue does.
+func (r *run) enqueueWork(n int) error { return r.enqueue(r.workTypes(), n) }
+
+// enqueue stores n tasks of types (round robin), runnable from
+// n×runAtStep ago to now.
+func (r *run) enqueue(types []string, n int) error {
 	first := time.Now().Add(-time.Duration(n) * runAtStep)
 	specs := make([]keel.TaskSpec, 0, n)
 	for i := range n {
-		specs = append(specs, keel.TaskSpec{Type: typ, Payload: job{N: i},
-			Options: []keel.Option{keel.RunAt(first.Add(time.Duration(i) * runAtStep))}})
+		typ := types[i%len(types)]
+		opts := []keel.Option{keel.RunAt(first.Add(time.Duration(i) * runAtStep))}
+		for _, t := range r.o.Types {
+			if t.Name == typ {
+				opts = append(t.options(), opts...)
+			}
+		}
+		specs = append(specs, keel.TaskSpec{Type: typ, Payload: job{N: i}, Options: opts})
 	}
 	infos, err := r.client.EnqueueMany(r.ctx, specs)
 	if err != nil {

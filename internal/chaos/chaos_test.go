@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +103,72 @@ func TestPostgres(t *testing.T) {
 func TestMariaDB(t *testing.T) {
 	testdb.Require(t, testdb.MySQL)
 	runAll(t, testdb.MySQLDSN())
+}
+
+// TestTypes runs kill-worker as a user's two types would (keel chaos
+// --config): one capped at 3 running on a queue of its own, one at 20
+// starts a second. It passes and reports both limits kept; with the
+// limits left unstored, the same run fails on the concurrency it broke.
+func TestTypes(t *testing.T) {
+	types := []Type{
+		{Name: "report.generate", Queue: "reports", Priority: 2, Timeout: 10 * time.Second, Concurrency: 3},
+		{Name: "mail.send", Rate: 20, Burst: 5},
+	}
+	db := filepath.Join(t.TempDir(), "keel.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, unlimited := range []bool{false, true} {
+		rep, err := Run(t.Context(), Options{DSN: db, Scenarios: []string{"kill-worker"}, Command: testCommand, Log: t.Logf,
+			Types: types, unlimited: unlimited})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rep.Results[0]
+		t.Logf("unlimited %v: %s, %d tasks, %d succeeded; notes %q; failures %q", unlimited, r.Status, r.Tasks, r.Succeeded, r.Notes, r.Failures)
+		notes, failures := strings.Join(r.Notes, "\n"), strings.Join(r.Failures, "\n")
+		if !unlimited {
+			if r.Status != StatusPass || r.Succeeded != r.Tasks {
+				t.Errorf("with the limits stored: %s, %d of %d succeeded: %v", r.Status, r.Succeeded, r.Tasks, r.Failures)
+			}
+			for _, want := range []string{"type report.generate: at most ", "of its 3 allowed ran at once", "type mail.send: at most "} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("the notes do not say %q: %s", want, notes)
+				}
+			}
+			// 300 tasks at 20 a second for every other one: the pace bound
+			// keeps the work to what drains in 30s.
+			if r.Tasks > 8*3+8+300 || r.Tasks < 20 {
+				t.Errorf("%d tasks", r.Tasks)
+			}
+			continue
+		}
+		if r.Status != StatusFail || !strings.Contains(failures, "type report.generate: ") || !strings.Contains(failures, "over its concurrency of 3") {
+			t.Errorf("with the limits unstored the run did not fail on report.generate's concurrency: %s %q", r.Status, r.Failures)
+		}
+	}
+}
+
+// TestBadTypes: a type the run cannot take is refused before anything is
+// created, naming the type.
+func TestBadTypes(t *testing.T) {
+	for _, tc := range []struct {
+		typ  Type
+		want string
+	}{
+		{Type{Name: "bad name"}, `type "bad name": not a valid type name`},
+		{Type{Name: "a", Queue: "q\x00"}, `queue "q\x00" is not a valid queue name`},
+		{Type{Name: "a", Timeout: 50 * time.Millisecond}, "timeout 50ms is shorter than twice"},
+		{Type{Name: "a", Concurrency: -1}, "must not be negative"},
+		{Type{Name: workType}, "the name is the run's own"},
+	} {
+		err := Options{DSN: "x.db", Command: testCommand, Types: []Type{tc.typ}}.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.typ, err, tc.want)
+		}
+	}
+	err := Options{DSN: "x.db", Command: testCommand, Types: []Type{{Name: "a"}, {Name: "a"}}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "type a: given twice") {
+		t.Errorf("a type given twice: %v", err)
+	}
 }

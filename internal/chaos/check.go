@@ -230,6 +230,9 @@ func (r *run) audit() error {
 	if len(orphans) > 0 {
 		r.failf("%d effects of no task the scenario enqueued, e.g. %v", len(orphans), show(orphans))
 	}
+	if err := r.checkLimits(); err != nil {
+		return fmt.Errorf("check the types' limits: %w", err)
+	}
 	fixed, err := r.drv.Reconcile(r.ctx, driver.ReconcileParams{})
 	if err != nil {
 		return fmt.Errorf("reconcile the counters: %w", err)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"syscall"
@@ -40,18 +41,64 @@ func (r *run) rescueBound() time.Duration {
 }
 
 // many is how many tasks a scenario works: fewer on SQLite, where every
-// completion is a write of its own under the one write lock.
+// completion is a write of its own under the one write lock, and fewer
+// when the types' limits (Options.Types) would not let them drain in
+// limitedDrain.
 func (r *run) many() int {
+	n := 600
 	if r.sp.kind == SQLite {
-		return 300
+		n = 300
 	}
-	return 600
+	if pace := r.pace(); pace > 0 {
+		n = min(n, max(20, int(pace*limitedDrain.Seconds())))
+	}
+	return n
+}
+
+// limitedDrain is how long the work of a scenario may take to drain under
+// the types' limits.
+const limitedDrain = 30 * time.Second
+
+// pace bounds the tasks a second the work types' limits let through, all
+// types together (their tasks come round robin, so the slowest type sets
+// the pace); 0 when nothing limits them. A capped type runs at most
+// Concurrency tasks per workDelay.
+func (r *run) pace() float64 {
+	slowest := math.Inf(1)
+	for _, t := range r.o.Types {
+		p := math.Inf(1)
+		if t.Rate > 0 {
+			p = t.Rate
+		}
+		if t.Concurrency > 0 {
+			p = min(p, float64(t.Concurrency)/workDelay.Seconds())
+		}
+		slowest = min(slowest, p)
+	}
+	if math.IsInf(slowest, 1) {
+		return 0
+	}
+	return slowest * float64(len(r.o.Types))
+}
+
+// atOnce is n, or 1 when every work type has a concurrency cap: a worker
+// may then never hold n tasks.
+func (r *run) atOnce(n int) int {
+	if len(r.o.Types) == 0 {
+		return n
+	}
+	for _, t := range r.o.Types {
+		if t.Concurrency == 0 {
+			return n
+		}
+	}
+	return 1
 }
 
 // prepare enqueues the scenario's tasks, starts the workers and waits
 // until a fifth of the tasks finished, so the fault lands mid-run.
 func (r *run) prepare(dsn string) ([]*proc, error) {
-	if err := r.enqueue(workType, r.many()); err != nil {
+	if err := r.enqueueWork(r.many()); err != nil {
 		return nil, err
 	}
 	ps, err := r.startWorkers(r.o.Workers, workDelay, dsn)
@@ -124,7 +171,7 @@ func killWorker(r *run) error {
 		return err
 	}
 	for try := 1; ; try++ {
-		victim, err := r.busyWorker(ps, 2, true)
+		victim, err := r.busyWorker(ps, r.atOnce(2), true)
 		if err != nil {
 			return err
 		}
@@ -181,11 +228,11 @@ func stopWorker(r *run) error {
 	for try := 1; try <= stopTries; try++ {
 		if try > 1 {
 			// More work, so that the next stop finds a worker busy.
-			if err := r.enqueue(workType, r.many()/2); err != nil {
+			if err := r.enqueueWork(r.many() / 2); err != nil {
 				return err
 			}
 		}
-		victim, err := r.busyWorker(ps, 2, true)
+		victim, err := r.busyWorker(ps, r.atOnce(2), true)
 		if err != nil {
 			return err
 		}
@@ -425,7 +472,7 @@ func cutConnections(r *run) error {
 // slack) and leave no task running under its name: the handlers it
 // cancelled are released at once, not left for the lease to expire.
 func sigterm(r *run) error {
-	if err := r.enqueue(workType, 8*r.o.Workers+8); err != nil {
+	if err := r.enqueueWork(8*r.o.Workers + 8); err != nil {
 		return err
 	}
 	var ps []*proc
@@ -436,7 +483,7 @@ func sigterm(r *run) error {
 		}
 		ps = append(ps, p)
 	}
-	victim, err := r.busyWorker(ps, 2, false)
+	victim, err := r.busyWorker(ps, r.atOnce(2), false)
 	if err != nil {
 		return err
 	}
@@ -475,7 +522,7 @@ func sigterm(r *run) error {
 // again, step three must run once more, and each task must succeed once
 // with the result built from the stored steps.
 func killInStep(r *run) error {
-	if err := r.enqueue(stepsType, stepTasks); err != nil {
+	if err := r.enqueue([]string{stepsType}, stepTasks); err != nil {
 		return err
 	}
 	first, err := r.startWorker("steps", 0, "")

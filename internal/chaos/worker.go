@@ -24,6 +24,7 @@ const (
 	envNode   = "KEEL_CHAOS_NODE"
 	envDelay  = "KEEL_CHAOS_DELAY"
 	envTiming = "KEEL_CHAOS_TIMING" // Timing.env
+	envTypes  = "KEEL_CHAOS_TYPES"  // typesEnv
 
 )
 
@@ -83,10 +84,19 @@ func WorkerMain() error {
 	if err != nil {
 		return err
 	}
+	types, err := parseTypes(os.Getenv(envTypes))
+	if err != nil {
+		return err
+	}
 	h := keel.NewHandlers()
+	queues := map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: slotsPerWorker}}
 	switch kind := os.Getenv(EnvWorker); kind {
 	case "work":
 		keel.Handle(h, workType, workHandler(sp, db, node, delay))
+		for _, t := range types {
+			keel.Handle(h, t.Name, workHandler(sp, db, node, delay), t.options()...)
+			queues[t.queue()] = keel.QueueConfig{MaxWorkers: slotsPerWorker}
+		}
 	case "steps":
 		keel.Handle(h, stepsType, stepsHandler(sp, db))
 	default:
@@ -94,7 +104,7 @@ func WorkerMain() error {
 	}
 	c, err := keel.NewClient(keel.Config{
 		Driver: drv, Handlers: h, Node: node,
-		Queues:   map[string]keel.QueueConfig{keel.DefaultQueue: {MaxWorkers: slotsPerWorker}},
+		Queues:   queues,
 		LeaseTTL: tm.LeaseTTL, HeartbeatInterval: tm.HeartbeatInterval, RescueInterval: tm.RescueInterval,
 		PollInterval: tm.PollInterval, BackoffBase: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		BackoffJitter: -1, MaxAttempts: 100, Timeout: max(30*time.Second, 2*delay), TimeoutGrace: time.Second,
