@@ -433,16 +433,29 @@ const runAtStep = 10 * time.Millisecond
 
 // enqueueWork stores n tasks of the work types (workTypes, round robin),
 // as enqueue does.
-func (r *run) enqueueWork(n int) error { return r.enqueue(r.workTypes(), n) }
+func (r *run) enqueueWork(n int) error { return r.enqueue(r.workTypes(), n, runAtStep) }
 
-// enqueue stores n tasks of types (round robin), runnable from
-// n×runAtStep ago to now.
-func (r *run) enqueue(types []string, n int) error {
-	first := time.Now().Add(-time.Duration(n) * runAtStep)
+// enqueueLine stores n tasks of the work types all runnable from now, a
+// line behind every task enqueueWork stored before (lineGap).
+func (r *run) enqueueLine(n int) error { return r.enqueue(r.workTypes(), n, 0) }
+
+// lineGap is how long before its enqueue the last task of a batch is
+// runnable: a line enqueued later is runnable more than a second after
+// it, and a rescued task (its run_at plus a backoff of 200ms at most)
+// comes before the line.
+const lineGap = 2 * time.Second
+
+// enqueue stores n tasks of types (round robin), runnable step apart,
+// the last lineGap ago; with step 0, all runnable now.
+func (r *run) enqueue(types []string, n int, step time.Duration) error {
+	first := time.Now()
+	if step > 0 {
+		first = first.Add(-time.Duration(n)*step - lineGap)
+	}
 	specs := make([]keel.TaskSpec, 0, n)
 	for i := range n {
 		typ := types[i%len(types)]
-		opts := []keel.Option{keel.RunAt(first.Add(time.Duration(i) * runAtStep))}
+		opts := []keel.Option{keel.RunAt(first.Add(time.Duration(i) * step))}
 		for _, t := range r.o.Types {
 			if t.Name == typ {
 				opts = append(t.options(), opts...)

@@ -189,15 +189,106 @@ func killWorker(r *run) error {
 		}
 		ps = append(ps, p)
 		if len(held) > 0 {
+			// A line of tasks runnable after the victim's, so that its
+			// rescued tasks must keep their place in it (checkRetried).
+			if err := r.enqueueLine(r.line()); err != nil {
+				return err
+			}
 			if err := r.settle(); err != nil {
 				return err
 			}
-			return r.checkRescues(victim.node, at, held)
+			if err := r.checkRescues(victim.node, at, held); err != nil {
+				return err
+			}
+			return r.checkRetried(victim.node, at, held)
 		}
 		if try == 5 {
 			return fmt.Errorf("after %d kills no killed worker held a task", try)
 		}
 	}
+}
+
+// line is how many tasks keep the workers busy until the killed worker's
+// tasks have been rescued and half as long again (at most 3,000, and no
+// more than the types' limits drain in limitedDrain): the line the rescued
+// tasks must keep their place in.
+func (r *run) line() int {
+	perSecond := float64(r.o.Workers*slotsPerWorker) / workDelay.Seconds()
+	if pace := r.pace(); pace > 0 {
+		perSecond = min(perSecond, pace)
+	}
+	n := int(perSecond * (r.o.Timing.LeaseTTL + r.o.Timing.RescueInterval).Seconds() * 1.5)
+	if pace := r.pace(); pace > 0 {
+		n = min(n, int(pace*limitedDrain.Seconds()))
+	}
+	return max(20, min(n, 3000))
+}
+
+// checkRetried checks every task that needed a second attempt after the
+// kill of node at: it must be one node held then, with one entry in its
+// history, its lease expired there, and the attempt after it; it was
+// picked up again within the rescue bound, and in its place in line: no
+// task of its type runnable later than it (by a second) started between
+// its rescue and its new start (each with a second's slack). A live
+// worker's task run twice fails it: a lease that ran out under a live
+// process is the fault keel's renewals exist to prevent.
+func (r *run) checkRetried(node string, at time.Time, held []int64) error {
+	ids, err := r.ints(`SELECT id FROM %s WHERE attempt > 1 ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	overtaken := r.sp.rebind(`SELECT count(*) FROM ` + r.sp.table("keel_tasks") +
+		` WHERE type = ? AND run_at > ? AND started_at > ? AND started_at < ?`)
+	var worst time.Duration
+	for _, id := range ids {
+		t, err := r.drv.Get(r.ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Type == stepsType || !slices.Contains(r.ids, id) {
+			continue
+		}
+		if len(t.Errors) != 1 || t.Errors[0].Outcome != driver.OutcomeLeaseExpired || t.Errors[0].Node != node || !slices.Contains(held, id) {
+			r.failf("task %d needed attempt %d, history %s; only the tasks %s held at its kill should have run twice, each once rescued from it",
+				id, t.Attempt, history(t.Errors), node)
+			continue
+		}
+		ae := t.Errors[0]
+		if t.Attempt != ae.Attempt+1 {
+			r.failf("task %d: attempt %d after its attempt %d expired, want the one after it", id, t.Attempt, ae.Attempt)
+		}
+		next := t.AttemptedAt
+		pickup := next.Sub(at)
+		worst = max(worst, pickup)
+		if pickup > r.rescueBound() {
+			r.failf("task %d: picked up again %v after the kill, want within %v", id, pickup.Round(time.Millisecond), r.rescueBound())
+		}
+		var n int
+		if err := r.db.QueryRowContext(r.ctx, overtaken, t.Type, r.sp.timeArg(t.RunAt.Add(time.Second)),
+			r.sp.timeArg(ae.End.Add(time.Second)), r.sp.timeArg(next.Add(-time.Second))).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			r.failf("task %d (runnable at %v, rescued at %v) was picked up again at %v, after %d tasks runnable later than it",
+				id, t.RunAt.Format(time.StampMilli), ae.End.Format(time.StampMilli), next.Format(time.StampMilli), n)
+		}
+	}
+	if worst > 0 {
+		r.notef("the rescued tasks were picked up again at most %v after the kill, in queue order", worst.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// history is a task's failed attempts, briefly.
+func history(errs []driver.AttemptError) string {
+	var b strings.Builder
+	for i, ae := range errs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "#%d %s under %s", ae.Attempt, ae.Outcome, ae.Node)
+	}
+	return "[" + b.String() + "]"
 }
 
 // stopWorker SIGSTOPs a worker (not the leader) while it runs tasks,
@@ -522,7 +613,7 @@ func sigterm(r *run) error {
 // again, step three must run once more, and each task must succeed once
 // with the result built from the stored steps.
 func killInStep(r *run) error {
-	if err := r.enqueue([]string{stepsType}, stepTasks); err != nil {
+	if err := r.enqueue([]string{stepsType}, stepTasks, runAtStep); err != nil {
 		return err
 	}
 	first, err := r.startWorker("steps", 0, "")

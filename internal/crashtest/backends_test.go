@@ -58,8 +58,6 @@ var sqliteBackend = &backend{
 	// stamped with the time it was asked for, which can come before the
 	// rescue that committed ahead of it, and the scenario's ordering check
 	// reads the stamps.
-	killTasks:   1000,
-	killWorkers: 1,
 	// Every task commits its own write transaction (the handler's
 	// effect and CompleteTx), fsynced, under the one write lock: about
 	// 60 a second for three processes under -race, so fewer tasks keep
@@ -108,12 +106,10 @@ var postgresBackend = &backend{
 		}
 		return b.String()
 	},
-	timeArg:     func(t time.Time) any { return t },
-	effectsDDL:  `CREATE TABLE effects (task_id bigint NOT NULL, node text NOT NULL, attempt integer NOT NULL)`,
-	killTasks:   20000,
-	killWorkers: 3,
-	brakeTasks:  5000,
-	batchTasks:  5000,
+	timeArg:    func(t time.Time) any { return t },
+	effectsDDL: `CREATE TABLE effects (task_id bigint NOT NULL, node text NOT NULL, attempt integer NOT NULL)`,
+	brakeTasks: 5000,
+	batchTasks: 5000,
 	terminate: func(e *env, app string) (int64, error) {
 		var n int64
 		err := e.db.QueryRowContext(e.ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -139,8 +135,6 @@ var mariadbBackend = &backend{
 	timeArg: func(t time.Time) any { return t.UTC() },
 	effectsDDL: `CREATE TABLE effects (task_id BIGINT NOT NULL, node VARCHAR(255) NOT NULL,
 		attempt INT NOT NULL, KEY (task_id)) ENGINE = InnoDB`,
-	killTasks:   5000,
-	killWorkers: 3,
-	brakeTasks:  5000,
-	batchTasks:  5000,
+	brakeTasks: 5000,
+	batchTasks: 5000,
 }

@@ -193,7 +193,7 @@ func killedWorkersNoBrake(t *testing.T, b *backend) {
 		}
 		before := len(e.runningOf(victim.Name))
 		e.kill(victim)
-		time.Sleep(300 * time.Millisecond) // see killedWorker
+		time.Sleep(300 * time.Millisecond) // see internal/chaos killWorker
 		held := len(e.runningOf(victim.Name))
 		done := e.counts()[driver.StateSucceeded]
 		t.Logf("kill %d: killed %s (leader %q) running %d tasks just before, holding %d after; %d of %d succeeded after %v",

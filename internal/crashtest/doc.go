@@ -5,12 +5,10 @@
 // check that nothing was lost, nothing stuck and nothing applied twice. It
 // has no API; everything is in its tests.
 //
-// KilledInStep (steps_test.go) kills a worker inside the third of three
-// durable steps (keel.Step) and checks that the rescuing worker runs only
-// the third again, and LeaderFailover (scenarios_test.go) kills the
-// leader: they are internal/chaos's kill-in-step and kill-leader
-// scenarios, the ones keel chaos runs, called through runChaos (one
-// implementation). KilledWorkersNoBrake (brake_test.go) kills one of three
+// A killed worker, a killed leader and a worker killed inside a durable
+// step are keel chaos's scenarios (internal/chaos, the package the command
+// runs), tested there on every database; they have no copy here.
+// KilledWorkersNoBrake (brake_test.go) kills one of three
 // worker processes three times during a drain and checks that the automatic
 // brake, with its defaults, never opens: expired leases are no evidence.
 // BatchUnderKills (batch_test.go) drains one batch with an on_success

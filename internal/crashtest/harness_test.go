@@ -19,22 +19,10 @@ import (
 
 	"github.com/keelq/keel"
 	"github.com/keelq/keel/driver"
-	"github.com/keelq/keel/internal/chaos"
 	"github.com/keelq/keel/internal/proctest"
 )
 
-func TestMain(m *testing.M) {
-	if chaos.IsWorker() {
-		// This test binary re-executed as a worker of a chaos scenario
-		// (runChaos).
-		if err := chaos.WorkerMain(); err != nil {
-			fmt.Fprintln(os.Stderr, "chaos worker:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The tests re-execute this test binary as a worker or enqueuer process,
 // told what to do through these variables.
@@ -89,9 +77,6 @@ type backend struct {
 	timeArg func(time.Time) any
 	// effectsDDL creates the effects table the handler writes.
 	effectsDDL string
-	// killTasks is how many tasks the killed-worker scenario works, and
-	// killWorkers with how many worker processes.
-	killTasks, killWorkers int
 	// brakeTasks is how many tasks the killed-workers brake scenario's
 	// three processes drain.
 	brakeTasks int
@@ -547,20 +532,6 @@ func (e *env) enqueueLoop(c *keel.Client, n int, stop <-chan struct{}) (acked fu
 	acked = func() []int64 { mu.Lock(); defer mu.Unlock(); return slices.Clone(ids) }
 	failed = func() int { mu.Lock(); defer mu.Unlock(); return fails }
 	return acked, failed, wg
-}
-
-// nextStart is when the attempt after attempt began: the start of its error
-// entry, or the task's current attempt.
-func nextStart(r driver.TaskRow, attempt int) (time.Time, bool) {
-	for _, ae := range r.Errors {
-		if ae.Attempt == attempt+1 {
-			return ae.Start, true
-		}
-	}
-	if r.Attempt == attempt+1 {
-		return r.AttemptedAt, true
-	}
-	return time.Time{}, false
 }
 
 // logLines returns the lines of s containing every one of words.

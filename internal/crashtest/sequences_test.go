@@ -282,7 +282,7 @@ func sequencesUnderKills(t *testing.T, b *backend) {
 			}
 			before := len(e.runningOf(victim.Name))
 			killedAt[victim.Name] = e.kill(victim)
-			time.Sleep(300 * time.Millisecond) // see killedWorker
+			time.Sleep(300 * time.Millisecond) // see internal/chaos killWorker
 			held := e.runningOf(victim.Name)
 			done := succeeded()
 			t.Logf("kill %d: killed %s (leader %q) running %d members just before, holding %d after; %d of %d succeeded after %v",
