@@ -53,7 +53,8 @@ and drop a schema or database.
 
 Scenarios (each with 300 to 600 short tasks; a 2s lease, 0.5s heartbeats and
 rescues and a 0.5s stop deadline, or those of --config):
-  kill-worker    SIGKILL a worker in the middle of a batch: its tasks are rescued
+  kill-worker    SIGKILL a worker in the middle of a batch: its tasks are rescued, and
+                 keep their place in a line enqueued behind them; no other task runs twice
   stop-worker    SIGSTOP a worker past its lease, then SIGCONT: its late completions are fenced
   kill-leader    SIGKILL the leader: another takes over and rescues
   cut            cut every database connection for 4s through a local TCP proxy (not SQLite)

@@ -116,6 +116,17 @@ func (r *run) needTwo() error {
 	return nil
 }
 
+// fault faults victim (kill or stop; it returns the time just before the
+// signal) and returns that time and the tasks victim held: those running
+// under it 300ms later, once the server has committed what victim sent
+// before the signal.
+func (r *run) fault(victim *proc, do func() time.Time) (time.Time, []int64, error) {
+	at := do()
+	time.Sleep(300 * time.Millisecond)
+	held, err := r.runningOf(victim.node)
+	return at, held, err
+}
+
 // checkRescues records the rescues of node's tasks after at, and fails
 // when none was rescued or one was late, or when a task node held at the
 // fault (held) was neither rescued from it (a lease_expired entry naming
@@ -175,11 +186,7 @@ func killWorker(r *run) error {
 		if err != nil {
 			return err
 		}
-		at := victim.kill()
-		// The server may still commit what the victim sent before it died;
-		// what runs under it after that was left behind.
-		time.Sleep(300 * time.Millisecond)
-		held, err := r.runningOf(victim.node)
+		at, held, err := r.fault(victim, victim.kill)
 		if err != nil {
 			return err
 		}
@@ -327,9 +334,7 @@ func stopWorker(r *run) error {
 		if err != nil {
 			return err
 		}
-		at := victim.signal(syscall.SIGSTOP)
-		time.Sleep(300 * time.Millisecond)
-		held, err := r.runningOf(victim.node)
+		at, held, err := r.fault(victim, func() time.Time { return victim.signal(syscall.SIGSTOP) })
 		if err != nil || len(held) == 0 {
 			// It finished its tasks before it stopped, or they were
 			// rescued already (resumed after a stop before): nothing to
@@ -408,9 +413,7 @@ func killLeader(r *run) error {
 	if err != nil {
 		return err
 	}
-	at := victim.kill()
-	time.Sleep(300 * time.Millisecond)
-	held, err := r.runningOf(victim.node)
+	at, held, err := r.fault(victim, victim.kill)
 	if err != nil {
 		return err
 	}
