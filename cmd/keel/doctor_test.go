@@ -398,7 +398,7 @@ func TestDoctorAgainstServer(t *testing.T) {
 	wantStatus(t, rs, "target hook", statusOK)
 	wantStatus(t, rs, "migrations", statusSkip)
 	// SQLite's pool: the writer and 4 readers.
-	wantStatus(t, rs, "connection pool", statusOK, " of 5 in use", "in the last 1s")
+	wantStatus(t, rs, "connection pool", statusOK, " of 6 in use", "in the last 1s")
 	_, out, err = doctorLines(t, "--server", "http://127.0.0.1:1")
 	if err == nil || !strings.Contains(out, "cannot reach the keel server") {
 		t.Fatalf("no server: %v\n%s", err, out)

@@ -87,7 +87,7 @@ url = %q
 		`keel_attempts_total{outcome="succeeded",queue="default",type="email"} 1`,
 		`keel_http_target_requests_total{code="200",type="email"} 1`,
 		`keel_http_target_duration_seconds_count{code="200",type="email"} 1`,
-		`keel_db_connections_max 5`, // SQLite: the writer and 4 readers
+		`keel_db_connections_max 6`, // SQLite: the writer, the callers' connection and 4 readers
 		`go_goroutines `,
 	}
 	var body string

@@ -24,16 +24,7 @@ func TestHeartbeatGetsThroughBusyFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keel.db")
 	quiet := openAt(t, path, sqlite.Options{})
 	ctx := context.Background()
-	now := time.Now()
-	mine := insertN(t, quiet, "mine", 10, now)
-	claimed, err := quiet.Claim(ctx, driver.ClaimParams{Queue: "mine", Limit: 10, Owner: "quiet", Now: now, LeaseExpiresAt: now.Add(2 * time.Second)})
-	if err != nil || len(claimed) != len(mine) {
-		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
-	}
-	ids := make([]int64, len(claimed))
-	for i, r := range claimed {
-		ids[i] = r.ID
-	}
+	ids := leased(t, quiet, "quiet", 10)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -98,6 +89,23 @@ func TestHeartbeatGetsThroughBusyFile(t *testing.T) {
 	if worst > limit {
 		t.Errorf("a renewal took %v behind the other writers", worst)
 	}
+}
+
+// leased inserts n tasks in queue "mine" and claims them for owner with
+// a 2s lease, returning their ids.
+func leased(t *testing.T, d *sqlite.Driver, owner string, n int) []int64 {
+	t.Helper()
+	now := time.Now()
+	insertN(t, d, "mine", n, now)
+	claimed, err := d.Claim(context.Background(), driver.ClaimParams{Queue: "mine", Limit: n, Owner: owner, Now: now, LeaseExpiresAt: now.Add(2 * time.Second)})
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claim: %d of %d tasks, %v", len(claimed), n, err)
+	}
+	ids := make([]int64, n)
+	for i, r := range claimed {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 func insertN(t *testing.T, d *sqlite.Driver, queue string, n int, now time.Time) []driver.InsertResult {
@@ -279,16 +287,7 @@ func TestHeartbeatGetsThroughCallerTransactions(t *testing.T) {
 	if _, err := d.DB().ExecContext(ctx, `CREATE TABLE ledger (id INTEGER PRIMARY KEY, n INTEGER)`); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	insertN(t, d, "mine", 10, now)
-	claimed, err := d.Claim(ctx, driver.ClaimParams{Queue: "mine", Limit: 10, Owner: "w", Now: now, LeaseExpiresAt: now.Add(2 * time.Second)})
-	if err != nil || len(claimed) != 10 {
-		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
-	}
-	ids := make([]int64, len(claimed))
-	for i, r := range claimed {
-		ids[i] = r.ID
-	}
+	ids := leased(t, d, "w", 10)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var written sync.Map
