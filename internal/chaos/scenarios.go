@@ -564,9 +564,13 @@ func cutConnections(r *run) error {
 // sigterm SIGTERMs a worker while it runs tasks whose handlers take
 // longer than its stop deadline. It must exit within the deadline (plus
 // slack) and leave no task running under its name: the handlers it
-// cancelled are released at once, not left for the lease to expire.
+// cancelled are released at once, not left for the lease to expire. Its
+// tasks are the run's own type, never Options.Types: a handler that
+// outlasts the stop deadline (keel serve's shutdown_timeout, 30s by
+// default) may outlast a type's timeout too, and then its tasks time out
+// instead of being released.
 func sigterm(r *run) error {
-	if err := r.enqueueWork(8*r.o.Workers + 8); err != nil {
+	if err := r.enqueue([]string{workType}, 8*r.o.Workers+8, runAtStep); err != nil {
 		return err
 	}
 	var ps []*proc

@@ -152,6 +152,9 @@ func (r *run) checkLimits() error {
 	}
 	for name, t := range limited {
 		es := edges[name]
+		if len(es) == 0 {
+			continue // the scenario ran none of its tasks (sigterm, kill-in-step)
+		}
 		// An end and a start at one instant: the end first.
 		sort.Slice(es, func(i, j int) bool {
 			return es[i].at.Before(es[j].at) || es[i].at.Equal(es[j].at) && es[i].delta < es[j].delta
