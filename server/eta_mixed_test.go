@@ -152,8 +152,20 @@ func TestETAMixedTypes(t *testing.T) {
 			warm = append(warm, send("eta.fast", 0))
 		}
 		warm = append(warm, send("eta.slow", 0), send("eta.slow", 0))
-		waitFor("the warm-up ran", allStarted(warm))
-		time.Sleep(600 * time.Millisecond) // the slow ones' run times are stored
+		// Every warm-up task finished, not only started: on a loaded machine
+		// the slow ones could still be running 600ms after they started,
+		// and the first slow tasks below then waited for them too.
+		waitFor("the warm-up ran", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range warm {
+				if _, ok := finished[s.id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(200 * time.Millisecond) // their run times are stored
 		var mixed []submit
 		for range 12 {
 			mixed = append(mixed, send("eta.slow", 0))
