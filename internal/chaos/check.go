@@ -95,6 +95,13 @@ func (r *run) leader() (string, error) {
 // busyWorker waits for a worker of ps holding at least min tasks, not the
 // leader unless notLeader is false, and returns it.
 func (r *run) busyWorker(ps []*proc, least int, notLeader bool) (*proc, error) {
+	if r.atOnce(2) < 2 {
+		// Every work type is capped (Options.Types): one process may hold
+		// every slot, since a worker that finishes a task claims the next
+		// at once while the others poll, and that process may be the
+		// leader.
+		notLeader = false
+	}
 	var victim *proc
 	err := r.waitFor("a worker with running tasks", 30*time.Second, func() (bool, error) {
 		leader, err := r.leader()
