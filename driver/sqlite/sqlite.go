@@ -261,8 +261,9 @@ const sqliteBusy = 5
 // DB returns the callers' writing handle, one connection. Begin the
 // transactions you pass to keel's EnqueueTx and CompleteTx on it: SQLite
 // has one writer at a time, and this connection's transactions take turns
-// with keel's own writes (when both wait they alternate), where a
-// transaction on another connection would wait on SQLite's busy handler.
+// with keel's own writes (a waiting transaction goes first until keel's
+// writer has waited 20ms; see turns.go), where a transaction on another
+// connection would wait on SQLite's busy handler.
 func (d *Driver) DB() *sql.DB { return d.cdb }
 
 // Path returns the database file path.

@@ -452,15 +452,14 @@ func (r *run) enqueue(types []string, n int, step time.Duration) error {
 	if step > 0 {
 		first = first.Add(-time.Duration(n)*step - lineGap)
 	}
+	settings := map[string][]keel.Option{} // the user's types' queue, priority, timeout
+	for _, t := range r.o.Types {
+		settings[t.Name] = t.options()
+	}
 	specs := make([]keel.TaskSpec, 0, n)
 	for i := range n {
 		typ := types[i%len(types)]
-		opts := []keel.Option{keel.RunAt(first.Add(time.Duration(i) * step))}
-		for _, t := range r.o.Types {
-			if t.Name == typ {
-				opts = append(t.options(), opts...)
-			}
-		}
+		opts := append(slices.Clip(settings[typ]), keel.RunAt(first.Add(time.Duration(i)*step)))
 		specs = append(specs, keel.TaskSpec{Type: typ, Payload: job{N: i}, Options: opts})
 	}
 	infos, err := r.client.EnqueueMany(r.ctx, specs)

@@ -221,11 +221,12 @@ func killWorker(r *run) error {
 // tasks must keep their place in.
 func (r *run) line() int {
 	perSecond := float64(r.o.Workers*slotsPerWorker) / workDelay.Seconds()
-	if pace := r.pace(); pace > 0 {
+	pace := r.pace()
+	if pace > 0 {
 		perSecond = min(perSecond, pace)
 	}
 	n := int(perSecond * (r.o.Timing.LeaseTTL + r.o.Timing.RescueInterval).Seconds() * 1.5)
-	if pace := r.pace(); pace > 0 {
+	if pace > 0 {
 		n = min(n, int(pace*limitedDrain.Seconds()))
 	}
 	return max(20, min(n, 3000))
